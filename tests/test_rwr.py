@@ -51,6 +51,108 @@ def test_kl_cap_rolls_back_weights_and_optimizer(tiny_models, tmp_path):
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     updater = RWRUpdater(model, tok, str(tmp_path), learning_rate=5e-2, batch_size=1, epochs=5, ref_model=ref, kl_coef=0.0, max_kl=1e-6)
     result = updater.update([RWRExample("Write:", "Task: 9 + 9"), RWRExample("Write:", "Task: 1 * 3")])
-    assert result.rolled_back and result.kl > 1e-6
+    assert result.rolled_back and "KL" in result.rollback_reason
+    assert result.kl == 0.0, "the reported KL is that of the kept (restored = reference) model"
     assert result.steps < 10, "training stops at the first step over the cap"
+    assert all(torch.equal(before[n], p) for n, p in updater.model.named_parameters())
+
+
+def _kl_to(model, ref, tok, examples):
+    """Independent check: token-averaged KL(model || ref) over the completions."""
+    import torch.nn.functional as F
+
+    total, count = 0.0, 0
+    for ex in examples:
+        row = tokenize_examples(tok, [ex])[0]
+        ids = torch.tensor([row["input_ids"]])
+        mask = (torch.tensor([row["labels"]])[:, 1:] != -100).float()
+        with torch.no_grad():
+            logp = F.log_softmax(model(input_ids=ids).logits[:, :-1].float(), -1)
+            ref_logp = F.log_softmax(ref(input_ids=ids).logits[:, :-1].float(), -1)
+        total += float(((logp.exp() * (logp - ref_logp)).sum(-1) * mask).sum())
+        count += int(mask.sum())
+    return total / count
+
+
+def test_kl_cap_bounds_the_kept_model_even_when_the_only_step_crosses_it(tiny_models, tmp_path):
+    """Regression: the KL used to be measured before a step and compared after it, so an
+    update whose last (here: only) step crossed max_kl was kept while reporting KL 0."""
+    tok = AutoTokenizer.from_pretrained(tiny_models[1])
+    model = AutoModelForCausalLM.from_pretrained(tiny_models[1])
+    ref = AutoModelForCausalLM.from_pretrained(tiny_models[1]).eval()
+    examples = [RWRExample("Write:", "Task: 9 + 9"), RWRExample("Write:", "Task: 1 * 3")]
+    updater = RWRUpdater(model, tok, str(tmp_path), learning_rate=5e-2, batch_size=2, epochs=1, ref_model=ref, kl_coef=0.0, max_kl=0.02)
+    result = updater.update(examples)
+    assert result.steps == 1
+    assert result.rolled_back, f"one step at lr 5e-2 moves the model past KL 0.02 ({result})"
+    kept_kl = _kl_to(updater.model, ref, tok, examples)
+    assert kept_kl <= 0.02 and abs(result.kl - kept_kl) < 1e-6
+
+
+def test_an_update_within_the_cap_is_kept_and_reports_its_own_kl(tiny_models, tmp_path):
+    tok = AutoTokenizer.from_pretrained(tiny_models[1])
+    model = AutoModelForCausalLM.from_pretrained(tiny_models[1])
+    ref = AutoModelForCausalLM.from_pretrained(tiny_models[1]).eval()
+    examples = [RWRExample("Write:", "Task: 9 + 9"), RWRExample("Write:", "Task: 1 * 3")]
+    updater = RWRUpdater(model, tok, str(tmp_path), learning_rate=1e-3, batch_size=2, epochs=1, ref_model=ref, kl_coef=0.0, max_kl=5.0)
+    result = updater.update(examples)
+    assert not result.rolled_back
+    kept_kl = _kl_to(updater.model, ref, tok, examples)
+    assert kept_kl > 0 and abs(result.kl - kept_kl) < 1e-5
+
+
+def _first_step(tiny_models, tmp_path, batch_size, accumulation):
+    from transformers import TrainerCallback
+
+    tok = AutoTokenizer.from_pretrained(tiny_models[1])
+    model = AutoModelForCausalLM.from_pretrained(tiny_models[1])
+    grads = {}
+
+    class Capture(TrainerCallback):
+        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+            if not grads:
+                grads.update({n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None})
+
+    updater = RWRUpdater(model, tok, str(tmp_path / f"ga{accumulation}"), learning_rate=1e-3, batch_size=batch_size,
+                         epochs=1, gradient_accumulation_steps=accumulation)
+    updater.trainer.args.max_grad_norm = 0.0  # compare raw gradients, not clipped ones
+    updater.trainer.add_callback(Capture())
+    examples = [RWRExample("Write:", f"Task: {i} + {i * 3}", weight=0.5 + i / 4) for i in range(8)]
+    result = updater.update(examples)
+    return result, grads
+
+
+def test_rwr_loss_and_gradient_do_not_depend_on_gradient_accumulation(tiny_models, tmp_path):
+    """Regression: transformers treated Qwen2 as scaling its own loss, so the RWR loss (and the
+    effective step) grew with gradient_accumulation_steps."""
+    reference, ref_grads = _first_step(tiny_models, tmp_path, batch_size=8, accumulation=1)
+    for batch_size, accumulation in [(4, 2), (1, 8)]:
+        result, grads = _first_step(tiny_models, tmp_path, batch_size, accumulation)
+        assert result.steps == 1
+        assert abs(result.loss - reference.loss) < 1e-4 * max(1.0, reference.loss), (accumulation, result.loss, reference.loss)
+        for name, g in ref_grads.items():
+            assert torch.allclose(grads[name], g, rtol=1e-3, atol=1e-6), f"gradient of {name} differs with accumulation {accumulation}"
+
+
+def test_long_examples_are_dropped_and_counted_never_truncated(tiny_models, tmp_path):
+    """Regression: RWR kept only the last 1024 tokens, cutting the instruction off the prompt."""
+    tok = AutoTokenizer.from_pretrained(tiny_models[1])
+    model = AutoModelForCausalLM.from_pretrained(tiny_models[1])
+    long_prompt = "Write a task. " * 200
+    rows = tokenize_examples(tok, [RWRExample(long_prompt, "Task: 1 + 1"), RWRExample("Write:", "Task: 2 + 2")], max_length=64)
+    assert len(rows) == 1 and tok.decode(rows[0]["input_ids"]).startswith("Write:")
+    updater = RWRUpdater(model, tok, str(tmp_path), learning_rate=1e-3, batch_size=2, max_length=64)
+    result = updater.update([RWRExample(long_prompt, "Task: 1 + 1"), RWRExample("Write:", "Task: 2 + 2")])
+    assert result.dropped_too_long == 1 and result.examples == 1 and result.steps == 1
+    default = RWRUpdater(AutoModelForCausalLM.from_pretrained(tiny_models[1]), tok, str(tmp_path / "d"), learning_rate=1e-3, batch_size=2)
+    assert default.max_length == model.config.max_position_embeddings
+
+
+def test_a_non_finite_loss_is_rolled_back(tiny_models, tmp_path):
+    tok = AutoTokenizer.from_pretrained(tiny_models[1])
+    model = AutoModelForCausalLM.from_pretrained(tiny_models[1])
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    updater = RWRUpdater(model, tok, str(tmp_path), learning_rate=1e-2, batch_size=2, epochs=1)
+    result = updater.update([RWRExample("Write:", "Task: 9 + 9", weight=float("nan")), RWRExample("Write:", "Task: 1 + 2")])
+    assert result.rolled_back and "non-finite" in result.rollback_reason
     assert all(torch.equal(before[n], p) for n, p in updater.model.named_parameters())

@@ -106,6 +106,11 @@ class EnvSettings:
     kl_coef: float = _f(0.1, "Weight of the KL penalty toward the initial environment model.")
     max_kl: float = _f(0.5, "If the KL estimate exceeds this, the epoch's env update is rolled back.")
     replay_epochs: int = _f(1, "Train on in-band generations of the last N epochs (1 = this epoch only).")
+    rwr_max_length: int | None = _f(
+        None,
+        "Longest RWR example (prompt + generation) in tokens; None = the environment model's context. "
+        "Longer examples are dropped and counted (env_dropped_too_long), never truncated.",
+    )
 
 
 @dataclass
@@ -151,6 +156,11 @@ class RunConfig:
     )
     keep_checkpoints: int = _f(2, "Completed-epoch checkpoints kept (the newest N).")
     plugins: list[str] | None = _f(None, "Allowlist of plugins to load (default: all).")
+    max_epochs_without_valid: int = _f(
+        3,
+        "Stop with an error after this many consecutive epochs in which no generated task was valid "
+        "(the environment model does not write this domain's format; warm-start it, see the README).",
+    )
 
     def __post_init__(self) -> None:
         validate(self)

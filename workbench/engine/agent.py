@@ -70,6 +70,7 @@ class GRPOAgent:
         output_dir: str,
         seed: int = 0,
         bf16: bool = False,
+        reference_name_or_path: str | None = None,
     ):
         from trl import GRPOConfig, GRPOTrainer
 
@@ -100,6 +101,10 @@ class GRPOAgent:
             **checkpointing_arguments(settings.model.gradient_checkpointing),
             **vllm_kwargs,
         )
+        if reference_name_or_path and settings.kl_beta:
+            # TRL builds the KL reference from the policy's config path; a resumed run's policy
+            # was loaded from a checkpoint, and the reference must stay the initial agent.
+            model.config._name_or_path = reference_name_or_path
         placeholder = Dataset.from_list([{"prompt": [{"role": "user", "content": "x"}], "task_id": "_"}])
         self.trainer = GRPOTrainer(
             model=model,
@@ -133,8 +138,11 @@ class GRPOAgent:
         self._attempts = defaultdict(list)
         self._scoring_seconds = 0.0
         self.trainer.train_dataset = Dataset.from_list([{"prompt": messages(t), "task_id": t.id} for t in tasks])
-        history_start = len(self.trainer.state.log_history)
+        state_before = self.trainer.state
+        history_start = len(state_before.log_history)
         out = self.trainer.train()
+        if self.trainer.state is not state_before:  # train() starts a fresh TrainerState each call
+            history_start = 0
         logs = [h for h in self.trainer.state.log_history[history_start:] if "loss" in h]
         lengths = [h["completions/mean_length"] for h in logs if "completions/mean_length" in h]
         local_ids = list(self._attempts)

@@ -44,10 +44,11 @@ from workbench.engine import checkpoint as ckpt
 from workbench.engine import distributed as dist
 from workbench.engine.agent import AgentEpochResult, GRPOAgent
 from workbench.engine.generation import chat_prompt, make_generator, require_backends
-from workbench.engine.models import load_model, load_tokenizer, resolve_device, resolve_dtype
-from workbench.engine.rwr import RWRExample, RWRUpdater
+from workbench.engine.invariants import InvariantError, check_epoch, content_id
+from workbench.engine.models import load_model, load_tokenizer, resolve_device, uses_bf16_autocast
+from workbench.engine.rwr import RWRExample, RWRUpdater, model_context_length
 from workbench.plugins import Domain, Registry, load_registry
-from workbench.tasks import AgentStats, Rejection, Task, atomic_write_text, read_jsonl, write_jsonl
+from workbench.tasks import AgentStats, Rejection, Score, Task, atomic_write_text, read_jsonl, write_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,11 @@ class Candidate:
     text: str
     task: Task | None
     rejections: list[Rejection]
+    duplicate_of: str | None = None  # an identical valid generation earlier in the epoch
+
+    @property
+    def valid(self) -> bool:
+        return self.task is not None and not self.rejections
 
 
 class CoEvolution:
@@ -100,6 +106,7 @@ class CoEvolution:
                 f"run folder {self.run_dir} already holds a checkpoint ({existing.name}); "
                 "pass --resume to continue it, or choose another --out folder"
             )
+        self._epochs_without_valid = 0
         require_backends(config)  # a vLLM config on a machine without vLLM fails before any training
         self.run_dir.mkdir(parents=True, exist_ok=True)
         torch.manual_seed(config.seed)
@@ -108,8 +115,18 @@ class CoEvolution:
             task.source = "seed"
         self._load_models(existing if resume else None)
         self.is_main = dist.is_main_process()  # the trainers have set up accelerate's state by now
-        if self.is_main:
-            atomic_write_text(self.run_dir / "config.yaml", config.to_yaml())
+        self._check_context_lengths()
+        if resume and existing is not None:
+            completed = int(json.loads((existing / "state.json").read_text())["epoch"])
+            if config.epochs < completed:
+                raise RunError(
+                    f"{self.run_dir} has {completed} completed epochs; epochs = {config.epochs} is fewer. "
+                    f"Pass --epochs {completed + 1} or more to extend the run"
+                )
+        config_yaml = config.to_yaml()
+        config_path = self.run_dir / "config.yaml"
+        if self.is_main and (not config_path.exists() or config_path.read_text(encoding="utf-8") != config_yaml):
+            atomic_write_text(config_path, config_yaml)
         if resume and existing is not None:
             self._restore(existing)
         elif config.mode in ("static", "teacher"):
@@ -140,11 +157,11 @@ class CoEvolution:
         self.env_tokenizer = load_tokenizer(env_settings, "env.model")
         agent_model = self._load_trainable(agent_settings, "agent.model", checkpoint and checkpoint / "agent")
         env_model = self._load_trainable(env_settings, "env.model", checkpoint and checkpoint / "env")
-        device = resolve_device(agent_settings.device)
-        bf16 = device.type == "cuda" and resolve_dtype(agent_settings.dtype, device) == torch.bfloat16
         self.agent = GRPOAgent(
             cfg.agent, agent_model, self.agent_tokenizer, self.domain.score,
-            str(self.run_dir / ".trainer" / "agent"), seed=cfg.seed, bf16=bf16,
+            str(self.run_dir / ".trainer" / "agent"), seed=cfg.seed,
+            bf16=uses_bf16_autocast(agent_settings, resolve_device(agent_settings.device)),
+            reference_name_or_path=agent_settings.name_or_path,
         )
         ref_model = None
         if cfg.mode == "genenv" and env_settings.lora is None:
@@ -152,9 +169,11 @@ class CoEvolution:
         self.env_updater = RWRUpdater(
             env_model, self.env_tokenizer, str(self.run_dir / ".trainer" / "env"),
             learning_rate=cfg.env.learning_rate, batch_size=cfg.env.batch_size, epochs=cfg.env.rwr_epochs,
-            ref_model=ref_model, kl_coef=cfg.env.kl_coef, max_kl=cfg.env.max_kl, seed=cfg.seed, bf16=bf16,
+            ref_model=ref_model, kl_coef=cfg.env.kl_coef, max_kl=cfg.env.max_kl, seed=cfg.seed,
+            bf16=uses_bf16_autocast(env_settings, resolve_device(env_settings.device)),
             gradient_accumulation_steps=cfg.env.gradient_accumulation_steps,
             gradient_checkpointing=env_settings.gradient_checkpointing,
+            max_length=cfg.env.rwr_max_length,
         )
         self.env_generator = make_generator(
             cfg.env.generation, self.env_updater.model, self.env_tokenizer, env_settings.name_or_path, cfg.seed
@@ -212,17 +231,89 @@ class CoEvolution:
         return candidates
 
     def _generate_and_validate(self, count: int, generator: Any, source: str, examples_from: list[Task]) -> list[Candidate]:
+        """Generate, parse and validate. The engine gives each parsed task its content id
+        (no plugin can make two tasks share one); a valid task identical to an earlier one of
+        this batch is linked to it (`duplicate_of`) and shares its attempts."""
         prompts = self._env_prompts(count, examples_from)
-        texts = generator.generate([p for p, _ in prompts], n=1, seed=self.rng.randrange(2**31))
+        fits = [self._env_prompt_fits(context) for context, _ in prompts]
+        seed = self.rng.randrange(2**31)
+        wanted = [context for (context, _), ok in zip(prompts, fits) if ok]
+        texts = iter(generator.generate(wanted, n=1, seed=seed) if wanted else [])
         candidates = []
-        for (context, examples), (text,) in zip(prompts, texts):
+        first_valid: set[str] = set()
+        for (context, examples), fit_problem in zip(prompts, fits):
+            if fit_problem is not True:
+                candidates.append(Candidate(context, "", None, [Rejection("env_prompt_too_long", fit_problem)]))
+                continue
+            (text,) = next(texts)
             parsed = self.domain.parse_task(text, examples)
             if isinstance(parsed, Rejection):
                 candidates.append(Candidate(context, text, None, [parsed]))
                 continue
             parsed.source, parsed.env_context, parsed.env_text = source, context, text
-            candidates.append(Candidate(context, text, parsed, self.domain.validate(parsed)))
+            parsed.id = content_id(parsed)
+            reasons = self.domain.validate(parsed) + self._agent_fit(parsed)
+            candidate = Candidate(context, text, parsed, reasons)
+            if candidate.valid:
+                if parsed.id in first_valid:
+                    candidate.duplicate_of = parsed.id
+                first_valid.add(parsed.id)
+            candidates.append(candidate)
         return candidates
+
+    # ------------------------------------------------------------------ context lengths
+
+    def _tokens(self, tokenizer: Any, prompt: Any) -> int:
+        return len(tokenizer(chat_prompt(tokenizer, prompt), add_special_tokens=False)["input_ids"])
+
+    def _env_prompt_fits(self, context: str) -> bool | str:
+        """True, or why this environment prompt plus its generation cannot fit the env model."""
+        limit = model_context_length(self.env_updater.model)
+        if limit is None:
+            return True
+        need = self._tokens(self.env_tokenizer, context) + self.config.env.generation.max_new_tokens
+        if need <= limit:
+            return True
+        return (f"the environment prompt ({need - self.config.env.generation.max_new_tokens} tokens) plus "
+                f"env.generation.max_new_tokens exceed the environment model's context of {limit} tokens")
+
+    def _agent_fit(self, task: Task) -> list[Rejection]:
+        """A generated task whose prompt cannot fit the agent's context is rejected, counted."""
+        limit = model_context_length(self.agent.model)
+        if limit is None:
+            return []
+        need = self._tokens(self.agent_tokenizer, self.domain.agent_messages(task)) + self.config.agent.max_completion_length
+        if need <= limit:
+            return []
+        return [Rejection("too_long_for_agent", f"prompt plus agent.max_completion_length is {need} tokens; the agent's context is {limit}")]
+
+    def _check_context_lengths(self) -> None:
+        """Refuse, before any training, a run whose seed prompts cannot fit the models' context
+        (a model asked to attend past its positions either fails or allocates without bound)."""
+        cfg = self.config
+        longest = sorted(self.seeds, key=lambda t: len(t.prompt) + len(t.system or ""), reverse=True)
+        agent_limit = model_context_length(self.agent.model)
+        if agent_limit is not None:
+            need = max(self._tokens(self.agent_tokenizer, self.domain.agent_messages(t)) for t in longest[:8])
+            if need + cfg.agent.max_completion_length > agent_limit:
+                raise RunError(
+                    f"the longest {cfg.domain} seed prompt is {need} tokens; with agent.max_completion_length "
+                    f"{cfg.agent.max_completion_length} it exceeds agent.model's context of {agent_limit} tokens "
+                    f"({cfg.agent.model.name_or_path}). Use a model with a longer context, shorter seed tasks "
+                    "(domain_options), or a smaller agent.max_completion_length"
+                )
+        env_limit = model_context_length(self.env_updater.model)
+        if env_limit is not None and cfg.mode in ("genenv", "random", "static"):
+            k = min(cfg.env.examples_per_prompt, len(self.seeds))
+            context = self.domain.environment_prompt(longest[:k], self.stats)
+            need = self._tokens(self.env_tokenizer, context)
+            if need + cfg.env.generation.max_new_tokens > env_limit:
+                raise RunError(
+                    f"a {cfg.domain} environment prompt with the {k} longest seed examples is {need} tokens; with "
+                    f"env.generation.max_new_tokens {cfg.env.generation.max_new_tokens} it exceeds env.model's "
+                    f"context of {env_limit} tokens ({cfg.env.model.name_or_path}). Lower env.examples_per_prompt, "
+                    "use a model with a longer context, or generate fewer tokens"
+                )
 
     def _build_static_pool(self) -> None:
         """static/teacher: generate the variations once, before the first epoch."""
@@ -238,7 +329,7 @@ class CoEvolution:
         else:
             generator = self.env_generator
         candidates = self._generate_candidates(count, generator, cfg.mode, self.seeds)
-        self.static_pool = [c.task for c in candidates if c.task is not None and not c.rejections]
+        self.static_pool = [c.task for c in candidates if c.valid and c.duplicate_of is None]
         self.static_rejections = Counter(r.code for c in candidates for r in c.rejections)
         self._emit({"type": "phase", "phase": "static_pool", "epoch": 0, "size": len(self.static_pool)})
         if not self.static_pool:
@@ -253,24 +344,41 @@ class CoEvolution:
         self._emit({"type": "phase", "phase": name, "epoch": self.epoch + 1})
         return _PhaseTimer(self._phase_times, name)
 
-    def _mixture(self, new_tasks: list[Task]) -> list[Task]:
-        """D_train for this epoch: new tasks + sampled seeds + sampled history, padded so
-        every GRPO step is full (each task then gets exactly n attempts)."""
+    def _tasks_per_generation_batch(self) -> int:
+        """Distinct tasks in one of TRL's generation batches (per_device x accumulation x
+        processes / n). TRL's sampler drops an incomplete last batch, so the mixture must be
+        a whole number of these for every task to get its n attempts."""
+        a = self.config.agent
+        return max(1, a.per_device_batch_size * a.gradient_accumulation_steps // a.num_generations) * dist.num_processes()
+
+    def _mixture(self, new_tasks: list[Task]) -> tuple[list[Task], int]:
+        """D_train for this epoch: the new tasks + sampled seeds + sampled history, distinct by
+        id, then padded to whole generation batches with unused seeds, then unused history,
+        then (a small domain) copies of tasks under `#pad` ids whose attempts count nowhere.
+        Returns the tasks and the number of padding copies."""
         pool = self.config.pool
-        tasks = list(new_tasks[: pool.max_new_per_epoch])
-        tasks += self.rng.sample(self.seeds, min(pool.base_per_epoch, len(self.seeds)))
-        seen = {t.id for t in tasks}
-        history = [t for t in self.history if t.id not in seen]
-        tasks += self.rng.sample(history, min(pool.history_per_epoch, len(history)))
-        per_step = max(1, self.config.agent.per_device_batch_size * self.config.agent.gradient_accumulation_steps // self.config.agent.num_generations)
-        per_step *= dist.num_processes()
-        seen = {t.id for t in tasks}
-        spare = [t for t in self.seeds if t.id not in seen]
-        self.rng.shuffle(spare)
-        while len(tasks) % per_step and spare:
-            tasks.append(spare.pop())
-        unique = {t.id: t for t in tasks}
-        return list(unique.values())
+        chosen: dict[str, Task] = {t.id: t for t in new_tasks}
+        for task in self.rng.sample(self.seeds, min(pool.base_per_epoch, len(self.seeds))):
+            chosen.setdefault(task.id, task)
+        history = [t for t in self.history if t.id not in chosen]
+        for task in self.rng.sample(history, min(pool.history_per_epoch, len(history))):
+            chosen.setdefault(task.id, task)
+        tasks = list(chosen.values())
+        spare_seeds = [t for t in self.seeds if t.id not in chosen]
+        spare_history = [t for t in history if t.id not in chosen]
+        self.rng.shuffle(spare_seeds)
+        self.rng.shuffle(spare_history)
+        spare = spare_history + spare_seeds  # popped from the end: seeds first
+        per_step = self._tasks_per_generation_batch()
+        copies = 0
+        while len(tasks) % per_step or not tasks:
+            if spare:
+                tasks.append(spare.pop())
+                continue
+            base = tasks[copies % len(tasks)]
+            copies += 1
+            tasks.append(dataclasses.replace(base, id=f"{base.id}#pad{copies}", source="padding"))
+        return tasks, copies
 
     def step(self) -> dict[str, Any]:
         """Run one co-evolution epoch and return its metrics record."""
@@ -288,21 +396,23 @@ class CoEvolution:
                 picked = self.rng.sample(self.static_pool, min(cfg.env.tasks_per_epoch, len(self.static_pool)))
                 candidates = [Candidate(t.env_context or "", t.env_text or "", t, []) for t in picked]
                 gen_stats = None
-        valid = [c.task for c in candidates if c.task is not None and not c.rejections]
+        new_tasks = self._cap_new_tasks(candidates)
         rejections = Counter(r.code for c in candidates for r in c.rejections)
         self.last_candidates = candidates
 
         with self._phase("agent"):
             self._offload(idle="env")
-            train_tasks = self._mixture(valid)
+            train_tasks, padding = self._mixture(new_tasks)
             result = self.agent.train_epoch(train_tasks, self.domain.agent_messages)
         self.last_attempts = result.attempts
         self._debug_shards(epoch, result)
 
         successes = {tid: [a.score.success for a in atts] for tid, atts in result.attempts.items()}
         p_hat_task = curriculum.p_hat_per_task(successes) if successes else {}
-        scored_new = [t for t in valid if t.id in p_hat_task]
-        env_records = self._env_records(epoch, scored_new, p_hat_task, successes)
+        check_epoch(epoch, new_tasks, train_tasks, successes, cfg.agent.num_generations, p_hat_task)
+        faulty = {tid for tid, atts in result.attempts.items() if atts and all(_plugin_fault(a.score) for a in atts)}
+        scored = [c for c in candidates if c.valid and (c.duplicate_of or c.task.id) not in faulty]  # type: ignore[union-attr]
+        env_records = self._env_records(epoch, scored, p_hat_task, successes)
 
         env_result = None
         with self._phase("env_update"):
@@ -311,9 +421,15 @@ class CoEvolution:
                 env_result = self._update_env(epoch, env_records)
 
         known = {h.id for h in self.history}
-        self.history += list({t.id: t for t in valid if t.id not in known}.values())
+        self.history += [t for t in new_tasks if t.id not in known]
         self.d_env += env_records
-        record = self._metrics_record(epoch, candidates, valid, rejections, scored_new, p_hat_task, env_records, result, env_result, gen_stats)
+        scored_new = [t for t in new_tasks if t.id not in faulty]
+        record = self._metrics_record(epoch, candidates, new_tasks, rejections, scored_new, p_hat_task, env_records, result, env_result, gen_stats)
+        record["agent_padding"] = padding
+        record["score_errors"] = sum(_plugin_fault(a.score) for atts in result.attempts.values() for a in atts)
+        record["valid_unscored"] = len(new_tasks) - len(scored_new)
+        self._epochs_without_valid = self._epochs_without_valid + 1 if record["valid"] == 0 and cfg.mode in ("genenv", "random") else 0
+        record["epochs_without_valid"] = self._epochs_without_valid
         self.stats = AgentStats(
             epoch=epoch,
             p_hat_mean=record["p_hat_mean"],
@@ -337,7 +453,47 @@ class CoEvolution:
             for message in self.registry.epoch_end(str(self.run_dir), epoch, record):
                 self._emit({"type": "warning", "message": message})
         self._emit({"type": "epoch_end", "epoch": epoch, "metrics": record})
+        self._check_valid_streak(record)
         return record
+
+    def _cap_new_tasks(self, candidates: list[Candidate]) -> list[Task]:
+        """The epoch's distinct valid generated tasks, at most pool.max_new_per_epoch; the rest
+        are rejected as `over_epoch_cap` (counted, never silently left without attempts)."""
+        cap = self.config.pool.max_new_per_epoch
+        new_tasks: list[Task] = []
+        kept: set[str] = set()
+        for c in candidates:
+            if not c.valid:
+                continue
+            assert c.task is not None
+            if c.duplicate_of is not None:
+                if c.duplicate_of not in kept:  # its original was over the cap
+                    c.rejections.append(Rejection("over_epoch_cap", f"duplicate of {c.duplicate_of}, which is over pool.max_new_per_epoch"))
+                continue
+            if len(new_tasks) >= cap:
+                c.rejections.append(Rejection("over_epoch_cap", f"more than pool.max_new_per_epoch = {cap} valid tasks this epoch"))
+                continue
+            new_tasks.append(c.task)
+            kept.add(c.task.id)
+        return new_tasks
+
+    def _check_valid_streak(self, record: dict[str, Any]) -> None:
+        """Warn on an epoch with no valid generation; stop after max_epochs_without_valid in a row."""
+        if not self._epochs_without_valid:
+            return
+        message = (
+            f"epoch {record['epoch']}: none of {record['candidates']} generated {self.config.domain} tasks was valid "
+            f"(rejections: {record['rejections']}); the environment model does not write this domain's task format"
+        )
+        log.warning(message)
+        self._emit({"type": "warning", "message": message})
+        if self._epochs_without_valid >= self.config.max_epochs_without_valid:
+            raise RunError(
+                f"{message}, for {self._epochs_without_valid} epochs in a row (max_epochs_without_valid). "
+                "Warm-start the environment model on the domain's seed tasks first (`workbench demo --domain "
+                f"{self.config.domain}` shows how, see the README), or use a stronger model. The run is saved and "
+                "resumes with --resume"
+            )
 
     def run(self, epochs: int | None = None, progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
         """Step until `epochs` (default: the config's) are complete; returns all metrics."""
@@ -354,25 +510,28 @@ class CoEvolution:
 
     # ------------------------------------------------------------------ curriculum
 
-    def _env_records(self, epoch: int, tasks: list[Task], p_hat_task: dict[str, float], successes: dict[str, list[float]]) -> list[dict[str, Any]]:
+    def _env_records(self, epoch: int, scored: list[Candidate], p_hat_task: dict[str, float], successes: dict[str, list[float]]) -> list[dict[str, Any]]:
+        """One D_env record per valid scored generation (a linked duplicate included: it is a
+        generation of its own, with the p_hat of the task it repeats)."""
         cur = self.config.curriculum
-        if not tasks:
+        if not scored:
             return []
-        if cur.p_hat_level == "batch":
-            batch = curriculum.p_hat_per_batch({t.id: successes[t.id] for t in tasks})
-            p_values = {t.id: batch for t in tasks}
-        else:
-            p_values = {t.id: p_hat_task[t.id] for t in tasks}
+        ids = {c.task.id for c in scored}  # type: ignore[union-attr]
+        batch = curriculum.p_hat_per_batch({tid: successes[tid] for tid in ids}) if cur.p_hat_level == "batch" else None
         records = []
-        for task in tasks:
-            p = p_values[task.id]
+        for c in scored:
+            assert c.task is not None
+            tid = c.task.id
+            p = batch if batch is not None else p_hat_task[tid]
             records.append(
                 {
                     "epoch": epoch,
-                    "task_id": task.id,
-                    "context": task.env_context,
-                    "text": task.env_text,
+                    "task_id": tid,
+                    "duplicate_of": c.duplicate_of,
+                    "context": c.context,
+                    "text": c.text,
                     "p_hat": p,
+                    "p_hat_task": p_hat_task[tid],
                     "r_env": curriculum.env_reward(p, cur.alpha, cur.beta),
                     "in_band": curriculum.in_band(p, cur.alpha, cur.k_min),
                     "weight": 0.0,
@@ -413,9 +572,10 @@ class CoEvolution:
         payload = {"rank": rank, "world_size": dist.num_processes(), "epoch": epoch, "task_ids": result.local_task_ids}
         atomic_write_text(folder / f"rank{rank}_epoch{epoch}.json", json.dumps(payload))
 
-    def _metrics_record(self, epoch, candidates, valid, rejections, scored_new, p_hat_task, env_records, result: AgentEpochResult, env_result, gen_stats) -> dict[str, Any]:  # noqa: ANN001
+    def _metrics_record(self, epoch, candidates, new_tasks, rejections, scored_new, p_hat_task, env_records, result: AgentEpochResult, env_result, gen_stats) -> dict[str, Any]:  # noqa: ANN001
         cur = self.config.curriculum
         p_hats = [p_hat_task[t.id] for t in scored_new]
+        valid = [c for c in candidates if c.valid]
         all_scores = [a.score for atts in result.attempts.values() for a in atts]
         times = {k: round(v, 4) for k, v in self._phase_times.items()}
         return {
@@ -431,9 +591,11 @@ class CoEvolution:
             "agent_success_seed": _mean([a.score.success for t in self.seeds for a in result.attempts.get(t.id, [])]),
             "candidates": len(candidates),
             "valid": len(valid),
+            "valid_distinct": len(new_tasks),
+            "duplicates": sum(c.duplicate_of is not None for c in valid),
             "rejections": dict(rejections),
             "rejection_rate": (len(candidates) - len(valid)) / len(candidates) if candidates else 0.0,
-            "task_length_mean": _mean([len(t.prompt) for t in valid]),
+            "task_length_mean": _mean([len(t.prompt) for t in new_tasks]),
             "env_text_length_mean": _mean([len(c.text) for c in candidates]),
             "agent_completion_tokens_mean": result.completion_tokens_mean,
             "agent_tasks": len(result.attempts),
@@ -443,6 +605,7 @@ class CoEvolution:
             "env_kl": None if env_result is None else env_result.kl,
             "env_loss": None if env_result is None else env_result.loss,
             "env_rolled_back": None if env_result is None else env_result.rolled_back,
+            "env_dropped_too_long": None if env_result is None else env_result.dropped_too_long,
             "in_band_for_env": sum(r["in_band"] for r in env_records),
             "gen_tokens": None if gen_stats is None else gen_stats.new_tokens,
             "gen_tokens_per_s": None if gen_stats is None or not gen_stats.seconds else gen_stats.new_tokens / gen_stats.seconds,
@@ -453,14 +616,19 @@ class CoEvolution:
         """The epoch's generations (valid and rejected, with reasons) and the agent's attempts."""
         rows = []
         for c in candidates:
-            attempts = result.attempts.get(c.task.id, []) if c.task else []
+            attempts = result.attempts.get(c.task.id, []) if c.task and c.valid and c.duplicate_of is None else []
             rows.append(
                 {
                     "task": c.task.to_dict() if c.task else None,
                     "env_text": c.text,
-                    "valid": c.task is not None and not c.rejections,
+                    "valid": c.valid,
+                    "duplicate_of": c.duplicate_of,
                     "rejections": [dataclasses.asdict(r) for r in c.rejections],
-                    "attempts": [{"output": a.output, "reward": a.score.reward, "correct": a.score.correct, "error": a.score.error} for a in attempts],
+                    "attempts": [
+                        {"output": a.output, "reward": a.score.reward, "correct": a.score.correct, "success": a.score.success,
+                         "error": a.score.error}
+                        for a in attempts
+                    ],
                 }
             )
         write_jsonl(self.run_dir / "epochs" / f"epoch_{epoch:04d}.jsonl", rows)
@@ -493,12 +661,13 @@ class CoEvolution:
         write_jsonl(folder / "d_env.jsonl", self.d_env)
         stats = {"epoch": self.stats.epoch, "p_hat_mean": self.stats.p_hat_mean, "frac_in_band": self.stats.frac_in_band,
                  "recent": [[t.to_dict(), p] for t, p in self.stats.recent]}
-        atomic_write_text(folder / "state.json", json.dumps({"epoch": self.epoch, "stats": stats}))
+        atomic_write_text(folder / "state.json", json.dumps({"epoch": self.epoch, "stats": stats, "epochs_without_valid": self._epochs_without_valid}))
 
     def _restore(self, folder: Path) -> None:
         state = json.loads((folder / "state.json").read_text())
         self.epoch = int(state["epoch"])
-        self.metrics = list(read_jsonl(folder / "metrics.jsonl"))
+        self._epochs_without_valid = int(state.get("epochs_without_valid", 0))
+        self.metrics = self._restored_metrics(list(read_jsonl(folder / "metrics.jsonl")))
         self.history = [Task.from_dict(d) for d in read_jsonl(folder / "history.jsonl")]
         self.static_pool = [Task.from_dict(d) for d in read_jsonl(folder / "static_pool.jsonl")]
         self.d_env = list(read_jsonl(folder / "d_env.jsonl"))
@@ -516,6 +685,28 @@ class CoEvolution:
             self._write_pools()  # discard anything a killed epoch wrote after this checkpoint
             self._write_metrics()
         self._emit({"type": "resumed", "epoch": self.epoch})
+
+
+    def _restored_metrics(self, saved: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The metrics of epochs 1..N at resume. The checkpoint's copy is written before an
+        epoch's checkpoint and total times are known; the live metrics.jsonl has them. Use the
+        live records where they cover exactly epochs 1..N, else the checkpoint's."""
+        if [r.get("epoch") for r in saved] != list(range(1, self.epoch + 1)):
+            raise RunError(f"checkpoint metrics.jsonl in {self.run_dir} holds epochs {[r.get('epoch') for r in saved]}, "
+                           f"expected 1..{self.epoch}; the checkpoint is damaged")
+        live_path = self.run_dir / "metrics.jsonl"
+        try:
+            live = [r for r in read_jsonl(live_path) if r.get("epoch", 0) <= self.epoch] if live_path.exists() else []
+        except ValueError:
+            live = []
+        if [r.get("epoch") for r in live] == list(range(1, self.epoch + 1)):
+            return live
+        return saved
+
+
+def _plugin_fault(score: Score) -> bool:
+    """Whether a score is the engine's stand-in for a scorer that raised (not a bad output)."""
+    return bool(score.error) and score.error.startswith("plugin ")
 
 
 class _PhaseTimer:

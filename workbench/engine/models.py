@@ -27,10 +27,37 @@ def resolve_device(setting: str) -> torch.device:
     return torch.device(setting)
 
 
-def resolve_dtype(setting: str, device: torch.device) -> torch.dtype:
+def resolve_dtype(setting: str, device: torch.device, trainable: bool = False, lora: bool = False) -> torch.dtype:
+    """The dtype weights are loaded in.
+
+    `auto` on CUDA: bfloat16 for frozen models (references, teachers, a LoRA base), but
+    float32 master weights for a model whose own weights train, with bf16 autocast in the
+    trainers (`uses_bf16_autocast`): AdamW steps at the paper's learning rates (1e-6, 5e-7)
+    are mostly lost to bfloat16 rounding. The cost is memory: 4 bytes a weight instead of 2,
+    on top of AdamW's two fp32 moments (about 16 bytes a trained parameter in all).
+    `auto` on CPU: float32."""
     if setting == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
+        if device.type != "cuda":
+            return torch.float32
+        return torch.float32 if trainable and not lora else torch.bfloat16
     return getattr(torch, setting)
+
+
+def uses_bf16_autocast(settings: ModelSettings, device: torch.device) -> bool:
+    """Whether this model's trainer runs in bf16 mixed precision (CUDA with dtype auto)."""
+    return device.type == "cuda" and settings.dtype == "auto"
+
+
+def check_trainable_dtype(settings: ModelSettings, field: str) -> None:
+    """Refuse half-precision weights for a fully trained model: with no fp32 master copy,
+    most small updates round away at the paper's learning rates."""
+    if settings.lora is None and settings.dtype in ("bfloat16", "float16"):
+        raise ModelLoadError(
+            f"{field}.dtype = {settings.dtype!r} would train {settings.dtype} weights with no fp32 master copy, so most "
+            "updates at small learning rates are lost to rounding. Use dtype: auto (fp32 master weights with bf16 "
+            "autocast on CUDA; about 16 bytes a trained parameter with AdamW), or train LoRA adapters (lora: {...}) "
+            "on a half-precision base"
+        )
 
 
 def _looks_local(name: str) -> bool:
@@ -57,8 +84,10 @@ def load_model(settings: ModelSettings, field: str, trainable: bool = True) -> A
     from transformers import AutoModelForCausalLM
 
     _check_exists(settings, field)
+    if trainable:
+        check_trainable_dtype(settings, field)
     device = resolve_device(settings.device)
-    dtype = resolve_dtype(settings.dtype, device)
+    dtype = resolve_dtype(settings.dtype, device, trainable=trainable, lora=settings.lora is not None)
     try:
         model = AutoModelForCausalLM.from_pretrained(settings.name_or_path, dtype=dtype)
     except (OSError, ValueError) as exc:

@@ -8,8 +8,19 @@ The environment update of GenEnv (DESIGN.md step 6) is weighted SFT of pi_env on
 where NLL_i is the mean token negative log-likelihood of the completion (prompt tokens are
 masked), w_i are the normalised RWR weights rescaled to mean 1, and the KL is the exact
 per-position KL over the vocabulary, averaged over completion tokens, against the frozen
-initial model. If the KL exceeds `max_kl` the update stops and the model and optimizer are
-rolled back to their state before this update (the cap of DESIGN.md step 6).
+initial model.
+
+The KL cap (DESIGN.md step 6) bounds the model that is KEPT: after an update the KL of the
+updated model is measured on the update's own examples (a no-grad pass); if it exceeds
+`max_kl`, or the loss or KL is not finite, the model and optimizer are rolled back to their
+state before the update. Training also stops early as soon as a step starts from an
+over-cap model. The reported `kl` is always the KL of the model that was kept.
+
+The loss is a per-micro-batch mean, so the Trainer divides it by the gradient-accumulation
+steps (`model_accepts_loss_kwargs` is switched off: transformers would otherwise assume the
+model scales its own loss): loss and gradient are the same for any accumulation setting.
+Examples are never truncated: one longer than `max_length` tokens (default: the model's
+context) is dropped and counted in `RWRResult.dropped_too_long`.
 
 Because it is an ordinary `Trainer`, it runs under `accelerate launch` (DDP, DeepSpeed,
 FSDP) unchanged: each rank trains on its shard of the examples, and the KL and NLL figures
@@ -22,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,19 +66,42 @@ class RWRResult:
     kl: float | None
     rolled_back: bool
     examples: int
+    dropped_too_long: int = 0
+    kl_last_step: float | None = None
+    rollback_reason: str | None = None
 
 
-def tokenize_examples(tokenizer: Any, examples: list[RWRExample], max_length: int = 1024) -> Dataset:
-    """Token ids with the prompt masked out of the labels (-100), and the weight per example."""
+def model_context_length(model: Any) -> int | None:
+    """The model's context length (max_position_embeddings), or None when it does not say."""
+    config = getattr(model, "config", None)
+    value = getattr(config, "max_position_embeddings", None)
+    return int(value) if value else None
+
+
+def tokenize_rows(tokenizer: Any, examples: list[RWRExample], max_length: int | None = None) -> tuple[list[dict[str, Any]], int]:
+    """Token ids with the prompt masked out of the labels (-100), and the weight per example.
+
+    An example longer than `max_length` tokens is dropped, never cut (cutting the head would
+    train the environment on a different conditioning than it generated from); returns the
+    rows and the number dropped."""
     rows = []
+    dropped = 0
     eos = tokenizer.eos_token or ""
     for ex in examples:
         prompt_ids = tokenizer(ex.prompt, add_special_tokens=False)["input_ids"]
         completion_ids = tokenizer(ex.completion + eos, add_special_tokens=False)["input_ids"]
-        ids = (prompt_ids + completion_ids)[-max_length:]
-        n_prompt = max(0, len(ids) - len(completion_ids))
-        labels = [-100] * n_prompt + ids[n_prompt:]
+        ids = prompt_ids + completion_ids
+        if max_length is not None and len(ids) > max_length:
+            dropped += 1
+            continue
+        labels = [-100] * len(prompt_ids) + completion_ids
         rows.append({"input_ids": ids, "labels": labels, "weight": float(ex.weight)})
+    return rows, dropped
+
+
+def tokenize_examples(tokenizer: Any, examples: list[RWRExample], max_length: int | None = None) -> Dataset:
+    """`tokenize_rows` as a `datasets.Dataset` (examples over `max_length` dropped)."""
+    rows, _ = tokenize_rows(tokenizer, examples, max_length)
     return Dataset.from_list(rows)
 
 
@@ -91,15 +126,17 @@ class WeightedCollator:
 
 
 class _KLCap(TrainerCallback):
-    """Stops training as soon as a step's KL estimate exceeds the cap."""
+    """Stops training early once a step started from a model over the cap (or a non-finite
+    loss/KL appeared): the update will be rolled back, so further steps are wasted work."""
 
     def __init__(self, trainer: "WeightedSFTTrainer"):
         self.trainer = trainer
 
     def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001 (Trainer callback signature)
         t = self.trainer
-        if t.max_kl is not None and t.last_kl is not None and t.last_kl > t.max_kl:
-            t.kl_exceeded = True
+        over = t.max_kl is not None and t.last_kl is not None and t.last_kl > t.max_kl
+        if over or t.non_finite:
+            t.kl_exceeded = t.kl_exceeded or over
             control.should_training_stop = True
         return control
 
@@ -115,6 +152,10 @@ class WeightedSFTTrainer(Trainer):
         self.last_kl: float | None = None
         self.last_nll: float | None = None
         self.kl_exceeded = False
+        self.non_finite = False
+        # Our loss is already a per-micro-batch mean: let the Trainer divide it by the
+        # accumulation steps (it skips that when it believes the model scales its own loss).
+        self.model_accepts_loss_kwargs = False
         self.add_callback(_KLCap(self))
         self.remove_callback(PrinterCallback)  # figures are returned, not printed
 
@@ -157,7 +198,37 @@ class WeightedSFTTrainer(Trainer):
             self.last_kl = self._across_ranks(kl)
             if self.kl_coef > 0:
                 loss = loss + self.kl_coef * kl
+        if not math.isfinite(self._across_ranks(loss)):
+            self.non_finite = True
         return (loss, outputs) if return_outputs else loss
+
+    @torch.no_grad()
+    def measure_kl(self, rows: list[dict[str, Any]], batch_size: int) -> float | None:
+        """KL(current model || reference) per completion token over `rows`, without gradients.
+        Every rank measures all rows (the weights are the same on every rank), so no collective
+        is needed and all ranks reach the same verdict."""
+        if self.kl_coef <= 0 and self.max_kl is None:
+            return None
+        model = self.accelerator.unwrap_model(self.model)
+        was_training = model.training
+        model.eval()
+        device = next(model.parameters()).device
+        total, tokens = 0.0, 0.0
+        try:
+            for i in range(0, len(rows), batch_size):
+                batch = {k: v.to(device) for k, v in self.data_collator(rows[i : i + batch_size]).items()}
+                ref_logits = self._ref_logits(model, batch)
+                if ref_logits is None:
+                    return None
+                logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+                logp = F.log_softmax(logits[:, :-1].float(), dim=-1)
+                ref_logp = F.log_softmax(ref_logits[:, :-1].float(), dim=-1)
+                mask = (batch["labels"][:, 1:] != -100).float()
+                total += float(((logp.exp() * (logp - ref_logp)).sum(-1) * mask).sum())
+                tokens += float(mask.sum())
+        finally:
+            model.train(was_training)
+        return total / tokens if tokens else 0.0
 
 
 class RWRUpdater:
@@ -178,8 +249,11 @@ class RWRUpdater:
         bf16: bool = False,
         gradient_accumulation_steps: int = 1,
         gradient_checkpointing: bool = False,
+        max_length: int | None = None,
     ):
         self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.max_length = max_length or model_context_length(model)
         args = TrainingArguments(
             output_dir=output_dir,
             per_device_train_batch_size=batch_size,
@@ -214,26 +288,48 @@ class RWRUpdater:
         return self.trainer.model
 
     def update(self, examples: list[RWRExample]) -> RWRResult:
-        """One weighted-SFT pass over `examples`; rolled back if the KL cap is hit."""
-        if not examples:
-            return RWRResult(0, None, None, None, False, 0)
+        """One weighted-SFT pass over `examples`. The updated model is kept only if its KL to
+        the reference on these examples is within `max_kl` and the loss stayed finite;
+        otherwise weights and optimizer are restored. `kl` is the kept model's KL."""
+        rows, dropped = tokenize_rows(self.tokenizer, examples, self.max_length)
+        if dropped:
+            log.warning("RWR: %d of %d examples are longer than %s tokens and were dropped (raise env.rwr_max_length "
+                        "or use a model with a longer context)", dropped, len(examples), self.max_length)
+        if not rows:
+            return RWRResult(0, None, None, None, False, 0, dropped_too_long=dropped)
         trainer = self.trainer
         snapshot = self._snapshot()
         trainer.kl_exceeded = False
+        trainer.non_finite = False
         trainer.last_kl = None
-        trainer.train_dataset = tokenize_examples(self.tokenizer, examples)
+        trainer.train_dataset = Dataset.from_list(rows)
         out = trainer.train()
-        rolled_back = trainer.kl_exceeded
-        if rolled_back:
+        loss = float(out.training_loss) if out.training_loss is not None else None
+        kl_after = trainer.measure_kl(rows, self.batch_size)
+        reason = None
+        if trainer.non_finite or (loss is not None and not math.isfinite(loss)):
+            reason = "non-finite loss"
+        elif kl_after is not None and not math.isfinite(kl_after):
+            reason = "non-finite KL"
+        elif trainer.max_kl is not None and kl_after is not None and kl_after > trainer.max_kl:
+            reason = f"KL {kl_after:.4f} > max_kl {trainer.max_kl:.4f}"
+        elif trainer.kl_exceeded:
+            reason = f"a step started over max_kl {trainer.max_kl:.4f}"
+        kept_kl = kl_after
+        if reason is not None:
             self._restore(snapshot)
-            log.info("environment update rolled back: KL %.4f > max_kl %.4f", trainer.last_kl, trainer.max_kl)
+            kept_kl = trainer.measure_kl(rows, self.batch_size)
+            log.info("environment update rolled back: %s", reason)
         return RWRResult(
             steps=out.global_step,
-            loss=float(out.training_loss) if out.training_loss is not None else None,
+            loss=loss,
             nll=trainer.last_nll,
-            kl=trainer.last_kl,
-            rolled_back=rolled_back,
-            examples=len(examples),
+            kl=kept_kl,
+            rolled_back=reason is not None,
+            examples=len(rows),
+            dropped_too_long=dropped,
+            kl_last_step=trainer.last_kl,
+            rollback_reason=reason,
         )
 
     def _snapshot(self) -> dict[str, Any]:
