@@ -113,7 +113,9 @@ def test_eval_generates_and_scores_with_a_local_model(tiny_models, tmp_path):
 
 
 def test_eval_with_a_missing_model_is_a_clear_error(tmp_path):
-    out = workbench("eval", "--benchmark", "arithmetic", "--model", str(tmp_path / "missing"), "--data", "x")
+    data = tmp_path / "seeds.jsonl"
+    data.write_text(json.dumps({"expression": "1 + 1"}) + "\n")
+    out = workbench("eval", "--benchmark", "arithmetic", "--model", str(tmp_path / "missing"), "--data", str(data))
     assert out.returncode == 2 and "--model.name_or_path" in out.stderr and "no such folder" in out.stderr
 
 

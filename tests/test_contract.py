@@ -177,7 +177,7 @@ def test_load_time_contract_errors_are_reported():
     typo = make_plugin(workbench_scroe=workbench_scroe)
     assert "matches no spec" in failed(check_plugin(typo))["load"]
     assert "no domain" in failed(check_plugin(types.ModuleType("empty_plugin")))["load"]
-    assert "could not find" in failed(check_plugin("no_such_plugin_anywhere"))["load"]
+    assert "could not find" in failed(check_plugin("no_such_plugin_anywhere"))["resolve"]
 
 
 def test_assert_plugin_valid_raises_with_the_whole_report():

@@ -207,11 +207,19 @@ def test_entry_point_plugins_load_through_the_same_path(tmp_path, monkeypatch):
     sys.modules.pop("toy_wb_plugin", None)
 
 
-def test_broken_entry_point_is_named(tmp_path, monkeypatch):
+def test_broken_entry_point_is_listed_and_spares_the_others(tmp_path, monkeypatch):
     dist = tmp_path / "bad_wb-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: bad-wb\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text("[workbench]\nbadone = no_such_module_xyz\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(PluginError, match="'badone'.*failed to load"):
-        load_registry()
+    registry = load_registry()
+    assert "arithmetic" in registry.domains  # the others load
+    [bad] = registry.broken
+    assert bad.name == "badone" and "failed to load" in bad.error and "no_such_module_xyz" in bad.error
+    with pytest.raises(PluginError, match="'badone'.*broken.*no_such_module_xyz"):
+        registry.domain("badone")
+    # An allowlist that excludes it never imports it; one that names it fails with its import error.
+    assert load_registry(allow=["arithmetic"]).broken == []
+    with pytest.raises(PluginError, match="'badone'.*failed to load.*No module named 'no_such_module_xyz'"):
+        load_registry(allow=["badone"])

@@ -1,4 +1,4 @@
-"""The `workbench` command: plugins, demo, run, score, eval, report, check-plugin, config-help.
+"""The `workbench` command: plugins, demo, run, score, eval, report, check-plugin, export, serve, config-help.
 
 Errors a user can fix (bad config, missing path, unknown plugin) are printed as one line
 starting with `error:` and exit with status 2; nothing is half-written, because every run
@@ -16,23 +16,48 @@ import time
 from pathlib import Path
 from typing import Any
 
-def _user_errors() -> tuple[type[Exception], ...]:
-    from workbench.config import ConfigError
-    from workbench.engine.generation import GenerationError
-    from workbench.engine.loop import RunError
-    from workbench.engine.models import ModelLoadError
-    from workbench.evaluation import PredictionsError
-    from workbench.plugins import PluginError
+class UsageError(Exception):
+    """A command line the user can fix (a bad option value, a folder that cannot be resumed)."""
 
-    return (ConfigError, GenerationError, RunError, ModelLoadError, PluginError, PredictionsError, FileNotFoundError, ValueError)
+
+# Errors a user can fix, printed as one line; anything else is a bug and prints its traceback.
+_USER_ERROR_MODULES = [
+    ("workbench.config", "ConfigError"),
+    ("workbench.engine.generation", "GenerationError"),
+    ("workbench.engine.loop", "RunError"),
+    ("workbench.engine.models", "ModelLoadError"),
+    ("workbench.engine.checkpoint", "CheckpointError"),
+    ("workbench.evaluation", "PredictionsError"),
+    ("workbench.plugins", "PluginError"),
+    ("workbench.tracking", "TrackingError"),
+    ("workbench.export", "ExportError"),
+    ("workbench.serve", "ServeError"),
+    ("workbench.demo", "DemoError"),
+]
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    import importlib
+
+    found: list[type[BaseException]] = [UsageError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError]
+    for module, name in _USER_ERROR_MODULES:
+        try:
+            found.append(getattr(importlib.import_module(module), name))
+        except (ImportError, AttributeError):  # an optional part missing must not hide the real error
+            continue
+    return tuple(found)
 
 
 def _quiet_libraries() -> None:
+    """Silence the libraries' known noise (deprecation notices, progress bars), not warnings
+    in general: a warning about the user's own setup must still show."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import warnings
 
-    warnings.filterwarnings("ignore")
+    noisy = r"(transformers|trl|peft|accelerate|torch|datasets|huggingface_hub)(\.|$)"
+    for category in (FutureWarning, DeprecationWarning, PendingDeprecationWarning):
+        warnings.filterwarnings("ignore", category=category, module=noisy)
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
@@ -62,19 +87,54 @@ def _run_loop(run: Any, epochs: int) -> None:
             tqdm.write(_epoch_line(record, epochs), file=sys.stdout)
 
 
+def _apply_track(config: Any, args: argparse.Namespace, out: Path) -> Any:
+    """`--track a,b` overrides `tracking.backends`; the trackers' environment (TRACKIO_DIR,
+    offline mode) is set and their installation checked before any model is loaded."""
+    import dataclasses
+
+    from workbench.tracking import parse_backends, prepare_environment
+
+    if getattr(args, "track", None):
+        tracking = dataclasses.replace(config.tracking, backends=parse_backends(args.track))
+        config = dataclasses.replace(config, tracking=tracking)
+    prepare_environment(config.tracking, out)
+    return config
+
+
+def _run_tracked(run: Any, epochs: int) -> None:
+    """`_run_loop` with the configured trackers attached as engine listeners."""
+    from workbench.tracking import attach_tracker
+
+    tracker = attach_tracker(run)
+    if tracker is not None:
+        print("tracking: " + ", ".join(f"{k} -> {v}" for k, v in tracker.where().items()), flush=True)
+    try:
+        _run_loop(run, epochs)
+    finally:
+        if tracker is not None:
+            tracker.close()
+
+
 def cmd_plugins(args: argparse.Namespace) -> int:
     from workbench.plugins import load_registry
 
     registry = load_registry()
     rows = [
-        {"plugin": r.name, "domain": r.domain, "version": r.version, "source": r.source}
+        {"plugin": r.name, "domain": r.domain, "version": r.version, "source": r.source, "status": "ok", "error": None}
         for r in registry.records
+    ] + [
+        {"plugin": r.name, "domain": r.domain, "version": r.version, "source": r.source, "status": "broken", "error": r.error}
+        for r in registry.broken
     ]
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
         for row in rows:
-            print(f"{row['domain'] or '-':15} {row['version'] or '-':6} {row['plugin']:28} {row['source']}")
+            line = f"{row['domain'] or '-':15} {row['version'] or '-':6} {row['plugin']:28} {row['source']}"
+            print(line + (f"  BROKEN: {row['error']}" if row["error"] else ""))
+    if registry.broken:
+        print(f"warning: {len(registry.broken)} plugin(s) failed to load and were skipped: "
+              + ", ".join(r.name for r in registry.broken), file=sys.stderr)
     return 0
 
 
@@ -84,12 +144,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from workbench.reports.summary import write_summary
 
     start = time.perf_counter()
-    agent_path, env_path = prepare_demo_models(progress=lambda m: print(f"[demo] {m}", flush=True))
-    config = demo_config(agent_path, env_path, mode=args.mode, epochs=args.epochs, seed=args.seed)
-    out = Path(args.out or f"runs/demo-{args.mode}-{time.strftime('%Y%m%d-%H%M%S')}")
+    say = lambda m: print(f"[demo] {m}", flush=True)  # noqa: E731
+    if args.domain and args.domain != "arithmetic":
+        from workbench.demo import domain_demo_config, prepare_domain_demo
+
+        demo = prepare_domain_demo(args.domain, _option_values(args.option), progress=say)
+        config = domain_demo_config(demo, mode=args.mode, epochs=args.epochs or 4, seed=args.seed)
+    else:
+        agent_path, env_path = prepare_demo_models(progress=say)
+        config = demo_config(agent_path, env_path, mode=args.mode, epochs=args.epochs or 16, seed=args.seed)
+    label = "" if config.domain == "arithmetic" else f"{config.domain}-"
+    out = Path(args.out or f"runs/demo-{label}{args.mode}-{time.strftime('%Y%m%d-%H%M%S')}")
+    config = _apply_track(config, args, out)
     print(f"[demo] run folder: {out}", flush=True)
     run = CoEvolution(config, out)
-    _run_loop(run, config.epochs)
+    _run_tracked(run, config.epochs)
     report = write_summary(out)
     print(f"[demo] done in {time.perf_counter() - start:.0f}s; summary: {report}")
     print(f"[demo] continue it with: workbench run {out / 'config.yaml'} --out {out} --resume --epochs {config.epochs + 2}")
@@ -104,20 +173,36 @@ def cmd_run(args: argparse.Namespace) -> int:
     from workbench.reports.summary import write_summary
 
     config = load_config(args.config)
-    if args.epochs:
-        config = dataclasses.replace(config, epochs=args.epochs)
+    if args.epochs is not None:
+        config = dataclasses.replace(config, epochs=args.epochs)  # validated: --epochs 0 is an error
+    out = Path(args.out or Path(args.config).resolve().parent)
+    if args.resume:
+        _check_resumable(out)
+    config = _apply_track(config, args, out)  # a bad --track fails here, before any relaunch
     if args.launcher == "accelerate":
         return _relaunch_with_accelerate(args)  # the config is valid; the children load it again
-    out = Path(args.out or Path(args.config).resolve().parent)
     run = CoEvolution(config, out, resume=args.resume)
     if run.epoch and run.is_main:
         print(f"resumed {out} after epoch {run.epoch}")
     if run.is_main:
-        _run_loop(run, config.epochs)
+        _run_tracked(run, config.epochs)
         write_summary(out)
     else:
         run.run()
     return 0
+
+
+def _check_resumable(out: Path) -> None:
+    """`--resume` needs a run folder with a usable checkpoint; a mistyped folder must not
+    silently start a new run."""
+    from workbench.engine.checkpoint import latest_checkpoint
+
+    if not out.is_dir():
+        raise UsageError(f"--resume: run folder {str(out)!r} does not exist; check the path, or drop --resume to start a new run")
+    if latest_checkpoint(out) is None:
+        damaged = latest_checkpoint(out, verify=False) is not None
+        why = "every checkpoint in it is damaged (see the warnings above)" if damaged else "it holds no completed-epoch checkpoint"
+        raise UsageError(f"--resume: cannot resume run folder {str(out)!r}: {why}; drop --resume to start a new run there")
 
 
 def accelerate_command(args: argparse.Namespace) -> list[str]:
@@ -142,6 +227,8 @@ def accelerate_command(args: argparse.Namespace) -> list[str]:
         cmd += ["--resume"]
     if args.epochs:
         cmd += ["--epochs", str(args.epochs)]
+    if getattr(args, "track", None):
+        cmd += ["--track", args.track]
     return cmd
 
 
@@ -164,11 +251,23 @@ def cmd_score(args: argparse.Namespace) -> int:
     predictions = read_predictions(domain, args.predictions)
     result = score_predictions(domain, args.data, predictions)
     if args.out:
+        if Path(args.out).is_dir():
+            raise UsageError(f"--out {args.out!r} is a folder; give the file to write per-item scores to")
         write_scores(result, args.out)
     print(json.dumps({"benchmark": domain.name, "items": len(result.tasks), **result.aggregate}, indent=2))
     if result.missing:
         print(f"warning: {len(result.missing)} items had no prediction (scored 0), e.g. {result.missing[:3]}", file=sys.stderr)
+    if result.unmatched:
+        print(f"warning: {len(result.unmatched)} prediction ids in {args.predictions} match no task of {args.data} "
+              f"(not scored), e.g. {result.unmatched[:3]}", file=sys.stderr)
+    _warn_faults(domain)
     return 0
+
+
+def _warn_faults(domain: Any) -> None:
+    faults = domain.take_faults()
+    if faults:
+        print(f"warning: plugin faults contained (scored 0 or fell back): {faults}; see the log for tracebacks", file=sys.stderr)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -181,6 +280,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from workbench.plugins import load_registry
 
     domain = load_registry().domain(args.benchmark)
+    if not Path(args.data).exists():  # before minutes of model loading
+        raise FileNotFoundError(f"benchmark data {args.data!r} does not exist; pass the path of the official file")
     settings = ModelSettings(name_or_path=args.model)
     tokenizer = load_tokenizer(settings, "--model")
     model = load_model(settings, "--model", trainable=False)
@@ -201,31 +302,142 @@ def cmd_eval(args: argparse.Namespace) -> int:
     bar.close()
     print(json.dumps({"benchmark": domain.name, "model": args.model, "items": len(result.tasks), **result.aggregate}, indent=2))
     print(f"predictions, scores and aggregate written to {out}")
+    _warn_faults(domain)
     return 0
+
+
+def _jsonl_dicts(path: Path, need: str | None = None) -> None:
+    """Every record of a JSON Lines file is an object (with field `need`); UsageError naming the line."""
+    from workbench.tasks import read_jsonl
+
+    try:
+        for i, rec in enumerate(read_jsonl(path), 1):
+            if not isinstance(rec, dict) or (need and need not in rec):
+                raise UsageError(f"{path}: record {i} is not an object" + (f" with field {need!r}" if need else ""))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: {exc}" if str(path) not in str(exc) else str(exc)) from None
+
+
+def _check_report_sources(paths: list[str]) -> None:
+    """Refuse, naming the file, report sources whose files are damaged (one line, not a traceback)."""
+    from workbench.config import read_yaml_mapping
+    from workbench.reports.sources import is_eval_dir, is_run_dir
+
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise FileNotFoundError(f"report source {raw!r} does not exist")
+        if not path.is_dir():
+            raise UsageError(f"report source {raw!r} is a file; pass a run folder or an evaluation folder")
+        folders = [path] if (is_run_dir(path) or is_eval_dir(path)) else sorted(p.parent for p in path.glob("*/aggregate.json"))
+        if not folders:
+            raise UsageError(
+                f"report source {raw!r} is neither a run folder (config.yaml + metrics.jsonl) nor an evaluation "
+                "folder (aggregate.json + scores.jsonl), nor a folder of evaluation folders"
+            )
+        for folder in folders:
+            if is_run_dir(folder):
+                read_yaml_mapping(folder / "config.yaml", "run config")
+                _jsonl_dicts(folder / "metrics.jsonl")
+            if (folder / "aggregate.json").exists():
+                try:
+                    aggregate = json.loads((folder / "aggregate.json").read_text(encoding="utf-8"))
+                except (ValueError, UnicodeDecodeError) as exc:
+                    raise UsageError(f"{folder / 'aggregate.json'}: not valid JSON ({exc})") from None
+                if not isinstance(aggregate, dict):
+                    raise UsageError(f"{folder / 'aggregate.json'}: must hold a JSON object, not {type(aggregate).__name__}")
+                _jsonl_dicts(folder / "scores.jsonl", "id")
+                if (folder / "predictions.jsonl").exists():
+                    _jsonl_dicts(folder / "predictions.jsonl", "id")
+
+
+def _report_paths(sources: list[str], out: str) -> tuple[Path, Path]:
+    """(HTML, Markdown) paths of a combined report. The Markdown goes beside the HTML file, but
+    never over a run folder's own summary `report.md`: then it is named `<name>.html.md`."""
+    from workbench.reports.sources import is_run_dir
+
+    html_path = Path(out)
+    if html_path.suffix.lower() not in (".html", ".htm"):
+        html_path = html_path.with_suffix(".html")
+    if html_path.is_dir():
+        raise UsageError(f"--out {out!r} is a folder; give the HTML file to write, e.g. {str(html_path / 'report.html')!r}")
+    md_path = html_path.with_suffix(".md")
+    if md_path.exists() and is_run_dir(md_path.parent):
+        md_path = html_path.with_name(html_path.name + ".md")
+    return html_path, md_path
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from workbench.reports.report import write_report
+    from workbench.reports.report import render_report
+    from workbench.tasks import atomic_write_text
 
-    out = args.out or f"runs/report-{time.strftime('%Y%m%d-%H%M%S')}.html"
-    html_path, md_path = write_report(args.sources, out)
+    _check_report_sources(args.sources)
+    html_path, md_path = _report_paths(args.sources, args.out or f"runs/report-{time.strftime('%Y%m%d-%H%M%S')}.html")
+    report = render_report(args.sources)
+    fig_dir = html_path.with_name(html_path.stem + "_figures")
+    for name, png in report.figures.items():
+        fig_dir.mkdir(parents=True, exist_ok=True)
+        (fig_dir / name).write_bytes(png)
+    atomic_write_text(html_path, report.html)
+    atomic_write_text(md_path, report.markdown.replace("FIGDIR/", fig_dir.name + "/"))
     print(f"report written to {html_path} (Markdown: {md_path})")
     return 0
+
+
+def _option_values(items: list[str] | None) -> dict[str, Any]:
+    """`--option KEY=VALUE` pairs, values read as YAML scalars (limit=10 is the number 10)."""
+    options = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--option {item!r}: use KEY=VALUE, e.g. --option limit=10")
+        options[key] = _yaml_scalar(value)
+    return options
 
 
 def cmd_check_plugin(args: argparse.Namespace) -> int:
     from workbench.contract import check_plugin
 
-    options = {}
-    for item in args.option or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"--option {item!r}: use KEY=VALUE")
-        options[key] = value
+    options = _option_values(args.option)
+    # A plugin module in the current folder (a plugin being written) must be importable, as
+    # with `python -m`; the console script alone does not search it.
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     report = check_plugin(args.plugin, options)
     print(json.dumps(report.to_dict(), indent=2) if args.json else str(report))
     failed = not report.ok or (args.strict and report.warnings)
     return 1 if failed else 0
+
+
+def _yaml_scalar(text: str) -> Any:
+    """An option value as YAML reads it (`10` -> 10, `true` -> True, `a.json` -> 'a.json')."""
+    import yaml
+
+    try:
+        return yaml.safe_load(text) if text.strip() else text
+    except yaml.YAMLError:
+        return text
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from workbench.export import export_run
+
+    summary = export_run(args.run_dir, args.out, args.format, args.epochs, args.in_band_only, args.include_seeds)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from workbench.plugins import load_registry
+    from workbench.serve import load_tasks, serve
+
+    options = _option_values(args.option)
+    domain = load_registry().domain(args.domain)
+    tasks = load_tasks(domain, args.tasks, options)
+    print(f"serving {len(tasks)} {domain.name} tasks as an OpenEnv environment on http://{args.host}:{args.port} "
+          f"(WebSocket /ws, HTTP /reset /step /state /schema /docs); Ctrl-C stops", flush=True)
+    serve(domain, tasks, host=args.host, port=args.port, max_concurrent_envs=args.max_sessions)
+    return 0
 
 
 def cmd_config_help(args: argparse.Namespace) -> int:
@@ -244,11 +456,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_plugins)
 
-    p = sub.add_parser("demo", help="the embedded default: tiny offline models, demo arithmetic domain")
-    p.add_argument("--out", help="run folder (default runs/demo-MODE-TIMESTAMP)")
-    p.add_argument("--epochs", type=int, default=16, help="co-evolution epochs (default 16)")
+    p = sub.add_parser("demo", help="the embedded default: tiny offline models, demo arithmetic domain (or --domain NAME)")
+    p.add_argument("--domain", default="arithmetic",
+                   help="any registered domain (see `workbench plugins`): tiny models warm-started on its seed tasks")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="with --domain: a seed-loader option (repeatable)")
+    p.add_argument("--out", help="run folder (default runs/demo-[DOMAIN-]MODE-TIMESTAMP)")
+    p.add_argument("--epochs", type=int, help="co-evolution epochs (default 16 for arithmetic, 4 for other domains)")
     p.add_argument("--mode", choices=["genenv", "random", "static"], default="genenv")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--track", metavar="BACKENDS", help="experiment trackers, comma-separated: trackio, tensorboard, wandb (offline; overrides tracking.backends)")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("run", help="a co-evolution run from a YAML config")
@@ -261,6 +477,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-processes", type=int, help="with --launcher accelerate: processes (GPUs, or CPU workers with --cpu)")
     p.add_argument("--cpu", action="store_true", help="with --launcher accelerate: CPU processes (gloo), no GPU")
     p.add_argument("--accelerate-config", help="with --launcher accelerate: an accelerate config file, e.g. configs/accelerate/deepspeed_zero2.yaml")
+    p.add_argument("--track", metavar="BACKENDS", help="experiment trackers, comma-separated: trackio, tensorboard, wandb (offline; overrides tracking.backends)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("score", help="score a predictions file against official benchmark data")
@@ -295,6 +512,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_check_plugin)
 
+    p = sub.add_parser("export", help="a run's generated curriculum as a dataset (JSON Lines, Hugging Face, veRL parquet)")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder")
+    p.add_argument("--format", choices=["hf", "verl", "jsonl"], default="jsonl",
+                   help="jsonl: one task per line; hf: datasets.save_to_disk folder; verl: parquet in veRL's RL schema")
+    p.add_argument("--out", required=True, help="output file (jsonl, verl) or folder (hf)")
+    p.add_argument("--epochs", metavar="A:B", help="only tasks generated in epochs A..B (inclusive; 3:, :5 and 4 work too)")
+    p.add_argument("--in-band-only", action="store_true", help="only tasks whose p_hat fell in the difficulty band")
+    p.add_argument("--include-seeds", action="store_true", help="add the seed tasks (no epoch, no p_hat)")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("serve", help="serve a domain as an OpenEnv environment (reset/step/state over HTTP and WebSocket)")
+    p.add_argument("domain", metavar="DOMAIN", help="domain name, see `workbench plugins`")
+    p.add_argument("--tasks", metavar="FILE|RUN_DIR", help="tasks to hand out: a run folder, a JSON Lines file of tasks, or a benchmark file (default: the seed tasks)")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="seed-task option (repeatable), e.g. mode=episode for ALFWorld games")
+    p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1, this machine only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--max-sessions", type=int, default=4, help="concurrent WebSocket sessions (default 4)")
+    p.set_defaults(func=cmd_serve)
+
     p = sub.add_parser("config-help", help="every run-config field with its default and meaning")
     p.set_defaults(func=cmd_config_help)
     return parser
@@ -307,13 +543,27 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:
         _quiet_libraries()
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        # The reader went away (`workbench plugins --json | head -1`): stop quietly, and point
+        # stdout at /dev/null so the interpreter's final flush does not complain.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except _user_errors() as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted; the run resumes from its last completed epoch with --resume", file=sys.stderr)
         return 130
+
+
+def _one_line(exc: BaseException) -> str:
+    """The error message on one line (YAML and other errors span several, with caret marks)."""
+    lines = [line.strip() for line in str(exc).splitlines()]
+    return " ".join(line for line in lines if line and set(line) != {"^"})
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,11 +135,25 @@ class PoolSettings:
 
 
 @dataclass
+class TrackingSettings:
+    """Experiment tracking (workbench.tracking): optional extras, offline by default."""
+
+    backends: list[str] = _f(
+        [], "Trackers to log to: any of trackio, tensorboard, wandb (none by default; CLI: --track trackio,tensorboard)."
+    )
+    project: str = _f("genenv-workbench", "Tracker project name (trackio project, wandb project).")
+    run_name: str | None = _f(None, "Tracked run name; default: the run folder's name (trainers log as NAME-agent, NAME-env).")
+    offline: bool = _f(True, "trackio: local SQLite store only; wandb: WANDB_MODE=offline. false lets them sync.")
+    trackio_dir: str | None = _f(None, "trackio's store (TRACKIO_DIR); default: $TRACKIO_DIR, else RUN_DIR/trackio.")
+
+
+@dataclass
 class RunConfig:
     """One co-evolution run."""
 
     domain: str = _f("arithmetic", "Name of the domain plugin (see `workbench plugins`).")
     domain_options: dict[str, Any] = _f({}, "Options passed to the plugin's seed loader, e.g. data_path.")
+    seed_ids: list[str] | None = _f(None, "Use only these seed tasks (ids from the seed loader); default: all of them.")
     mode: Literal["genenv", "random", "static", "teacher"] = _f(
         "genenv",
         "genenv: env trained by RWR; random: env never updated; static: variations generated once; "
@@ -161,6 +176,12 @@ class RunConfig:
         "Stop with an error after this many consecutive epochs in which no generated task was valid "
         "(the environment model does not write this domain's format; warm-start it, see the README).",
     )
+    tracking: TrackingSettings = _f(TrackingSettings, "Experiment tracking (trackio, TensorBoard, wandb).")
+    plugin_timeout_s: float = _f(
+        30.0,
+        "Time budget in seconds of one plugin call (parse, validate, score, prompts, listeners); a call "
+        "past it is abandoned (its thread cannot be killed) and counted as a plugin_timeout fault. 0 = no budget.",
+    )
 
     def __post_init__(self) -> None:
         validate(self)
@@ -176,8 +197,64 @@ def _err(field_name: str, value: Any, fix: str) -> ConfigError:
     return ConfigError(f"config field {field_name} = {value!r} is invalid: {fix}")
 
 
+# Ranges of numeric fields: dotted path -> (low, high, low inclusive, high inclusive, hint).
+# Every float field must also be finite (checked generically by `_check_numbers`).
+_RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
+    "curriculum.beta": (0.0, math.inf, True, False, "use beta >= 0 (2.0 in the authors' config)"),
+    "curriculum.rwr_lambda": (0.0, math.inf, True, False, "use lambda >= 0 (the paper uses 1.0)"),
+    "agent.kl_beta": (0.0, math.inf, True, False, "use a KL coefficient >= 0 (0 = no reference model)"),
+    "agent.temperature": (0.0, math.inf, False, False, "use a temperature > 0"),
+    "agent.vllm_gpu_memory_utilization": (0.0, 1.0, False, True, "use a share of GPU memory in (0, 1]"),
+    "agent.model.lora.dropout": (0.0, 1.0, True, False, "use a dropout in [0, 1)"),
+    "env.kl_coef": (0.0, math.inf, True, False, "use a KL coefficient >= 0"),
+    "env.generation.vllm_gpu_memory_utilization": (0.0, 1.0, False, True, "use a share of GPU memory in (0, 1]"),
+    "env.model.lora.dropout": (0.0, 1.0, True, False, "use a dropout in [0, 1)"),
+    "static_variations_per_seed": (0.0, math.inf, True, False, "use a multiple >= 0 of the seed count"),
+    "plugin_timeout_s": (0.0, math.inf, True, False, "use seconds >= 0 (0 = no time budget)"),
+    "agent.per_device_batch_size": (1, math.inf, True, False, "use at least 1"),
+    "agent.gradient_accumulation_steps": (1, math.inf, True, False, "use at least 1"),
+    "agent.max_completion_length": (1, math.inf, True, False, "use at least 1 token"),
+    "env.batch_size": (1, math.inf, True, False, "use at least 1"),
+    "env.gradient_accumulation_steps": (1, math.inf, True, False, "use at least 1"),
+    "env.rwr_epochs": (1, math.inf, True, False, "use at least 1"),
+    "env.generation.max_new_tokens": (1, math.inf, True, False, "use at least 1 token"),
+    "env.generation.batch_size": (1, math.inf, True, False, "use at least 1"),
+    "pool.base_per_epoch": (0, math.inf, True, False, "use a count >= 0"),
+    "pool.history_per_epoch": (0, math.inf, True, False, "use a count >= 0"),
+    "pool.max_new_per_epoch": (0, math.inf, True, False, "use a count >= 0"),
+}
+
+
+def _float_hint(hint: Any) -> bool:
+    """True for `float` and `float | None`."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return hint is float or (len(args) == 1 and args[0] is float and type(None) in typing.get_args(hint))
+
+
+def _check_numbers(obj: Any, prefix: str = "") -> None:
+    """Every float field at every depth is a finite number; listed fields are in range."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        path = prefix + f.name
+        if dataclasses.is_dataclass(value):
+            _check_numbers(value, path + ".")
+            continue
+        if _float_hint(hints[f.name]) and value is not None:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise _err(path, value, "use a number")
+            if not math.isfinite(value):
+                raise _err(path, value, "use a finite number (not NaN or infinity)")
+        bounds = _RANGES.get(path)
+        if bounds is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+            low, high, low_in, high_in, hint = bounds
+            if not ((value >= low if low_in else value > low) and (value <= high if high_in else value < high)) or math.isnan(value):
+                raise _err(path, value, hint)
+
+
 def validate(cfg: RunConfig) -> None:
     """Raise ConfigError for the first invalid value, saying how to fix it."""
+    _check_numbers(cfg)
     c = cfg.curriculum
     if not 0.0 <= c.alpha <= 1.0:
         raise _err("curriculum.alpha", c.alpha, "use a success rate in [0, 1]; the paper uses 0.5")
@@ -214,6 +291,9 @@ def validate(cfg: RunConfig) -> None:
             raise _err(f"{role}.name_or_path", model.name_or_path, "give a Hugging Face model id or a local model folder")
     if cfg.keep_checkpoints < 1:
         raise _err("keep_checkpoints", cfg.keep_checkpoints, "keep at least the newest checkpoint, or runs cannot resume")
+    unknown = [b for b in cfg.tracking.backends if b not in ("trackio", "tensorboard", "wandb")]
+    if unknown:
+        raise _err("tracking.backends", cfg.tracking.backends, f"unknown tracker(s) {unknown}; use trackio, tensorboard and/or wandb")
 
 
 def _suggest(unknown: str, known: list[str]) -> str:
@@ -221,15 +301,54 @@ def _suggest(unknown: str, known: list[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _coerce_numbers(cls: type, data: Any, prefix: str = "") -> Any:
+    """A copy of `data` with numeric strings turned into numbers where `cls` expects a float
+    or an int (YAML 1.1 reads `1e-6` as a string)."""
+    if not isinstance(data, dict) or not dataclasses.is_dataclass(cls):
+        return data
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    out = dict(data)
+    for key, value in data.items():
+        if key not in names:
+            continue
+        hint = hints[key]
+        section = _section_type(cls, key)
+        if section is not None:
+            out[key] = _coerce_numbers(section, value, prefix + key + ".")
+        elif _float_hint(hint):
+            if isinstance(value, str):
+                try:
+                    out[key] = float(value.strip())
+                except ValueError:
+                    pass  # reported by dacite as a wrong type, naming the field
+        elif hint is int and isinstance(value, str):
+            try:
+                out[key] = int(value.strip())
+            except ValueError:
+                pass
+    return out
+
+
 def from_dict(data: dict[str, Any]) -> RunConfig:
-    """Build a RunConfig from a plain mapping (parsed YAML). Unknown keys and wrong types are errors."""
+    """Build a RunConfig from a plain mapping (parsed YAML). Unknown keys and wrong types are
+    errors; numeric strings are accepted where a number is expected."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"a config must be a mapping of config keys, got {type(data).__name__}")
+    data = _coerce_numbers(RunConfig, data)
     try:
         return dacite.from_dict(RunConfig, data, config=dacite.Config(strict=True, cast=[tuple]))
     except dacite.UnexpectedDataError as exc:
         keys = sorted(exc.keys)
         raise ConfigError(f"unknown config key(s) {keys}{_suggest(keys[0], _all_field_names())}") from None
     except dacite.WrongTypeError as exc:
-        raise ConfigError(f"config field {exc.field_path} has type {type(exc.value).__name__} ({exc.value!r}); expected {exc.field_type}") from None
+        raise ConfigError(
+            f"config field {exc.field_path} has type {type(exc.value).__name__} ({exc.value!r}); expected {_type_name(exc.field_type)}"
+        ) from None
     except dacite.MissingValueError as exc:
         raise ConfigError(f"config field {exc.field_path} is required") from None
     except dacite.DaciteError as exc:
@@ -254,18 +373,91 @@ def _all_field_names(cls: type = RunConfig) -> list[str]:
     return names
 
 
-def load_config(path: str | Path) -> RunConfig:
-    """Load a YAML run config."""
+MAX_CONFIG_BYTES = 1_000_000
+MAX_YAML_NODES = 100_000  # nodes after alias expansion; a real config has a few hundred
+
+
+def _expanded_size(node: yaml.Node, limit: int) -> int:
+    """Nodes in `node` counting every alias expansion, stopping past `limit`; raises
+    ConfigError on a recursive alias. Linear in the distinct nodes (memoised)."""
+    memo: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(n: yaml.Node) -> int:
+        if id(n) in memo:
+            return memo[id(n)]
+        if id(n) in active:
+            raise ConfigError(f"line {n.start_mark.line + 1}: a YAML alias refers to itself (a recursive structure)")
+        active.add(id(n))
+        total = 1
+        if isinstance(n, yaml.SequenceNode):
+            children = n.value
+        elif isinstance(n, yaml.MappingNode):
+            children = [c for pair in n.value for c in pair]
+        else:
+            children = []
+        for child in children:
+            total += size(child)
+            if total > limit:
+                break
+        active.discard(id(n))
+        memo[id(n)] = total
+        return total
+
+    return size(node)
+
+
+def read_yaml_mapping(path: str | Path, what: str = "config file") -> dict[str, Any]:
+    """Parse a YAML file that must hold a mapping, refusing what would hurt: a file that is
+    missing, a folder, not UTF-8, over 1 MB, invalid YAML, nested too deeply, or whose aliases
+    expand past MAX_YAML_NODES nodes (an alias bomb). Errors are ConfigError naming the file."""
     path = Path(path)
     if not path.exists():
-        raise ConfigError(f"config file {str(path)!r} does not exist")
+        raise ConfigError(f"{what} {str(path)!r} does not exist")
+    if path.is_dir():
+        hint = f"; did you mean {str(path / 'config.yaml')!r}?" if (path / "config.yaml").exists() else ""
+        raise ConfigError(f"{what} {str(path)!r} is a folder, not a YAML file{hint}")
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{what} {str(path)!r} is {path.stat().st_size} bytes; a config is at most {MAX_CONFIG_BYTES} bytes")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what} {str(path)!r} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return {}
+        if _expanded_size(node, MAX_YAML_NODES) > MAX_YAML_NODES:
+            raise ConfigError(
+                f"{what} {str(path)!r}: its YAML aliases (*name) expand to more than {MAX_YAML_NODES} values "
+                "(an alias bomb?); write the values out instead of nesting aliases"
+            )
+        data = loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+        raise ConfigError(f"{what} {str(path)!r} is not valid YAML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{what} {str(path)!r} is nested too deeply to be a config") from None
+    except ConfigError as exc:
+        if str(path) in str(exc):
+            raise
+        raise ConfigError(f"{what} {str(path)!r}: {exc}") from None
+    finally:
+        loader.dispose()
+    if data is None:
+        return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a mapping of config keys at the top level")
-    return from_dict(data)
+        raise ConfigError(f"{what} {str(path)!r} must hold a mapping of config keys at the top level, not a {type(data).__name__}")
+    return data
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Load a YAML run config; every error is a ConfigError naming the file (and field)."""
+    data = read_yaml_mapping(path)
+    try:
+        return from_dict(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 def help_text(cls: type = RunConfig, prefix: str = "") -> str:

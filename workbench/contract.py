@@ -117,26 +117,40 @@ class PluginContractError(AssertionError):
 # ----------------------------------------------------------------------------- resolving
 
 
-def _resolve(target: Any) -> tuple[str, object]:
-    """(label, plugin object) from a module path, domain name, module/object or Domain."""
-    from workbench.plugins import Domain
+def _resolve(target: Any) -> tuple[str, object, str]:
+    """(label, plugin object, how it was found) from a domain name, a module path, a
+    module/object or a Domain. A string is tried as a domain name first (so `alfworld` is the
+    domain, not the pip package of the same name), then as an importable module. Raises
+    LookupError saying what was tried and, for a module that failed to import, why."""
+    from workbench.plugins import Domain, load_registry
 
     if isinstance(target, Domain):
-        return target.name, target.plugin
+        return target.name, target.plugin, f"the Domain object of domain {target.name!r}"
     if not isinstance(target, str):
-        return getattr(target, "__name__", type(target).__name__), target
-    if target in sys.modules:
-        return target, sys.modules[target]
-    try:
-        spec = importlib.util.find_spec(target)
-    except (ImportError, ValueError):
-        spec = None
-    if spec is not None:
-        return target, importlib.import_module(target)
-    from workbench.plugins import load_registry
-
+        return getattr(target, "__name__", type(target).__name__), target, "the given object"
     registry = load_registry()
-    return target, registry.domain(target).plugin
+    if target in registry.domains:
+        domain = registry.domains[target]
+        return target, domain.plugin, f"domain {target!r} (plugin {domain.plugin_name!r}, {domain.source})"
+    for rec in registry.broken:
+        if target in (rec.name, rec.domain):
+            raise LookupError(f"plugin {rec.name!r} ({rec.source}) is installed but broken: {rec.error}")
+    if target in sys.modules:
+        return target, sys.modules[target], f"module {target!r} (already imported)"
+    try:
+        module = importlib.import_module(target)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (target == exc.name or target.startswith(exc.name + ".")):
+            known = ", ".join(sorted(registry.domains)) or "none"
+            raise LookupError(
+                f"{target!r} is neither a loaded domain (loaded: {known}) nor an importable module "
+                f"(searched the current folder {Path.cwd()} and sys.path); check the name, or run from the "
+                "plugin's folder, or install it with `pip install -e .`"
+            ) from None
+        raise LookupError(f"module {target!r} was found but failed to import: {_fmt_exc(exc)}") from None
+    except Exception as exc:
+        raise LookupError(f"module {target!r} was found but failed to import: {_fmt_exc(exc)}") from None
+    return target, module, f"module {target!r} ({getattr(module, '__file__', None) or 'built in'})"
 
 
 def _fmt_exc(exc: BaseException) -> str:
@@ -297,13 +311,14 @@ def _check_env_prompt(c: _Checker, seeds: list[Task]) -> None:
 
 
 def _rendered_example(c: _Checker, plugin: object, seeds: list[Task]) -> tuple[str, str] | None:
-    """The environment-format text of seeds[0]: the plugin's `render_task`, its `env_text`,
-    or the lines where the environment prompt showing only seeds[0] differs from the prompt
-    showing only seeds[1]."""
-    render = getattr(plugin, "render_task", None)
-    if callable(render):
+    """The environment-format text of seeds[0]: the plugin's `workbench_render_task` hook, its
+    `env_text`, or the lines where the environment prompt showing only seeds[0] differs from
+    the prompt showing only seeds[1]."""
+    if hasattr(plugin, "workbench_render_task"):
         try:
-            return "render_task", str(render(seeds[0]))
+            text = c.hooks.workbench_render_task(task=seeds[0])
+            if isinstance(text, str) and text:
+                return "workbench_render_task", text
         except Exception:
             pass
     if seeds[0].env_text:
@@ -331,8 +346,8 @@ def _check_parse(c: _Checker, plugin: object, seeds: list[Task]) -> None:
     rendered = _rendered_example(c, plugin, seeds)
     name = "parse a seed task rendered back"
     if rendered is None:
-        c.report.add(name, "warning", "could not render a seed task in the environment's format; add "
-                     "`render_task(task) -> str` to the plugin module so the round trip can be checked")
+        c.report.add(name, "warning", "could not render a seed task in the environment's format; implement "
+                     "the `workbench_render_task` hook so the round trip can be checked")
     else:
         how, text = rendered
         called, parsed = c.call(name, "workbench_parse_task", text=text, examples=seeds[:3])
@@ -484,12 +499,13 @@ def check_plugin(target: Any, options: dict[str, Any] | None = None) -> CheckRep
     from workbench.plugins import PluginError, load_registry
 
     try:
-        label, plugin = _resolve(target)
+        label, plugin, found = _resolve(target)
     except Exception as exc:
         report = CheckReport(str(target))
-        report.add("load", "error", f"could not find plugin {target!r}: {exc}")
+        report.add("resolve", "error", f"could not find plugin {target!r}: {exc}")
         return report
     report = CheckReport(label)
+    report.add("resolve", "ok", f"checking {found}")
     try:
         registry = load_registry(extra_plugins=[(label, plugin)], builtins=False, entry_points=False)
     except PluginError as exc:
@@ -516,8 +532,35 @@ def check_plugin(target: Any, options: dict[str, Any] | None = None) -> CheckRep
     _check_env_prompt(c, seeds)
     _check_parse(c, plugin, seeds)
     _check_score(c, seeds)
+    _check_reference(c, implemented, seeds)
     _check_optional(c, implemented, seeds, info)
     return report
+
+
+def _check_reference(c: _Checker, implemented: set[str], seeds: list[Task]) -> None:
+    """`workbench_reference_output` must score a success on its own task (the demo warm start
+    trains the agent on it)."""
+    name = "reference output scores a success"
+    if "workbench_reference_output" not in implemented:
+        c.report.add(name, "ok", "not implemented (optional; `workbench demo --domain` needs it)")
+        return
+    wrong, checked = [], 0
+    for task in seeds[:20]:
+        called, reference = c.call(name, "workbench_reference_output", task=task)
+        if not called:
+            return
+        if reference is None:
+            continue
+        checked += 1
+        ok, score = c.call(name, "workbench_score", task=task, output=reference)
+        if not ok:
+            return
+        if not isinstance(score, Score) or score.success < 1.0:
+            wrong.append(f"task {task.id}: {str(reference)[:60]!r} scores {getattr(score, 'reward', score)!r}")
+    if wrong:
+        c.report.add(name, "error", f"{len(wrong)} of {checked} reference outputs do not score a success, e.g. {wrong[0]}")
+    else:
+        c.report.add(name, "ok", f"{checked} reference outputs score a success")
 
 
 def assert_plugin_valid(plugin: Any, options: dict[str, Any] | None = None, strict: bool = False) -> CheckReport:

@@ -3,13 +3,18 @@
 Both go through a domain plugin's `load_benchmark`, `score` and `aggregate` hooks, so a
 predictions file scored here gets the benchmark's own metrics. Per-item results are JSON
 Lines `{id, reward, correct, metrics, error}`; the aggregate is a dict of floats.
+
+Scoring refuses to pretend: a duplicate prediction id is an error naming the id and file,
+prediction ids that match no task are reported, and when nothing could be scored (no
+tasks, no predictions, no id in common, or no prediction the scorer could parse) it is a
+`PredictionsError` rather than an aggregate of zeros.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -29,6 +34,7 @@ class EvalResult:
     aggregate: dict[str, float]
     missing: list[str]
     seconds: float
+    unmatched: list[str] = field(default_factory=list)  # prediction ids that match no task
 
     def rows(self) -> list[dict[str, Any]]:
         return [
@@ -38,30 +44,62 @@ class EvalResult:
 
 
 def read_predictions(domain: Domain, path: str | Path) -> dict[str, str]:
-    """id -> raw output text, from the plugin's own reader or JSON Lines `{"id", "output"}`."""
+    """id -> raw output text, from the plugin's own reader or JSON Lines `{"id", "output"}`.
+    A duplicate id, a folder, an empty file or an unreadable one is a PredictionsError."""
     path = Path(path)
     if not path.exists():
         raise PredictionsError(f"predictions file {str(path)!r} does not exist")
+    if path.is_dir():
+        raise PredictionsError(f"predictions file {str(path)!r} is a folder; pass the predictions file itself")
     custom = domain.read_predictions(path)
     if custom is not None:
-        return {str(k): v for k, v in custom.items()}
-    out: dict[str, str] = {}
-    try:
-        records = list(read_jsonl(path))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise PredictionsError(str(exc)) from None
-    for lineno, rec in enumerate(records, 1):
-        if not isinstance(rec, dict) or "id" not in rec or "output" not in rec:
-            raise PredictionsError(f"{path}: record {lineno} needs fields 'id' and 'output', got {str(rec)[:120]}")
-        output = rec["output"]
-        out[str(rec["id"])] = output if isinstance(output, str) else json.dumps(output)
+        if not isinstance(custom, dict):
+            raise PredictionsError(f"{path}: the {domain.name} plugin read {type(custom).__name__}, not an id -> output mapping")
+        out = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in custom.items()}
+    else:
+        out = {}
+        first_seen: dict[str, int] = {}
+        try:
+            records = list(read_jsonl(path))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise PredictionsError(f"{path}: {exc}" if str(path) not in str(exc) else str(exc)) from None
+        for lineno, rec in enumerate(records, 1):
+            if not isinstance(rec, dict) or "id" not in rec or "output" not in rec:
+                raise PredictionsError(f"{path}: record {lineno} needs fields 'id' and 'output', got {str(rec)[:120]}")
+            key = str(rec["id"])
+            if key in first_seen:
+                raise PredictionsError(
+                    f"{path}: record {lineno} repeats id {key!r} (first at record {first_seen[key]}); "
+                    "each id must appear once, so which output counts is not a guess"
+                )
+            first_seen[key] = lineno
+            output = rec["output"]
+            out[key] = output if isinstance(output, str) else json.dumps(output)
+    if not out:
+        raise PredictionsError(f"predictions file {str(path)!r} holds no predictions")
     return out
 
 
-def score_predictions(domain: Domain, data: str | Path, predictions: dict[str, str]) -> EvalResult:
-    """Score predictions against the official data file. A task without a prediction scores 0."""
-    start = time.perf_counter()
+def _load_tasks(domain: Domain, data: str | Path) -> list[Task]:
     tasks = domain.load_benchmark(data)
+    if not tasks:
+        raise PredictionsError(f"benchmark data {str(data)!r} holds no {domain.name} tasks (an empty list or object?)")
+    return tasks
+
+
+def score_predictions(domain: Domain, data: str | Path, predictions: dict[str, str]) -> EvalResult:
+    """Score predictions against the official data file. A task without a prediction scores 0;
+    prediction ids matching no task are listed in `unmatched`. Raises PredictionsError when
+    nothing could be scored."""
+    start = time.perf_counter()
+    tasks = _load_tasks(domain, data)
+    task_ids = {t.id for t in tasks}
+    unmatched = [k for k in predictions if k not in task_ids]
+    if len(unmatched) == len(predictions):
+        raise PredictionsError(
+            f"none of the {len(predictions)} prediction ids matches one of the {len(tasks)} task ids of {str(data)!r} "
+            f"(predictions {unmatched[:3]}, tasks {[t.id for t in tasks[:3]]}); are they for this benchmark and data file?"
+        )
     outputs, scores, missing = [], [], []
     for task in tasks:
         output = predictions.get(task.id)
@@ -72,9 +110,17 @@ def score_predictions(domain: Domain, data: str | Path, predictions: dict[str, s
             continue
         outputs.append(output)
         scores.append(domain.score(task, output))
+    scored = [(t, s) for t, s in zip(tasks, scores) if t.id in predictions]
+    if all(s.error is not None for _, s in scored):
+        task, score = scored[0]
+        raise PredictionsError(
+            f"none of the {len(scored)} matched predictions could be scored by the {domain.name} scorer "
+            f"(e.g. id {task.id!r}: {score.error}); are they for this benchmark?"
+        )
     aggregate = domain.aggregate(tasks, scores)
     aggregate["missing_predictions"] = len(missing)
-    return EvalResult(tasks, outputs, scores, aggregate, missing, time.perf_counter() - start)
+    aggregate["unmatched_predictions"] = len(unmatched)
+    return EvalResult(tasks, outputs, scores, aggregate, missing, time.perf_counter() - start, unmatched)
 
 
 def write_scores(result: EvalResult, out: str | Path) -> None:
@@ -94,7 +140,7 @@ def evaluate_model(
 
     Writes `tasks.jsonl`, `predictions.jsonl`, `scores.jsonl` and `aggregate.json` to `out_dir` if given.
     """
-    tasks = domain.load_benchmark(data)
+    tasks = _load_tasks(domain, data)
     if limit is not None:
         tasks = tasks[:limit]
     outputs: list[str] = []

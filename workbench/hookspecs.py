@@ -51,6 +51,8 @@ OPTIONAL_DOMAIN_HOOKS = (
     "workbench_make_interaction",
     "workbench_aggregate",
     "workbench_report_section",
+    "workbench_render_task",
+    "workbench_reference_output",
 )
 CROSS_CUTTING_HOOKS = ("workbench_extra_validators", "workbench_run_start", "workbench_epoch_end")
 
@@ -118,6 +120,18 @@ def workbench_parse_task(text: str, examples: list[Task]) -> Task | Rejection:
     """
 
 
+@hookspec(firstresult=True)
+def workbench_render_task(task: Task) -> str | None:
+    """Optional: the text an environment model would write for `task`, in the format
+    `workbench_parse_task` reads, so that parsing it (with `examples=[task]`) gives back an
+    equivalent task. Return None for a task that cannot be written that way.
+
+    Used to warm-start a small environment model on the seed tasks (`workbench demo
+    --domain NAME`: the environment learns to write this domain's format) and by the
+    conformance checker's round trip. Never raise for a task of this domain.
+    """
+
+
 # --- Validation ------------------------------------------------------------------------
 
 
@@ -146,7 +160,21 @@ def workbench_score(task: Task, output: str) -> Score:
     """Score one raw agent output against a task. Reward in [0, 1] with named submetrics.
 
     An output that cannot be parsed scores 0 with `error` set; never raise for bad output,
-    never `eval` it.
+    never `eval` it. If the hook raises, runs past the time budget (`plugin_timeout_s`) or
+    returns an invalid Score (reward outside [0, 1] or NaN), the engine scores the output 0
+    with `metrics["plugin_fault"] = 1.0` (`workbench.plugins.is_plugin_fault`), counts it in the
+    epoch's `score_errors` and keeps the task out of the environment's curriculum.
+    """
+
+
+@hookspec(firstresult=True)
+def workbench_reference_output(task: Task) -> str | None:
+    """Optional: an agent output that `workbench_score` counts as a success on `task` (its gold
+    answer, written the way the agent prompt asks for it), or None when the task has no single
+    gold output.
+
+    Used to warm-start a small agent (`workbench demo --domain NAME`) and by the conformance
+    checker (the reference output must score a success). Never raise for a task of this domain.
     """
 
 

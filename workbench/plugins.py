@@ -3,12 +3,36 @@
 `load_registry()` builds a pluggy `PluginManager` with the hookspecs, registers the
 built-in plugins (the packages under `plugins/`) and every plugin advertised in the
 `workbench` entry-point group, checks each against the contract, and returns a
-`Registry` that hands out `Domain` objects. A `Domain` calls a domain plugin's hooks on
-that plugin alone and turns a plugin that raises into a counted rejection or a zero score
-with the error, so a faulty plugin cannot crash a run.
+`Registry` that hands out `Domain` objects.
 
-Load-time errors (`PluginError`) name the plugin: a duplicate domain name, a missing
-required hook, a hookimpl that matches no spec, a module that fails to import.
+Loading is per plugin: a discovered plugin that fails to import or breaks the contract is
+recorded as *broken* (`Registry.broken`, shown by `workbench plugins` with its error) and
+the others load normally; only a command that needs it fails, with its error. With an
+allowlist (`allow`), plugins it excludes are not even imported. Plugins registered
+programmatically (`extra_plugins`) and allowlisted ones must load: their errors raise.
+
+A `Domain` calls one domain plugin's hooks and *contains* its faults: every hook the engine
+calls per task (parse, validate, extra validators, score, environment prompt, agent prompt,
+interaction, aggregate, report section) and the run listeners run under a time budget and
+never raise. A fault is logged with its traceback, counted under "<hook>:<code>" (read and
+reset with `Domain.take_faults()`), and answered with a safe value:
+
+    code            when
+    plugin_error    the hook raised, or returned the wrong type
+    plugin_timeout  the hook ran past the time budget (its thread is abandoned, see below)
+    bad_score       a Score with reward outside [0, 1], NaN, or fields of the wrong type
+    bad_text        text with a lone surrogate or NUL byte (see `workbench.textsafety`)
+
+A contained scoring fault is a zero `Score` whose `metrics["plugin_fault"] == 1.0` (test it
+with `is_plugin_fault(score)`), so the engine can tell it from an output that merely failed to
+parse (a zero Score with `error` set and no such metric). Load-time errors (`PluginError`)
+name the plugin.
+
+The time budget: a call runs on a worker thread and the caller waits `timeout_s` seconds.
+Python cannot kill a thread, so a call that overruns is abandoned: its daemon thread runs on
+until the plugin returns (and dies with the process). While `MAX_STUCK_CALLS` abandoned
+calls of one plugin are still running, further calls to it fail at once as `plugin_timeout`
+rather than piling up threads.
 """
 
 from __future__ import annotations
@@ -16,15 +40,22 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import logging
+import math
+import queue
+import sys
+import threading
 import traceback
-from dataclasses import dataclass
+import weakref
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import pluggy
 
 from workbench import hookspecs
 from workbench.tasks import AgentStats, DomainInfo, Interaction, Rejection, ReportSection, Score, Task
+from workbench.textsafety import clean_text, find_bad_text
 
 log = logging.getLogger(__name__)
 
@@ -37,58 +68,258 @@ BUILTIN_PLUGINS = (
     "workbench_bfcl",
     "workbench_travelplanner",
 )
+# The domain each built-in provides, so an allowlist naming a domain can select a built-in
+# without importing the others. (Checked at load: a mismatch is a load error.)
+BUILTIN_DOMAINS = {
+    "workbench_demo": "arithmetic",
+    "workbench_alfworld": "alfworld",
+    "workbench_apibank": "api_bank",
+    "workbench_bamboogle": "bamboogle",
+    "workbench_bfcl": "bfcl",
+    "workbench_travelplanner": "travelplanner",
+}
+
+DEFAULT_PLUGIN_TIMEOUT_S = 30.0
+MAX_STUCK_CALLS = 4  # abandoned calls of one plugin still running before calls fail fast
+PLUGIN_FAULT = "plugin_fault"  # Score.metrics key marking a contained scoring fault
+FAULT_CODES = ("plugin_error", "plugin_timeout", "bad_score", "bad_text")
+_LOGGED_PER_KEY = 5  # full tracebacks logged per fault key and Domain; later ones at debug level
+_MAX_MESSAGE = 500  # characters of a plugin's exception message kept in a Rejection/Score
 
 
 class PluginError(Exception):
     """A plugin could not be loaded or does not satisfy the contract."""
 
 
+class PluginTimeout(Exception):
+    """A plugin call ran past its time budget (raised inside the wrapper, never out of it)."""
+
+
 @dataclass
 class PluginRecord:
-    """Where a registered plugin came from."""
+    """Where a registered (or broken) plugin came from. `error` is set for a broken plugin."""
 
     name: str
-    source: str  # "built-in" or "entry point <dist>==<version>" or "registered"
+    source: str  # "built-in", "entry point <dist>==<version>" or "registered"
     domain: str | None
     version: str | None
+    error: str | None = None
+
+    @property
+    def broken(self) -> bool:
+        return self.error is not None
+
+
+def is_plugin_fault(score: Score) -> bool:
+    """True for the zero Score the wrapper returns when scoring raised, timed out or returned
+    an invalid Score (as opposed to an output the plugin could not parse)."""
+    return score.metrics.get(PLUGIN_FAULT) == 1.0
 
 
 def _hook_names(pm: pluggy.PluginManager, plugin: object) -> set[str]:
     return {caller.name for caller in (pm.get_hookcallers(plugin) or [])}
 
 
+def _short(exc: BaseException) -> str:
+    return clean_text(f"{type(exc).__name__}: {exc}")[:_MAX_MESSAGE]
+
+
+# ----------------------------------------------------------------------------- time budget
+
+
+class _Job:
+    __slots__ = ("fn", "kwargs", "done", "result", "error")
+
+    def __init__(self, fn: Callable[..., Any], kwargs: dict[str, Any]):
+        self.fn, self.kwargs = fn, kwargs
+        self.done = threading.Lock()  # held until the call returns (cheaper than an Event)
+        self.done.acquire()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = self.fn(**self.kwargs)
+        except BaseException as exc:  # handed to the caller's thread
+            self.error = exc
+        finally:
+            self.done.release()
+
+
+class _Worker:
+    """A daemon thread running one plugin's calls in order. Abandoned after a timeout: it
+    then exits as soon as the overrunning call returns."""
+
+    def __init__(self, label: str):
+        self.jobs: "queue.SimpleQueue[_Job | None]" = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._loop, name=f"workbench-plugin-{label}", daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                return
+            job.run()
+
+
+class _CallGuard:
+    """Runs calls of one plugin under a time budget (`timeout_s`; None or 0 = no budget,
+    calls run in the caller's thread)."""
+
+    def __init__(self, label: str, timeout_s: float | None):
+        self.label = label
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._worker: _Worker | None = None
+        self._stuck: list[_Worker] = []
+
+    def call(self, fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        worker = self._worker
+        if not self.timeout_s or (worker is not None and threading.current_thread() is worker.thread):
+            return fn(**kwargs)  # no budget, or a plugin call made from inside a plugin call
+        with self._lock:
+            self._stuck = [w for w in self._stuck if w.thread.is_alive()]
+            if len(self._stuck) >= MAX_STUCK_CALLS:
+                raise PluginTimeout(
+                    f"not run: {len(self._stuck)} earlier calls to plugin {self.label!r} are still running "
+                    f"past their {self.timeout_s:g}s budget"
+                )
+            if self._worker is not None and not self._worker.thread.is_alive():
+                self._worker = None  # after a fork the worker thread does not exist in the child
+            if self._worker is None:
+                self._worker = _Worker(self.label)
+                weakref.finalize(self, self._worker.jobs.put, None)  # the thread ends with its guard
+            job = _Job(fn, kwargs)
+            self._worker.jobs.put(job)
+            if not job.done.acquire(timeout=self.timeout_s):
+                stuck, self._worker = self._worker, None
+                stuck.jobs.put(None)  # exit once the overrunning call returns
+                self._stuck.append(stuck)
+                raise PluginTimeout(f"ran past its {self.timeout_s:g}s time budget{_where(stuck.thread)}")
+        if job.error is not None:
+            raise job.error
+        return job.result
+
+
+def _where(thread: threading.Thread) -> str:
+    """Where a thread is now (the innermost frame), for timeout messages."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    if frame is None:
+        return ""
+    return f" (was at {Path(frame.f_code.co_filename).name}:{frame.f_lineno} in {frame.f_code.co_name})"
+
+
+def _data_error(exc: BaseException) -> str:
+    """A plugin's error while reading data: its message for the documented ValueError/OSError,
+    else the exception type and where the plugin raised it (the data has a shape it did not expect)."""
+    if isinstance(exc, (ValueError, OSError, PluginError)):
+        return clean_text(str(exc))
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" at {Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
+    return f"the plugin raised {_short(exc)}{where} (the data is not in the shape it expects, or the plugin has a bug)"
+
+
+def _raised_by_score_check(exc: BaseException) -> bool:
+    """True when `exc` is Score.__post_init__ refusing a reward (the plugin built a bad Score)."""
+    tb = traceback.extract_tb(exc.__traceback__)
+    return bool(tb) and tb[-1].name == "__post_init__" and tb[-1].filename.endswith("tasks.py")
+
+
+# ----------------------------------------------------------------------------- Domain
+
+
 class Domain:
     """One domain plugin, as the engine and CLI use it. Every call goes to that plugin only.
 
-    Faults are contained: parse and validation errors become `Rejection("plugin_error", ...)`,
-    scoring errors a zero `Score` with `error` set, and each is logged with its traceback.
+    The per-task hooks never raise (see the module docstring for the containment rules);
+    seed, benchmark and predictions loading raise `PluginError` naming the plugin and the data
+    (whatever the plugin raised), because those errors are the user's (a bad path or file)
+    and must stop the command. They run without a time budget (big files take time).
     """
 
-    def __init__(self, pm: pluggy.PluginManager, plugin: object, info: DomainInfo, source: str):
+    def __init__(
+        self,
+        pm: pluggy.PluginManager,
+        plugin: object,
+        info: DomainInfo,
+        source: str,
+        timeout_s: float | None = DEFAULT_PLUGIN_TIMEOUT_S,
+        plugin_name: str | None = None,
+    ):
         self._pm = pm
         self.plugin = plugin
         self.info = info
         self.source = source
+        self.plugin_name = plugin_name or pm.get_name(plugin) or info.name
         others = [p for p in pm.get_plugins() if p is not plugin]
         self._hooks = {
             name: pm.subset_hook_caller(name, remove_plugins=others)
             for name in hookspecs.REQUIRED_DOMAIN_HOOKS + hookspecs.OPTIONAL_DOMAIN_HOOKS
         }
         self._implemented = _hook_names(pm, plugin)
+        self._guard = _CallGuard(self.name, timeout_s)
+        self._guards: dict[str, _CallGuard] = {}  # extra validators of other plugins
+        self._faults: Counter[str] = Counter()
+        self.fault_totals: Counter[str] = Counter()  # since creation, never reset
 
     @property
     def name(self) -> str:
         return self.info.name
 
+    @property
+    def timeout_s(self) -> float | None:
+        return self._guard.timeout_s
+
+    @timeout_s.setter
+    def timeout_s(self, value: float | None) -> None:
+        self._guard.timeout_s = value
+        for guard in self._guards.values():
+            guard.timeout_s = value
+
     def implements(self, hook: str) -> bool:
         return hook in self._implemented
+
+    def take_faults(self) -> dict[str, int]:
+        """Faults contained since the last call, as {"<hook>:<code>": count}; resets them."""
+        out, self._faults = dict(self._faults), Counter()
+        return out
 
     def _call(self, hook: str, **kwargs: Any) -> Any:
         return self._hooks[hook](**kwargs)
 
-    # Seed and benchmark data: errors here are the user's (bad path, bad file) and propagate.
+    def _guarded(self, hook: str, **kwargs: Any) -> Any:
+        """Call a hook under the time budget; raises what the plugin raised or PluginTimeout."""
+        return self._guard.call(self._hooks[hook], kwargs)
+
+    def _fault(self, hook: str, code: str, message: str, exc: BaseException | None = None) -> str:
+        """Count and log a contained fault; returns the message naming plugin and hook."""
+        key = f"{hook}:{code}"
+        self._faults[key] += 1
+        self.fault_totals[key] += 1
+        text = f"plugin {self.plugin_name!r} (domain {self.name}) hook {hook}: {message}"
+        level = logging.WARNING if self.fault_totals[key] <= _LOGGED_PER_KEY else logging.DEBUG
+        if exc is not None and not isinstance(exc, PluginTimeout):
+            tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            log.log(level, "%s [%s]\n%s", text, code, tb)
+        else:
+            log.log(level, "%s [%s]", text, code)
+        return text
+
+    def _exception_fault(self, hook: str, exc: BaseException) -> tuple[str, str]:
+        """(code, message) for an exception out of a guarded call."""
+        if isinstance(exc, PluginTimeout):
+            return "plugin_timeout", self._fault(hook, "plugin_timeout", str(exc), exc)
+        if isinstance(exc, UnicodeEncodeError):  # text the plugin built cannot be encoded (lone surrogate)
+            return "bad_text", self._fault(hook, "bad_text", f"raised {_short(exc)}", exc)
+        return "plugin_error", self._fault(hook, "plugin_error", f"raised {_short(exc)}", exc)
+
+    # Seed and benchmark data: errors here are the user's (bad path, bad file) and stop the command.
     def seed_tasks(self, options: dict[str, Any] | None = None) -> list[Task]:
-        tasks = self._call("workbench_seed_tasks", options=dict(options or {}))
+        try:
+            tasks = self._call("workbench_seed_tasks", options=dict(options or {}))
+        except Exception as exc:
+            raise PluginError(f"domain {self.name!r} could not load its seed tasks (domain_options {options!r}): {_data_error(exc)}") from exc
         if not tasks:
             raise PluginError(f"plugin {self.name!r} returned no seed tasks for options {options!r}")
         for task in tasks:
@@ -101,79 +332,259 @@ class Domain:
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"benchmark data {str(path)!r} does not exist; pass the path of the official file")
-        return list(self._call("workbench_load_benchmark", path=path))
+        try:
+            tasks = self._call("workbench_load_benchmark", path=path)
+        except Exception as exc:
+            raise PluginError(f"{self.name} benchmark data {str(path)!r} could not be read: {_data_error(exc)}") from exc
+        if not isinstance(tasks, list) or not all(isinstance(t, Task) for t in tasks):
+            raise PluginError(f"plugin {self.name!r}: workbench_load_benchmark returned {type(tasks).__name__}, not a list of Task")
+        return list(tasks)
 
     def read_predictions(self, path: str | Path) -> dict[str, str] | None:
         if not self.implements("workbench_read_predictions"):
             return None
-        return self._call("workbench_read_predictions", path=Path(path))
+        try:
+            return self._call("workbench_read_predictions", path=Path(path))
+        except Exception as exc:
+            raise PluginError(f"{self.name} predictions file {str(path)!r} could not be read: {_data_error(exc)}") from exc
 
     # Generation and validation: plugin faults become counted rejections.
     def environment_prompt(self, examples: list[Task], stats: AgentStats) -> str:
-        return self._call("workbench_environment_prompt", examples=examples, stats=stats)
+        """The plugin's prompt; on a fault, `default_environment_prompt(examples)` (counted)."""
+        hook = "environment_prompt"
+        try:
+            prompt = self._guarded("workbench_environment_prompt", examples=examples, stats=stats)
+        except Exception as exc:
+            self._exception_fault(hook, exc)
+            return default_environment_prompt(self.name, examples)
+        if not isinstance(prompt, str) or not prompt.strip():
+            self._fault(hook, "plugin_error", f"returned {type(prompt).__name__} {str(prompt)[:40]!r}, not a non-empty str")
+            return default_environment_prompt(self.name, examples)
+        problem = find_bad_text(prompt, "prompt")
+        if problem is not None:
+            self._fault(hook, "bad_text", problem)
+            return clean_text(prompt)
+        return prompt
 
     def parse_task(self, text: str, examples: list[Task]) -> Task | Rejection:
+        hook = "parse_task"
         try:
-            result = self._call("workbench_parse_task", text=text, examples=examples)
-        except Exception as exc:  # a faulty plugin must not crash the run
-            log.warning("plugin %s raised in parse_task:\n%s", self.name, traceback.format_exc())
-            return Rejection("plugin_error", f"{self.name}.parse_task raised {type(exc).__name__}: {exc}")
-        if not isinstance(result, (Task, Rejection)):
-            return Rejection("plugin_error", f"{self.name}.parse_task returned {type(result).__name__}, not Task or Rejection")
+            result = self._guarded("workbench_parse_task", text=text, examples=examples)
+        except Exception as exc:
+            code, message = self._exception_fault(hook, exc)
+            return Rejection(code, message)
+        if isinstance(result, Rejection):
+            return _clean_rejection(result)
+        if not isinstance(result, Task):
+            return Rejection("plugin_error", self._fault(hook, "plugin_error", f"returned {type(result).__name__}, not Task or Rejection"))
+        problem = task_bad_text(result)
+        if problem is not None:
+            return Rejection("bad_text", self._fault(hook, "bad_text", f"the task's {problem}"))
         return result
 
     def validate(self, task: Task) -> list[Rejection]:
         """The domain's own checks plus every plugin's extra validators."""
         reasons: list[Rejection] = []
+        hook = "validate_task"
         try:
-            reasons.extend(self._call("workbench_validate_task", task=task) or [])
+            result = self._guarded("workbench_validate_task", task=task)
         except Exception as exc:
-            log.warning("plugin %s raised in validate_task:\n%s", self.name, traceback.format_exc())
-            reasons.append(Rejection("plugin_error", f"{self.name}.validate_task raised {type(exc).__name__}: {exc}"))
-        try:
-            for extra in self._pm.hook.workbench_extra_validators(task=task, domain=self.name):
-                reasons.extend(extra or [])
-        except Exception as exc:
-            log.warning("an extra validator raised:\n%s", traceback.format_exc())
-            reasons.append(Rejection("plugin_error", f"an extra validator raised {type(exc).__name__}: {exc}"))
+            code, message = self._exception_fault(hook, exc)
+            result = [Rejection(code, message)]
+        reasons += self._rejection_list(hook, result)
+        for impl in self._pm.hook.workbench_extra_validators.get_hookimpls():  # one by one, so one failing spares the rest
+            kwargs = {"task": task, "domain": self.name}
+            guard = self._guards.get(impl.plugin_name)
+            if guard is None:
+                guard = self._guards[impl.plugin_name] = _CallGuard(impl.plugin_name, self.timeout_s)
+            hook = f"extra_validators[{impl.plugin_name}]"
+            try:
+                result = guard.call(impl.function, {a: kwargs[a] for a in impl.argnames})
+            except Exception as exc:
+                code, message = self._exception_fault(hook, exc)
+                result = [Rejection(code, message)]
+            reasons += self._rejection_list(hook, result)
         return reasons
+
+    def _rejection_list(self, hook: str, result: Any) -> list[Rejection]:
+        if result is None:
+            return []
+        if not isinstance(result, (list, tuple)) or not all(isinstance(r, Rejection) for r in result):
+            return [Rejection("plugin_error", self._fault(hook, "plugin_error", f"returned {type(result).__name__}, not a list of Rejection"))]
+        return [_clean_rejection(r) for r in result]
 
     # Agent side.
     def agent_messages(self, task: Task) -> list[dict[str, str]]:
-        if self.implements("workbench_agent_prompt"):
-            return self._call("workbench_agent_prompt", task=task)
-        return task.messages()
+        """The plugin's agent prompt, or `task.messages()` (also the fallback on a fault, counted)."""
+        if not self.implements("workbench_agent_prompt"):
+            return _clean_messages(task.messages())
+        hook = "agent_prompt"
+        try:
+            messages = self._guarded("workbench_agent_prompt", task=task)
+        except Exception as exc:
+            self._exception_fault(hook, exc)
+            return _clean_messages(task.messages())
+        if messages is None:
+            return _clean_messages(task.messages())
+        if not (isinstance(messages, list) and messages and all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages
+        )):
+            self._fault(hook, "plugin_error", f"returned {type(messages).__name__}, not a list of {{'role', 'content'}} str dicts")
+            return _clean_messages(task.messages())
+        problem = find_bad_text(messages, "messages")
+        if problem is not None:
+            self._fault(hook, "bad_text", problem)
+            return _clean_messages(messages)
+        return messages
 
     def score(self, task: Task, output: str) -> Score:
+        """The plugin's Score, checked; a fault is a zero Score marked with `plugin_fault`."""
+        hook = "score"
         try:
-            result = self._call("workbench_score", task=task, output=output)
+            result = self._guarded("workbench_score", task=task, output=output)
         except Exception as exc:
-            log.warning("plugin %s raised in score:\n%s", self.name, traceback.format_exc())
-            return Score(0.0, False, error=f"{self.name}.score raised {type(exc).__name__}: {exc}")
-        if not isinstance(result, Score):
-            return Score(0.0, False, error=f"{self.name}.score returned {type(result).__name__}, not Score")
+            if _raised_by_score_check(exc):
+                return self._fault_score(hook, "bad_score", f"built an invalid Score: {_short(exc)}")
+            code, message = self._exception_fault(hook, exc)
+            return _fault_score(message)
+        problem = _score_problem(result)
+        if problem is not None:
+            return self._fault_score(hook, "bad_score", problem)
+        result.reward = float(result.reward)
+        result.metrics.pop(PLUGIN_FAULT, None)  # the mark is the wrapper's alone
+        if result.error is not None:
+            result.error = clean_text(result.error)[: 4 * _MAX_MESSAGE]
         return result
 
+    def _fault_score(self, hook: str, code: str, problem: str) -> Score:
+        return _fault_score(self._fault(hook, code, problem))
+
+    def _optional_text(self, hook: str, task: Task) -> str | None:
+        """An optional hook answering a str or None for `task`; a fault is None (counted)."""
+        if not self.implements(f"workbench_{hook}"):
+            return None
+        try:
+            text = self._guarded(f"workbench_{hook}", task=task)
+        except Exception as exc:
+            self._exception_fault(hook, exc)
+            return None
+        if text is not None and not isinstance(text, str):
+            self._fault(hook, "plugin_error", f"returned {type(text).__name__}, not str or None")
+            return None
+        if text is not None and find_bad_text(text) is not None:
+            self._fault(hook, "bad_text", find_bad_text(text, "text") or "")
+            return clean_text(text)
+        return text
+
+    def render_task(self, task: Task) -> str | None:
+        """The text an environment model would write for `task` (workbench_render_task), or None."""
+        return self._optional_text("render_task", task)
+
+    def reference_output(self, task: Task) -> str | None:
+        """An agent output scoring a success on `task` (workbench_reference_output), or None."""
+        return self._optional_text("reference_output", task)
+
     def make_interaction(self, task: Task) -> Interaction | None:
+        """The plugin's interactive environment for `task`, or None (also on a fault, counted)."""
         if not self.implements("workbench_make_interaction"):
             return None
-        return self._call("workbench_make_interaction", task=task)
+        hook = "make_interaction"
+        try:
+            env = self._guarded("workbench_make_interaction", task=task)
+        except Exception as exc:
+            self._exception_fault(hook, exc)
+            return None
+        if env is not None and not isinstance(env, Interaction):
+            self._fault(hook, "plugin_error", f"returned {type(env).__name__}, not an Interaction")
+            return None
+        return env
 
     # Reporting.
     def aggregate(self, tasks: list[Task], scores: list[Score]) -> dict[str, float]:
-        if self.implements("workbench_aggregate"):
-            return dict(self._call("workbench_aggregate", tasks=tasks, scores=scores))
-        return default_aggregate(scores)
+        """The plugin's benchmark metrics, or `default_aggregate` (also on a fault, counted)."""
+        if not self.implements("workbench_aggregate"):
+            return default_aggregate(scores)
+        try:
+            return dict(self._guarded("workbench_aggregate", tasks=tasks, scores=scores))
+        except Exception as exc:
+            self._exception_fault("aggregate", exc)
+            return default_aggregate(scores)
 
     def report_section(self, tasks: list[Task], outputs: list[str], scores: list[Score]) -> ReportSection:
         if self.implements("workbench_report_section"):
-            return self._call("workbench_report_section", tasks=tasks, outputs=outputs, scores=scores)
+            try:
+                section = self._guarded("workbench_report_section", tasks=tasks, outputs=outputs, scores=scores)
+                if isinstance(section, ReportSection):
+                    return section
+                self._fault("report_section", "plugin_error", f"returned {type(section).__name__}, not ReportSection")
+            except Exception as exc:
+                self._exception_fault("report_section", exc)
         failures = [
             {"id": t.id, "prompt": t.prompt[:300], "output": o[:300], "error": s.error}
             for t, o, s in zip(tasks, outputs, scores)
             if s.success < 1.0
         ][:5]
         return ReportSection(title=self.name, metrics=self.aggregate(tasks, scores), failures=failures)
+
+
+def default_environment_prompt(domain: str, examples: Sequence[Task]) -> str:
+    """The fallback environment prompt: the examples' prompts and a request for one more."""
+    lines = [f"Write one new task for the {domain} domain, in the same style as these examples."]
+    for i, task in enumerate(examples, 1):
+        lines.append(f"Example {i}:\n{clean_text(task.prompt)}")
+    lines.append("New task:")
+    return "\n\n".join(lines)
+
+
+def task_bad_text(task: Task) -> str | None:
+    """The first field of `task` holding a lone surrogate or NUL byte, as
+    "prompt: lone surrogate U+D800 at offset 4" (or "spec['answer']: ..."), or None."""
+    for name in ("prompt", "system", "spec", "id", "domain", "source", "meta", "env_context", "env_text"):
+        problem = find_bad_text(getattr(task, name, None), name)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _clean_rejection(rejection: Rejection) -> Rejection:
+    code, message = rejection.code, rejection.message
+    if isinstance(code, str) and isinstance(message, str) and find_bad_text([code, message]) is None and len(message) <= 4 * _MAX_MESSAGE:
+        return rejection
+    return Rejection(clean_text(str(code))[:80], clean_text(str(message))[: 4 * _MAX_MESSAGE])
+
+
+def _clean_messages(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    if find_bad_text(messages) is None:
+        return messages
+    return [{k: clean_text(v) if isinstance(v, str) else v for k, v in m.items()} for m in messages]
+
+
+def _fault_score(message: str) -> Score:
+    return Score(0.0, False, metrics={PLUGIN_FAULT: 1.0}, error=message)
+
+
+def _score_problem(score: Any) -> str | None:
+    """Why `score` is not a valid Score (wrong type, reward not a finite number in [0, 1],
+    `correct`/`metrics`/`error` of the wrong type), or None."""
+    if not isinstance(score, Score):
+        return f"returned {type(score).__name__}, not Score"
+    reward = score.reward
+    if isinstance(reward, bool) or not isinstance(reward, (int, float)):
+        return f"returned a Score whose reward is {type(reward).__name__} {reward!r}, not a number"
+    if not (math.isfinite(reward) and 0.0 <= reward <= 1.0):
+        return f"returned a Score with reward {reward!r}, outside [0, 1]"
+    if score.correct is not None and not isinstance(score.correct, bool):
+        return f"returned a Score whose correct is {type(score.correct).__name__}, not bool or None"
+    if not isinstance(score.metrics, dict):
+        return f"returned a Score whose metrics is {type(score.metrics).__name__}, not a dict"
+    for key, value in score.metrics.items():
+        if isinstance(value, bool):
+            continue
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            return f"returned a Score whose metric {clean_text(str(key))[:40]!r} is {clean_text(repr(value))[:40]}, not a finite number"
+    if score.error is not None and not isinstance(score.error, str):
+        return f"returned a Score whose error is {type(score.error).__name__}, not str or None"
+    return None
 
 
 def default_aggregate(scores: Sequence[Score]) -> dict[str, float]:
@@ -189,54 +600,165 @@ def default_aggregate(scores: Sequence[Score]) -> dict[str, float]:
     return out
 
 
-class Registry:
-    """The loaded plugins: domains by name, plus the manager for cross-cutting hooks."""
+# ----------------------------------------------------------------------------- Registry
 
-    def __init__(self, pm: pluggy.PluginManager, records: list[PluginRecord], domains: dict[str, Domain]):
+
+class Registry:
+    """The loaded plugins: domains by name, broken plugins with their errors, plus the
+    manager for cross-cutting hooks."""
+
+    def __init__(
+        self,
+        pm: pluggy.PluginManager,
+        records: list[PluginRecord],
+        domains: dict[str, Domain],
+        broken: list[PluginRecord] | None = None,
+        timeout_s: float | None = DEFAULT_PLUGIN_TIMEOUT_S,
+    ):
         self.pm = pm
         self.records = records
         self.domains = domains
+        self.broken = list(broken or [])
+        self._timeout_s = timeout_s
+        self._guards: dict[str, _CallGuard] = {}
+        self._faults: Counter[str] = Counter()
 
     def domain(self, name: str) -> Domain:
         try:
             return self.domains[name]
         except KeyError:
-            known = ", ".join(sorted(self.domains)) or "none"
-            raise PluginError(f"no domain plugin named {name!r}; loaded domains: {known}") from None
+            pass
+        for rec in self.broken:
+            if name in (rec.name, rec.domain):
+                raise PluginError(f"domain {name!r} is provided by plugin {rec.name!r} ({rec.source}), which is broken: {rec.error}")
+        known = ", ".join(sorted(self.domains)) or "none"
+        broken = f"; broken plugins: {', '.join(r.name for r in self.broken)} (see `workbench plugins`)" if self.broken else ""
+        raise PluginError(f"no domain plugin named {name!r}; loaded domains: {known}{broken}")
 
-    def run_start(self, run_dir: str, config: dict[str, Any]) -> None:
-        self.pm.hook.workbench_run_start(run_dir=run_dir, config=config)
+    def set_plugin_timeout(self, timeout_s: float | None) -> None:
+        """Change the time budget of every plugin call (the run config's `plugin_timeout_s`)."""
+        self._timeout_s = timeout_s
+        for guard in self._guards.values():
+            guard.timeout_s = timeout_s
+        for domain in self.domains.values():
+            domain.timeout_s = timeout_s
 
-    def epoch_end(self, run_dir: str, epoch: int, metrics: dict[str, Any]) -> list[str]:
-        """Notify listeners; returns error messages from listeners that raised (not fatal)."""
+    def take_faults(self) -> dict[str, int]:
+        """Listener faults (run_start, epoch_end) since the last call, as {"<hook>:<code>": n}."""
+        out, self._faults = dict(self._faults), Counter()
+        return out
+
+    def _notify(self, hook: str, kwargs: dict[str, Any]) -> list[str]:
+        """Call every listener of `hook` one by one under the time budget; returns the errors."""
         errors = []
-        kwargs = {"run_dir": run_dir, "epoch": epoch, "metrics": metrics}
-        for impl in self.pm.hook.workbench_epoch_end.get_hookimpls():  # one by one, so one failing listener spares the rest
+        for impl in getattr(self.pm.hook, hook).get_hookimpls():  # one failing listener spares the rest
+            guard = self._guards.get(impl.plugin_name)
+            if guard is None:
+                guard = self._guards[impl.plugin_name] = _CallGuard(impl.plugin_name, self._timeout_s)
+            short = hook.removeprefix("workbench_")
             try:
-                impl.function(**{name: kwargs[name] for name in impl.argnames})
+                guard.call(impl.function, {name: kwargs[name] for name in impl.argnames})
             except Exception as exc:
-                errors.append(f"epoch_end listener of plugin {impl.plugin_name!r} raised {type(exc).__name__}: {exc}")
-                log.warning(errors[-1])
+                code = "plugin_timeout" if isinstance(exc, PluginTimeout) else "plugin_error"
+                what = str(exc) if code == "plugin_timeout" else f"raised {_short(exc)}"
+                errors.append(f"{short} listener of plugin {impl.plugin_name!r} {what}")
+                self._faults[f"{short}:{code}"] += 1
+                if code == "plugin_error":
+                    log.warning("%s\n%s", errors[-1], "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+                else:
+                    log.warning(errors[-1])
         return errors
 
+    def run_start(self, run_dir: str, config: dict[str, Any]) -> list[str]:
+        """Notify listeners; returns error messages from listeners that raised or timed out (not fatal)."""
+        return self._notify("workbench_run_start", {"run_dir": run_dir, "config": config})
 
-def _import_plugin(module_name: str) -> object:
+    def epoch_end(self, run_dir: str, epoch: int, metrics: dict[str, Any]) -> list[str]:
+        """Notify listeners; returns error messages from listeners that raised or timed out (not fatal)."""
+        return self._notify("workbench_epoch_end", {"run_dir": run_dir, "epoch": epoch, "metrics": metrics})
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+@dataclass
+class _Candidate:
+    """A plugin that may be loaded: `load()` imports it; `names` match an allowlist before import."""
+
+    name: str
+    source: str
+    load: Callable[[], object]
+    names: set[str] = field(default_factory=set)
+    required: bool = False  # errors raise instead of marking it broken
+
+
+def _import_module(module_name: str) -> object:
     try:
         return importlib.import_module(module_name)
     except Exception as exc:
-        raise PluginError(f"plugin {module_name!r} failed to import: {type(exc).__name__}: {exc}") from exc
+        raise PluginError(f"plugin {module_name!r} failed to import: {_import_error(exc)}") from exc
 
 
-def _entry_point_plugins() -> Iterable[tuple[str, object, str]]:
+def _import_error(exc: BaseException) -> str:
+    """`Type: message (at file:line)` for an import failure, naming where it happened."""
+    tb = traceback.extract_tb(exc.__traceback__)
+    inner = [f for f in tb if "importlib" not in f.filename and not f.filename.startswith("<frozen") and f.filename != __file__]
+    where = f" (at {inner[-1].filename}:{inner[-1].lineno})" if inner else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+def _entry_point_candidates() -> Iterable[_Candidate]:
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         if ep.value in BUILTIN_PLUGINS:
-            continue  # the built-ins are also advertised as entry points; load them once
-        try:
-            obj = ep.load()
-        except Exception as exc:
-            raise PluginError(f"plugin {ep.name!r} (entry point {ep.value!r}) failed to load: {type(exc).__name__}: {exc}") from exc
+            continue  # the built-ins may also be advertised as entry points; load them once
         dist = f"{ep.dist.name}=={ep.dist.version}" if ep.dist else "unknown distribution"
-        yield ep.name, obj, f"entry point {dist}"
+
+        def load(ep: importlib.metadata.EntryPoint = ep) -> object:
+            try:
+                return ep.load()
+            except Exception as exc:
+                raise PluginError(f"plugin {ep.name!r} (entry point {ep.value!r}) failed to load: {_import_error(exc)}") from exc
+
+        names = {ep.name, ep.value, ep.value.split(":")[0]} | ({ep.dist.name} if ep.dist else set())
+        yield _Candidate(ep.name, f"entry point {dist}", load, names)
+
+
+def _check_alone(name: str, obj: object, source: str) -> DomainInfo | None:
+    """Check a plugin against the contract in a manager of its own, so a broken plugin
+    never half-registers in the real one. Returns its DomainInfo (None for a non-domain plugin)."""
+    scratch = pluggy.PluginManager(hookspecs.PROJECT)
+    scratch.add_hookspecs(hookspecs)
+    try:
+        scratch.register(obj, name=name)
+        scratch.check_pending()
+    except pluggy.PluginValidationError as exc:
+        if "unknown hook" in str(exc):
+            raise PluginError(
+                f"plugin {name!r} ({source}) implements a hook that matches no spec: {exc}. "
+                "Check the hook name against workbench.hookspecs (a typo, or a hook from a newer version)."
+            ) from exc
+        raise PluginError(f"plugin {name!r} ({source}) does not match the contract: {exc}") from exc
+    except ValueError as exc:
+        raise PluginError(f"plugin {name!r} ({source}) could not be registered: {exc}") from exc
+    implemented = _hook_names(scratch, obj)
+    domain_hooks = implemented & set(hookspecs.REQUIRED_DOMAIN_HOOKS + hookspecs.OPTIONAL_DOMAIN_HOOKS)
+    if "workbench_domain_info" not in implemented:
+        if domain_hooks:
+            raise PluginError(
+                f"plugin {name!r} ({source}) implements domain hooks {sorted(domain_hooks)} "
+                "but not workbench_domain_info, so no domain can be named for them"
+            )
+        return None
+    missing = [h for h in hookspecs.REQUIRED_DOMAIN_HOOKS if h not in implemented]
+    if missing:
+        raise PluginError(f"domain plugin {name!r} ({source}) is missing required hooks: {', '.join(missing)}")
+    try:
+        info = scratch.hook.workbench_domain_info()
+    except Exception as exc:
+        raise PluginError(f"plugin {name!r} ({source}): workbench_domain_info raised {_short(exc)}") from exc
+    if not isinstance(info, DomainInfo):
+        raise PluginError(f"plugin {name!r}: workbench_domain_info returned {type(info).__name__}, not DomainInfo")
+    return info
 
 
 def load_registry(
@@ -244,80 +766,95 @@ def load_registry(
     extra_plugins: Sequence[tuple[str, object]] = (),
     builtins: bool = True,
     entry_points: bool = True,
+    plugin_timeout_s: float | None = DEFAULT_PLUGIN_TIMEOUT_S,
 ) -> Registry:
-    """Load and check all plugins.
+    """Load and check the plugins.
 
-    `allow`, if given, keeps only plugins whose registration name or domain name is listed
-    (an unknown name is an error). `extra_plugins` are (name, plugin) pairs registered
-    programmatically, for example a plugin defined in a notebook or a test.
+    `allow`, if given, keeps only plugins whose registration name, entry-point name, module
+    or domain name is listed (a name nothing provides is an error); the others are not
+    imported where their names already exclude them. `extra_plugins` are (name, plugin)
+    pairs registered programmatically, for example a plugin defined in a notebook or a test.
+    A discovered plugin that fails to load is listed in `Registry.broken` unless it is
+    allowlisted (then its error raises). `plugin_timeout_s` is the time budget of each
+    contained plugin call (None or 0: no budget).
     """
-    candidates: list[tuple[str, object, str]] = []
+    candidates: list[_Candidate] = []
     if builtins:
-        candidates += [(m, _import_plugin(m), "built-in") for m in BUILTIN_PLUGINS]
+        candidates += [
+            _Candidate(m, "built-in", lambda m=m: _import_module(m), {m, BUILTIN_DOMAINS.get(m, m)}) for m in BUILTIN_PLUGINS
+        ]
     if entry_points:
-        candidates += list(_entry_point_plugins())
-    candidates += [(name, obj, "registered") for name, obj in extra_plugins]
+        candidates += list(_entry_point_candidates())
+    candidates += [_Candidate(name, "registered", lambda obj=obj: obj, {name}, required=True) for name, obj in extra_plugins]
+
+    allowed = set(allow) if allow is not None else None
+    if allowed is not None:
+        for cand in candidates:
+            cand.required = cand.required or bool(cand.names & allowed)
+
+    loaded: list[tuple[_Candidate, object, DomainInfo | None]] = []
+    broken: list[PluginRecord] = []
+    for cand in candidates:
+        # With an allowlist, a plugin whose names do not match is imported only to look for a
+        # domain name the allowlist asks for and nothing else provides yet.
+        if allowed is not None and not cand.required:
+            provided = {n for c, _, info in loaded for n in (c.names | {info.name if info else ""})}
+            matched_later = {n for c in candidates if c.required for n in c.names}
+            if not (allowed - provided - matched_later):
+                continue
+        try:
+            obj = cand.load()
+            info = _check_alone(cand.name, obj, cand.source)
+        except PluginError as exc:
+            if cand.required:
+                raise
+            log.warning("skipping broken plugin: %s", exc)
+            broken.append(PluginRecord(cand.name, cand.source, BUILTIN_DOMAINS.get(cand.name), None, str(exc)))
+            continue
+        if cand.source == "built-in" and info is not None and BUILTIN_DOMAINS.get(cand.name) not in (None, info.name):
+            raise PluginError(f"built-in plugin {cand.name!r} provides domain {info.name!r}; update BUILTIN_DOMAINS")
+        if allowed is not None and not (cand.names & allowed) and (info is None or info.name not in allowed):
+            continue  # imported only to look (or registered programmatically) and not allowed
+        cand.required = cand.required or allowed is not None
+        loaded.append((cand, obj, info))
+
+    if allowed is not None:
+        known = {n for c, _, info in loaded for n in (c.names | ({info.name} if info else set()))}
+        known |= {n for r in broken for n in (r.name, r.domain) if n}
+        unknown = allowed - known
+        if unknown:
+            raise PluginError(f"allowlist names unknown plugins {sorted(unknown)}; available: {sorted(known)}")
+
+    # Domain name collisions: an error for required plugins; otherwise every plugin claiming
+    # the name is broken (choosing one silently would depend on install order).
+    by_domain: dict[str, list[tuple[_Candidate, object, DomainInfo | None]]] = {}
+    for item in loaded:
+        if item[2] is not None:
+            by_domain.setdefault(item[2].name, []).append(item)
+    for dname, items in by_domain.items():
+        if len(items) < 2:
+            continue
+        labels = " and ".join(f"plugin {c.name!r} ({c.source})" for c, _, _ in items)
+        message = f"domain name collision: {labels} both provide domain {dname!r}"
+        if any(c.required for c, _, _ in items):
+            raise PluginError(message)
+        log.warning("skipping broken plugins: %s", message)
+        for item in items:
+            broken.append(PluginRecord(item[0].name, item[0].source, dname, None, message))
+            loaded.remove(item)
 
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
     records: list[PluginRecord] = []
-    domains: dict[str, Domain] = {}
-    pending: list[tuple[str, object, str]] = []
-    for name, obj, source in candidates:
+    for cand, obj, info in loaded:
         try:
-            pm.register(obj, name=name)
-        except pluggy.PluginValidationError as exc:
-            raise PluginError(f"plugin {name!r} ({source}) does not match the contract: {exc}") from exc
-        except ValueError as exc:
-            raise PluginError(f"plugin {name!r} ({source}) could not be registered: {exc}") from exc
-        pending.append((name, obj, source))
-    try:
-        pm.check_pending()
-    except pluggy.PluginValidationError as exc:
-        culprit = pm.get_name(exc.plugin) if getattr(exc, "plugin", None) is not None else "?"
-        raise PluginError(
-            f"plugin {culprit!r} implements a hook that matches no spec: {exc}. "
-            "Check the hook name against workbench.hookspecs (a typo, or a hook from a newer version)."
-        ) from exc
-
-    for name, obj, source in pending:
-        implemented = _hook_names(pm, obj)
-        domain_hooks = implemented & set(hookspecs.REQUIRED_DOMAIN_HOOKS + hookspecs.OPTIONAL_DOMAIN_HOOKS)
-        info: DomainInfo | None = None
-        if "workbench_domain_info" in implemented:
-            missing = [h for h in hookspecs.REQUIRED_DOMAIN_HOOKS if h not in implemented]
-            if missing:
-                raise PluginError(f"domain plugin {name!r} ({source}) is missing required hooks: {', '.join(missing)}")
-            others = [p for p in pm.get_plugins() if p is not obj]
-            info = pm.subset_hook_caller("workbench_domain_info", remove_plugins=others)()
-            if not isinstance(info, DomainInfo):
-                raise PluginError(f"plugin {name!r}: workbench_domain_info returned {type(info).__name__}, not DomainInfo")
-            if info.name in domains:
-                raise PluginError(
-                    f"domain name collision: plugin {name!r} ({source}) and plugin "
-                    f"{domains[info.name].source!r} both provide domain {info.name!r}"
-                )
-        elif domain_hooks:
-            raise PluginError(
-                f"plugin {name!r} ({source}) implements domain hooks {sorted(domain_hooks)} "
-                "but not workbench_domain_info, so no domain can be named for them"
-            )
-        records.append(PluginRecord(name, source, info.name if info else None, info.version if info else None))
-        if info is not None:
-            domains[info.name] = Domain(pm, obj, info, source)
-
-    if allow is not None:
-        allowed = set(allow)
-        known = {r.name for r in records} | set(domains)
-        unknown = allowed - known
-        if unknown:
-            raise PluginError(f"allowlist names unknown plugins {sorted(unknown)}; loaded: {sorted(known)}")
-        for rec in list(records):
-            if rec.name not in allowed and rec.domain not in allowed:
-                pm.unregister(name=rec.name)
-                records.remove(rec)
-                if rec.domain:
-                    domains.pop(rec.domain, None)
-        # Rebuild domain callers against the reduced manager.
-        domains = {n: Domain(pm, d.plugin, d.info, d.source) for n, d in domains.items()}
-    return Registry(pm, records, domains)
+            pm.register(obj, name=cand.name)
+        except ValueError as exc:  # the same object or name twice
+            raise PluginError(f"plugin {cand.name!r} ({cand.source}) could not be registered: {exc}") from exc
+        records.append(PluginRecord(cand.name, cand.source, info.name if info else None, info.version if info else None))
+    domains = {
+        info.name: Domain(pm, obj, info, cand.source, timeout_s=plugin_timeout_s, plugin_name=cand.name)
+        for cand, obj, info in loaded
+        if info is not None
+    }
+    return Registry(pm, records, domains, broken, timeout_s=plugin_timeout_s)

@@ -5,11 +5,19 @@ A checkpoint is written to a hidden temporary folder and renamed into place
 atomically. A process killed at any moment therefore leaves either the previous complete
 checkpoint or the new one, never a half-written one that resume would trust. Only the
 newest `keep` checkpoints are kept.
+
+Each checkpoint carries `MANIFEST.json`: every file with its size and sha256 (size only for
+files over HASH_MAX_BYTES, 1 GiB), and the record count of each JSON Lines file. `verify_checkpoint(folder)` re-checks them and raises
+`CheckpointError` naming the first missing, truncated or corrupt file; `latest_checkpoint`
+skips (with a warning) a checkpoint that fails and falls back to the previous one. A
+checkpoint written before manifests existed is accepted with a warning.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
 import random
 import shutil
@@ -19,9 +27,19 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from workbench.tasks import atomic_write_text
+from workbench.tasks import atomic_write_text, restore_plain_modes
 
 LATEST = "LATEST"
+MANIFEST = "MANIFEST.json"
+COMPLETE = "COMPLETE"
+# Files above this size (7B weight shards, their optimizer state) are checked by size only:
+# hashing runs at a few hundred MB/s, and truncation, the realistic damage, changes the size.
+HASH_MAX_BYTES = 1 << 30
+log = logging.getLogger(__name__)
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is incomplete or damaged; the message names the folder and the file."""
 
 
 def checkpoint_dir(run_dir: Path, epoch: int) -> Path:
@@ -45,9 +63,81 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _records(path: Path) -> int:
+    """Non-blank lines of a JSON Lines file (its record count)."""
+    with open(path, "rb") as fh:
+        return sum(1 for line in fh if line.strip())
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.name not in (MANIFEST, COMPLETE))
+
+
+def write_manifest(folder: Path) -> dict[str, Any]:
+    """Record every file of `folder` (size, sha256, JSONL record count) in MANIFEST.json,
+    fsyncing each file so the manifest never describes data still in the page cache."""
+    files: dict[str, dict[str, Any]] = {}
+    for path in _files(folder):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        size = path.stat().st_size
+        entry: dict[str, Any] = {"size": size, "sha256": _sha256(path) if size <= HASH_MAX_BYTES else None}
+        if path.suffix == ".jsonl":
+            entry["records"] = _records(path)
+        files[path.relative_to(folder).as_posix()] = entry
+    manifest = {"version": 1, "files": files}
+    atomic_write_text(folder / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
+    return manifest
+
+
+def verify_checkpoint(folder: str | os.PathLike[str], hashes: bool = True) -> None:
+    """Raise CheckpointError naming the file if the checkpoint in `folder` is incomplete,
+    or a file its manifest lists is missing, truncated, has a different record count or
+    (with `hashes`) different contents. A checkpoint without a manifest (written by an older
+    workbench) passes with a warning."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise CheckpointError(f"checkpoint {folder} does not exist or is not a folder")
+    if not (folder / COMPLETE).exists():
+        raise CheckpointError(f"checkpoint {folder} is incomplete (no {COMPLETE} marker): it was being written when the run stopped")
+    manifest_path = folder / MANIFEST
+    if not manifest_path.exists():
+        log.warning("checkpoint %s has no %s (written by an older version); its files are not verified", folder, MANIFEST)
+        return
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        files = manifest["files"]
+        assert isinstance(files, dict)
+    except (ValueError, KeyError, AssertionError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"checkpoint {folder}: {MANIFEST} is damaged ({type(exc).__name__}: {exc})") from None
+    for name, entry in sorted(files.items()):
+        path = folder / name
+        if not path.is_file():
+            raise CheckpointError(f"checkpoint {folder}: file {name} is missing")
+        size = path.stat().st_size
+        if size != entry.get("size"):
+            raise CheckpointError(f"checkpoint {folder}: file {name} is {size} bytes, the manifest says {entry.get('size')} (truncated or overwritten)")
+        if "records" in entry and _records(path) != entry["records"]:
+            raise CheckpointError(f"checkpoint {folder}: file {name} has {_records(path)} records, the manifest says {entry['records']}")
+        if hashes and entry.get("sha256") is not None and _sha256(path) != entry["sha256"]:
+            raise CheckpointError(f"checkpoint {folder}: file {name} is corrupt (its sha256 differs from the manifest)")
+
+
 def write_checkpoint(run_dir: Path, epoch: int, fill: Callable[[Path], None], keep: int = 2) -> Path:
-    """Create the checkpoint of `epoch`: `fill(tmp_dir)` writes its contents, then it is
-    renamed into place and LATEST updated. Older checkpoints beyond `keep` are removed."""
+    """Create the checkpoint of `epoch`: `fill(tmp_dir)` writes its contents, the manifest
+    records them, then it is renamed into place and LATEST updated. Older checkpoints beyond
+    `keep` are removed."""
     root = run_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = checkpoint_dir(run_dir, epoch)
@@ -56,7 +146,9 @@ def write_checkpoint(run_dir: Path, epoch: int, fill: Callable[[Path], None], ke
         shutil.rmtree(tmp)
     tmp.mkdir()
     fill(tmp)
-    (tmp / "COMPLETE").write_text(json.dumps({"epoch": epoch}))
+    restore_plain_modes(tmp)  # weights files come out 0600 from safetensors whatever the umask
+    write_manifest(tmp)
+    atomic_write_text(tmp / COMPLETE, json.dumps({"epoch": epoch}))
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
@@ -66,17 +158,31 @@ def write_checkpoint(run_dir: Path, epoch: int, fill: Callable[[Path], None], ke
     return final
 
 
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    """The newest complete checkpoint, or None. Leftover temporary folders are removed."""
+def latest_checkpoint(run_dir: Path, verify: bool = True) -> Path | None:
+    """The newest complete checkpoint that passes `verify_checkpoint` (with `verify`), or
+    None. A damaged one is skipped with a warning naming the file, and the previous one is
+    used. Leftover temporary folders are removed."""
     root = run_dir / "checkpoints"
     if not root.exists():
         return None
     for tmp in root.glob(".epoch_*.tmp"):
         shutil.rmtree(tmp, ignore_errors=True)
+    candidates = sorted((p for p in root.glob("epoch_*") if p.is_dir()), reverse=True)
     pointer = root / LATEST
     if pointer.exists():
-        candidate = root / pointer.read_text().strip()
-        if (candidate / "COMPLETE").exists():
+        named = root / pointer.read_text().strip()
+        if named in candidates:  # LATEST first; it is normally the newest anyway
+            candidates.remove(named)
+            candidates.insert(0, named)
+    for candidate in candidates:
+        if not (candidate / COMPLETE).exists():
+            continue
+        if not verify:
             return candidate
-    complete = sorted(p for p in root.glob("epoch_*") if (p / "COMPLETE").exists())
-    return complete[-1] if complete else None
+        try:
+            verify_checkpoint(candidate)
+        except CheckpointError as exc:
+            log.warning("skipping damaged checkpoint: %s", exc)
+            continue
+        return candidate
+    return None

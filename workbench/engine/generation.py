@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import torch
 
 from workbench.config import GenerationSettings
+from workbench.textsafety import clean_text
 
 
 class GenerationError(RuntimeError):
@@ -99,7 +100,7 @@ class TransformersGenerator:
                 )
                 completion_ids = out[:, batch["input_ids"].shape[1] :]
                 new_tokens += int((completion_ids != self.tokenizer.pad_token_id).sum())
-                outputs += self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+                outputs += [clean_text(t) for t in self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)]
         finally:
             self.model.train(was_training)
         self.stats = GenerationStats(time.perf_counter() - start, len(prompts), len(outputs), new_tokens)
@@ -150,7 +151,7 @@ class VLLMGenerator:
             max_tokens=self.settings.max_new_tokens, seed=seed,
         )
         results = self.llm.generate([chat_prompt(self.tokenizer, p) for p in prompts], params, use_tqdm=False)
-        outputs = [[c.text for c in r.outputs] for r in results]
+        outputs = [[clean_text(c.text) for c in r.outputs] for r in results]
         new_tokens = sum(len(c.token_ids) for r in results for c in r.outputs)
         self.stats = GenerationStats(time.perf_counter() - start, len(prompts), len(prompts) * n, new_tokens)
         return outputs

@@ -1,0 +1,96 @@
+"""Hostile inputs shared by the property-based plugin tests (hypothesis).
+
+A hostile model writes anything: huge text, deep nesting, NUL bytes, lone surrogates,
+duplicate keys, NaN, code, and mutations of valid records. Every plugin's parse, validate
+and score must answer such input with a Rejection or a Score in [0, 1], never an
+exception, and within a time bound. The tests import the strategies and the checker here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import Any, Callable
+
+from hypothesis import strategies as st
+
+from workbench.tasks import Rejection, Score
+
+# Hand-made hostile texts: each one broke (or could break) a parser somewhere.
+HOSTILE_STRINGS: list[str] = [
+    "",
+    " " * 4000 + "x!",
+    "\n" * 20000,
+    "<tool_call>" * 3000,
+    "<tool_call>{" * 2000,
+    "[" * 5000,
+    "{" * 5000 + "}" * 5000,
+    '{"a": ' * 3000,
+    "\x00" * 100,
+    "\ud800",
+    '"\\ud800"',
+    '{"prompt": "\\ud800", "answer": "\\udfff"}',
+    '{"a": 1, "a": 2}',
+    '{"x": NaN, "y": Infinity}',
+    "__import__('os').system('touch /tmp/pwned')",
+    "```python\nimport os\nos.system('id')\n```",
+    "Answer: " + "9" * 5000,
+    "A" * 200_000,
+    "Day 1:\n" * 3000,
+    "Action: " + "go to " * 3000,
+    "\u202e\u200b\ufeff",
+    "[" + ",".join(["{}"] * 5000) + "]",
+]
+
+hostile_text = st.one_of(
+    st.sampled_from(HOSTILE_STRINGS),
+    st.text(max_size=300),
+    st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF, blacklist_categories=()), max_size=200),
+    st.builds(lambda a, n: a * n, st.sampled_from(["<tool_call>", "[", "{", " ", "\n", "Day 1:", "(", '"']), st.integers(1, 4000)),
+)
+
+_json_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=40),
+    st.sampled_from(HOSTILE_STRINGS[:16]),
+)
+json_values = st.recursive(_json_leaf, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4), max_leaves=20)
+
+
+@st.composite
+def mutated_record(draw: Callable[..., Any], record: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a valid record with some fields dropped, replaced by hostile values, or added."""
+    out = json.loads(json.dumps(record))
+    keys = list(out)
+    for _ in range(draw(st.integers(1, 3))):
+        action = draw(st.sampled_from(["drop", "replace", "add"]))
+        if action == "drop" and keys:
+            out.pop(draw(st.sampled_from(keys)), None)
+        elif action == "replace" and keys:
+            out[draw(st.sampled_from(keys))] = draw(json_values)
+        else:
+            out[draw(st.text(max_size=8))] = draw(json_values)
+    return out
+
+
+def dumps_hostile(value: Any) -> str:
+    """JSON text of a value, NaN and Infinity included (as a model could write them)."""
+    return json.dumps(value, allow_nan=True, ensure_ascii=False, default=str)
+
+
+def assert_contained(call: Callable[..., Any], *args: Any, seconds: float = 5.0, **kwargs: Any) -> Any:
+    """Call a plugin function on hostile input; it must return a Score in [0, 1], a Rejection,
+    a Task or a list of Rejections, without raising, within `seconds`."""
+    start = time.perf_counter()
+    result = call(*args, **kwargs)
+    elapsed = time.perf_counter() - start
+    assert elapsed < seconds, f"{getattr(call, '__name__', call)} took {elapsed:.1f}s (> {seconds}s) on hostile input"
+    if isinstance(result, Score):
+        assert 0.0 <= result.reward <= 1.0 and not math.isnan(result.reward), result
+    elif isinstance(result, list):
+        assert all(isinstance(r, Rejection) for r in result), result
+    return result
