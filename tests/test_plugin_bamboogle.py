@@ -24,12 +24,14 @@ except ImportError:  # the editable install predates the plugin: import it from 
     import workbench_bamboogle as bb
 
 from workbench import AgentStats, Rejection, Score, Task
-from workbench.plugins import Domain, load_registry
+from workbench.plugins import Domain, PluginError, load_registry
 from workbench_bamboogle import metrics
 
 FIXTURES = Path(__file__).parent / "fixtures" / "bamboogle"
 PWNED = Path("/tmp/pwned_bamboogle")
 HOSTILE_CODE = f"__import__('os').system('touch {PWNED}')"
+# A plugin's ValueError reaches a Domain caller as is, or wrapped in a PluginError naming the domain.
+LOAD_ERRORS = (ValueError, PluginError)
 
 
 @pytest.fixture
@@ -97,7 +99,7 @@ def test_load_flashrag_jsonl_keeps_ids_and_all_golds(domain):
     [("bad_missing_answer.json", "record 1"), ("bad_line.jsonl", "line 2")],
 )
 def test_bad_records_name_file_and_record(domain, name, needle):
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(LOAD_ERRORS) as info:
         domain.load_benchmark(FIXTURES / name)
     assert name in str(info.value) and needle in str(info.value)
 
@@ -132,9 +134,9 @@ def test_seed_tasks_options_and_env_var(domain, monkeypatch):
     assert len(domain.seed_tasks({"data_path": str(FIXTURES / "data.json"), "limit": 2})) == 2
     monkeypatch.setenv(bb.DATA_ENV_VAR, str(FIXTURES / "data.jsonl"))
     assert [t.spec["answer"] for t in domain.seed_tasks({})][-1] == "July 28, 1914"
-    with pytest.raises(ValueError, match="limit"):
+    with pytest.raises(LOAD_ERRORS, match="limit"):
         domain.seed_tasks({"limit": 0})
-    with pytest.raises(ValueError, match="nope.json"):
+    with pytest.raises(LOAD_ERRORS, match="nope.json"):
         domain.seed_tasks({"data_path": str(FIXTURES / "nope.json")})
 
 
@@ -381,12 +383,20 @@ def test_parse_number_answer_and_braces_in_strings(domain):
         ('{"question": "Who founded the company?", "answer": ["x"]}', "schema"),
         ('{"question": "Who founded the company?", "answer": "x", "hops": "one"}', "schema"),
         ('{"question": "Who founded \udcff the company?", "answer": "x"}', "bad_text"),
+        # escaped: json.loads makes a lone surrogate of it (issue 11: rejected only by validation,
+        # the Task still reached the epoch file and crashed it)
+        ('{"question": "Who founded \\ud800 the company?", "answer": "x"}', "bad_text"),
+        ('{"question": "Who founded the company now?", "answer": "x\\udfff"}', "bad_text"),
+        ('{"question": "Who founded the company now?", "answer": "x", "hops": ["a\\ud800", "b"]}', "bad_text"),
+        ('{"question": "Who founded the company now?", "answer": "x\\u0000"}', "bad_text"),
     ],
 )
 def test_parse_rejections(domain, text, code):
     result = domain.parse_task(text, [])
     assert isinstance(result, Rejection), result
     assert result.code == code
+    assert bb.workbench_parse_task(text, []) == result  # the plugin itself, not only the engine's wrapper
+    result.message.encode("utf-8")
 
 
 def _generated(question, answer, hops=None):
@@ -536,3 +546,83 @@ def test_real_wrong_answers_score_zero_em(domain):
         assert domain.score(task, "<answer>Napoleon Bonaparte</answer>").reward == 0.0
         checked += 1
     assert checked >= 120
+
+
+# --- Oversize specs (issue 11: every check linear, size cap first) ------------------------------------------
+
+
+def test_oversize_spec_is_refused_before_the_quadratic_checks(domain):
+    question = "Who " + "is it " * 60_000 + "?"
+    spec = {"question": question, "answer": " ".join(["is it"] * 20_000), "answers": ["x"]}
+    start = time.perf_counter()
+    reasons = bb.workbench_validate_task(Task(domain="bamboogle", prompt="p", spec=spec))
+    assert [r.code for r in reasons] == ["too_long"] and time.perf_counter() - start < 0.5
+    many = {"question": "Who founded the company here?", "answer": "x", "answers": ["x"] * 10_000}
+    assert [r.code for r in bb.workbench_validate_task(Task(domain="bamboogle", prompt="p", spec=many))] == ["too_long"]
+    start = time.perf_counter()
+    scored = bb.workbench_score(Task(domain="bamboogle", prompt="p", spec=many), "x " * 40_000)
+    assert scored.reward == 0.0 and scored.error.startswith("bad_task") and time.perf_counter() - start < 0.5
+    bad = {"question": "Who founded the company here?", "answer": "x", "hops": ["\udcff"]}
+    assert [r.code for r in bb.workbench_validate_task(Task(domain="bamboogle", prompt="p", spec=bad))] == ["bad_text"]
+
+
+# --- Property test: hostile generations, specs and outputs (issue 11) ---------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from fuzzing import assert_contained, dumps_hostile, hostile_text, mutated_record  # noqa: E402
+
+FUZZ_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+GOOD_RECORD = json.loads(GOOD_GENERATION[GOOD_GENERATION.index("{") : GOOD_GENERATION.rindex("}") + 1])
+SAMPLE_SPEC = bb.data.builtin_samples()[0].spec
+_generations = st.one_of(
+    hostile_text,
+    mutated_record(GOOD_RECORD).map(dumps_hostile),
+    mutated_record(GOOD_RECORD).map(lambda r: json.dumps(r, default=str)),  # a lone surrogate as an escape
+    st.builds(lambda a, b: a + json.dumps(GOOD_RECORD) + b, hostile_text, hostile_text),
+)
+
+
+def _encodable(*texts):
+    for text in texts:
+        if text is not None:
+            text.encode("utf-8")  # raises on a lone surrogate
+
+
+@FUZZ_SETTINGS
+@given(text=_generations)
+def test_property_parse_and_validate_hostile_generations(text):
+    result = assert_contained(bb.workbench_parse_task, text, [])
+    if isinstance(result, Task):
+        _encodable(json.dumps(result.to_dict(), ensure_ascii=False))
+        for reason in assert_contained(bb.workbench_validate_task, result):
+            _encodable(reason.code, reason.message)
+    else:
+        assert isinstance(result, Rejection), result
+        _encodable(result.code, result.message)
+
+
+@FUZZ_SETTINGS
+@given(spec=st.one_of(mutated_record(SAMPLE_SPEC), mutated_record({**SAMPLE_SPEC, "hops": ["a fact", "another fact"]})),
+       output=st.one_of(st.just("<answer>x</answer>"), hostile_text))
+def test_property_validate_and_score_mutated_specs(spec, output):
+    task = Task(domain="bamboogle", prompt="p", spec=spec)
+    for reason in assert_contained(bb.workbench_validate_task, task):
+        _encodable(reason.code, reason.message)
+    result = assert_contained(bb.workbench_score, task, output)
+    assert isinstance(result, Score)
+    _encodable(result.error)
+
+
+@FUZZ_SETTINGS
+@given(output=st.one_of(
+    hostile_text,
+    st.builds(lambda a, b: f"{a}<answer>{b}</answer>", hostile_text, hostile_text),
+    st.builds(lambda a, b: f"{a}\nThe answer is {b}", hostile_text, hostile_text),
+))
+def test_property_score_hostile_outputs(output):
+    task = bb.data.builtin_samples()[0]
+    result = assert_contained(bb.workbench_score, task, output)
+    assert isinstance(result, Score)
+    _encodable(result.error)

@@ -354,12 +354,14 @@ def test_parse_task_rejections():
     assert P.workbench_parse_task('{"question": "x", "functions": [', []).code == "parse_error"
     assert P.workbench_parse_task(json.dumps({"question": "x", "functions": []}), []).code == "schema"
     assert P.workbench_parse_task(json.dumps({"question": 3, "functions": [], "ground_truth": []}), []).code == "schema"
-    assert P.workbench_parse_task("x" * 60_000, []).code == "parse_error"
+    assert P.workbench_parse_task("x" * 60_000, []).code == "too_long"
+    assert P.workbench_parse_task(_generated(functions=[None]), []).code == "schema"  # raised AttributeError before
     deep = '{"question": "q", "functions": [], "ground_truth": ' + "[" * 50 + "]" * 50 + "}"
     assert P.workbench_parse_task(deep, []).code == "parse_error"
     start = time.perf_counter()
     hostile = P.workbench_parse_task('{"question": "__import__(\'os\').system(\'touch /tmp/pwned_bfcl\')", ' + '"x": "\udcff"}', [])
     assert isinstance(hostile, Rejection) and time.perf_counter() - start < 5.0 and not PWNED.exists()
+    assert hostile.code == "bad_text"
 
 
 def test_validate_never_raises_on_malformed_specs():
@@ -445,3 +447,177 @@ def test_real_bfcl_gold_correct_and_broken_outputs_wrong_on_every_record():
     assert failed == KNOWN_UNSATISFIABLE
     assert kinds == {"wrong_name", "missing_required", "wrong_type", "wrong_value", "extra_param"}
     assert sum(s["category"] == "multi_turn_long_context" for s in specs) > 200  # one task per turn
+
+
+# --- Generated task ids (issue 8, item 1) ------------------------------------------------------------
+
+
+def test_generated_tasks_get_distinct_content_derived_ids():
+    """Every generated task once got the id "generated", so the loop kept one per epoch."""
+    first = P.workbench_parse_task(_generated(), [])
+    second = P.workbench_parse_task(_generated(question="Convert 30 euros to yen and start a 5 minute timer."), [])
+    third = P.workbench_parse_task(_generated(ground_truth=GOOD_GENERATED["ground_truth"][1:]), [])
+    assert all(isinstance(t, Task) for t in (first, second, third))
+    ids = [t.id for t in (first, second, third)]
+    assert len(set(ids)) == 3 and "generated" not in ids
+    records = [t.spec["record_id"] for t in (first, second, third)]
+    assert len(set(records)) == 3 and all(r.startswith("generated-") for r in records)
+    again = P.workbench_parse_task("Sure!\n" + json.dumps(GOOD_GENERATED), [])
+    assert again.id == first.id and again.spec["record_id"] == first.spec["record_id"]  # derived from content
+    # the id is the one Task derives from the content (empty id in, hash out)
+    assert first.id == Task(domain="bfcl", prompt=first.prompt, spec=first.spec, system=first.system).id
+
+
+# --- Lone surrogates and oversize input (issue 11) ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "changes, where",
+    [
+        ({"question": "Convert \\ud800 euros"}, "question"),
+        ({"ground_truth": [{"timer": {"minutes": [5], "tags": [["\\udfff"]]}}]}, "ground_truth"),
+        ({"question": "Convert 20 euros\\u0000"}, "question"),
+    ],
+)
+def test_escaped_lone_surrogate_in_generation_is_bad_text(changes, where):
+    """`json.loads` turns an escaped "\\ud800" into a lone surrogate: accepted once, it crashed training."""
+    text = json.dumps({**GOOD_GENERATED, **changes}).replace("\\\\u", "\\u")
+    result = P.workbench_parse_task(text, [])
+    assert isinstance(result, Rejection) and result.code == "bad_text" and where in result.message
+    result.message.encode("utf-8")
+
+
+def test_validate_refuses_oversize_and_unencodable_specs():
+    task = P.workbench_parse_task(_generated(), [])
+    huge = {**task.spec, "question": [[{"role": "user", "content": "x" * 500_000}]]}
+    start = time.perf_counter()
+    assert [r.code for r in P.workbench_validate_task(Task(domain="bfcl", prompt="p", spec=huge))] == ["too_large"]
+    assert time.perf_counter() - start < 1.0
+    bad = {**task.spec, "functions": [{**task.spec["functions"][0], "description": "\udc00"}] + task.spec["functions"][1:]}
+    assert [r.code for r in P.workbench_validate_task(Task(domain="bfcl", prompt="p", spec=bad))] == ["bad_text"]
+
+
+def test_repeated_tool_call_text_scores_in_linear_time(fixture_tasks):
+    """Issue 11: `<tool_call>` repeated 9,000 times took 5.2 s (a regex rescanned to the end per tag)."""
+    task = fixture_tasks["simple_python_0"]
+    times = {}
+    for n in (2_000, 8_000):
+        start = time.perf_counter()
+        for text in ("<tool_call>" * n, "<tool_call>{" * n, "<tool_call>x</tool_call>" * (n // 3)):
+            assert score(task, text).reward == 0.0
+        times[n] = time.perf_counter() - start
+    assert times[8_000] < 0.5, times
+    gold = render_gold(task.spec)
+    assert score(task, "<tool_call>" + json.dumps(json_call(task)) + "</tool_call>").correct, gold
+
+
+def json_call(task: Task) -> dict:
+    name, params = next(iter(task.spec["ground_truth"][0].items()))
+    return {"name": name, "arguments": {k: v[0] for k, v in params.items() if v and v[0] != ""}}
+
+
+def test_tool_call_blocks_match_the_regular_expression():
+    import re
+
+    from workbench_bfcl.parsing import tool_call_blocks
+
+    pattern = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+    for text in ["", "<tool_call>a</tool_call>", "<tool_call>a</tool_call> x <tool_call>\nb\n</tool_call>",
+                 "<tool_call><tool_call>a</tool_call></tool_call>", "<tool_call>a", "</tool_call><tool_call>b</tool_call>",
+                 "<tool_call>a</tool_call><tool_call>", "<tool_call></tool_call>"]:
+        assert tool_call_blocks(text) == pattern.findall(text), text
+
+
+def test_keyword_arguments_renamed_in_linear_time(fixture_tasks):
+    from workbench_bfcl.parsing import rename_keyword_arguments
+
+    assert rename_keyword_arguments("[f(from='a', to=1),\ng(class=2, x='from=')]") == (
+        "[f(_bfcl_kw_from='a', to=1),\ng(_bfcl_kw_class=2, x='from=')]",
+        {"_bfcl_kw_from": "from", "_bfcl_kw_class": "class"},
+    )
+    source = "[" + ", ".join(["f(from=1)"] * 9_000) + "]"
+    start = time.perf_counter()
+    renamed, names = rename_keyword_arguments(source)
+    assert names == {"_bfcl_kw_from": "from"} and renamed.count("_bfcl_kw_from=1") == 9_000
+    assert time.perf_counter() - start < 2.0
+
+
+# --- Property test: hostile generations, specs and outputs (issue 11) -----------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from fuzzing import assert_contained, dumps_hostile, hostile_text, mutated_record  # noqa: E402
+
+FUZZ_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+_FX, _TIMER = GOOD_GENERATED["functions"]
+_generations = st.one_of(
+    hostile_text,
+    mutated_record(GOOD_GENERATED).map(dumps_hostile),
+    mutated_record(GOOD_GENERATED).map(lambda r: json.dumps(r, default=str)),  # a lone surrogate as an escape
+    st.builds(lambda fx, gt: dumps_hostile({**GOOD_GENERATED, "functions": [fx, _TIMER], "ground_truth": [gt]}),
+              mutated_record(_FX), mutated_record({"timer": {"minutes": [5], "tags": ["", []]}})),
+    st.builds(lambda a, b: a + json.dumps(GOOD_GENERATED) + b, hostile_text, hostile_text),
+)
+
+
+def _encodable(*texts: str | None) -> None:
+    for text in texts:
+        if text is not None:
+            text.encode("utf-8")  # raises on a lone surrogate
+
+
+def _check_task_or_rejection(result) -> None:
+    if isinstance(result, Task):
+        _encodable(json.dumps(result.to_dict(), ensure_ascii=False))
+        for reason in assert_contained(P.workbench_validate_task, result):
+            _encodable(reason.code, reason.message)
+    else:
+        assert isinstance(result, Rejection), result
+        _encodable(result.code, result.message)
+
+
+@FUZZ_SETTINGS
+@given(text=_generations)
+def test_property_parse_and_validate_hostile_generations(text):
+    result = assert_contained(P.workbench_parse_task, text, [])
+    _check_task_or_rejection(result)
+
+
+@FUZZ_SETTINGS
+@given(spec=st.one_of(mutated_record(P.workbench_parse_task(_generated(), []).spec),
+                      st.sampled_from(sorted(p.name for p in FIX.glob("BFCL_v4_*.json"))).map(
+                          lambda name: P.workbench_load_benchmark(FIX / name)[0].spec).flatmap(mutated_record)))
+def test_property_validate_and_score_mutated_specs(spec):
+    task = Task(domain="bfcl", prompt="p", spec=spec)
+    for reason in assert_contained(P.workbench_validate_task, task):
+        _encodable(reason.code, reason.message)
+    for output in ("[timer(minutes=5)]", '{"name": "timer", "arguments": {"minutes": 5}}', "no call"):
+        result = assert_contained(P.workbench_score, task, output)
+        assert isinstance(result, Score)
+        _encodable(result.error)
+
+
+_SCORED = sorted(t.id for t in P.workbench_load_benchmark(FIX))
+
+
+@FUZZ_SETTINGS
+@given(task_id=st.sampled_from(_SCORED), output=st.one_of(
+    hostile_text,
+    st.builds(lambda a, b, i: (a + b)[:i] + "[" + a + "]" + (a + b)[i:], hostile_text, hostile_text, st.integers(0, 50)),
+))
+def test_property_score_hostile_outputs(task_id, output):
+    task = _fixture_task(task_id)
+    for text in (output, render_gold(task.spec) + output, output + render_gold(task.spec)):
+        result = assert_contained(P.workbench_score, task, text)
+        assert isinstance(result, Score)
+        _encodable(result.error)
+
+
+_FIXTURE_CACHE: dict[str, Task] = {}
+
+
+def _fixture_task(task_id: str) -> Task:
+    if not _FIXTURE_CACHE:
+        _FIXTURE_CACHE.update({t.id: t for t in P.workbench_load_benchmark(FIX)})
+    return _FIXTURE_CACHE[task_id]

@@ -128,6 +128,12 @@ def workbench_parse_task(text: str, examples: list[Task]) -> Task | Rejection:
 
 
 @hookimpl
+def workbench_render_task(task: Task) -> str | None:
+    """The environment's JSON format: `{"question", "answer", "hops"}`."""
+    return generation.example_json(task) if task.spec.get("question") and task.spec.get("answer") else None
+
+
+@hookimpl
 def workbench_validate_task(task: Task) -> list[Rejection]:
     try:
         return generation.validate_spec(task.spec)
@@ -143,7 +149,9 @@ def _golds(spec: Any) -> list[str] | None:
     if not isinstance(spec, dict):
         return None
     golds = spec.get("answers") or [spec.get("answer")]
-    if not isinstance(golds, list) or not all(isinstance(g, str) for g in golds):
+    if not isinstance(golds, list) or len(golds) > generation.MAX_ANSWERS:
+        return None
+    if not all(isinstance(g, str) and len(g) <= generation.MAX_SPEC_TEXT_CHARS for g in golds):
         return None
     return golds
 
@@ -159,7 +167,8 @@ def score_output(task: Task, output: str) -> tuple[Score, str | None, str | None
         return _zero(problem), None, None
     golds = _golds(task.spec)
     if golds is None:
-        return _zero("bad_task: the task spec has no string gold answer"), None, None
+        return _zero(f"bad_task: the task spec has no usable gold answer (1 to {generation.MAX_ANSWERS} strings of at most "
+                     f"{generation.MAX_SPEC_TEXT_CHARS} characters)"), None, None
     try:
         answer, method = metrics.extract_answer(output)
     except ValueError as exc:
@@ -189,6 +198,13 @@ def _mean_stderr(values: list[float]) -> tuple[float, float]:
         return mean, 0.0
     variance = sum((v - mean) ** 2 for v in values) / (n - 1)
     return mean, math.sqrt(variance / n)
+
+
+@hookimpl
+def workbench_reference_output(task: Task) -> str | None:
+    """The gold answer in the tags the agent prompt asks for."""
+    answer = task.spec.get("answer")
+    return f"<answer>{answer}</answer>" if isinstance(answer, str) and answer else None
 
 
 @hookimpl

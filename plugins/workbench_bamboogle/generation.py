@@ -10,6 +10,7 @@ is unusable, each as a `Rejection` with a short stable code.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from workbench import AgentStats, Rejection, Task
@@ -17,6 +18,7 @@ from workbench import AgentStats, Rejection, Task
 from .data import make_task
 from .metrics import normalize_answer
 from workbench.textparse import TOO_DEEP, balanced_json_end
+from workbench.textsafety import find_bad_text
 
 MAX_GENERATION_CHARS = 20_000
 MAX_JSON_DEPTH = 8
@@ -25,7 +27,10 @@ MIN_QUESTION_CHARS, MAX_QUESTION_CHARS = 15, 400
 MIN_QUESTION_WORDS = 4
 MAX_ANSWER_WORDS, MAX_ANSWER_CHARS = 10, 100
 MAX_HOPS, MAX_HOP_CHARS = 6, 300
-_BAD_CHARS = frozenset("\ufffd") | {chr(c) for c in range(0xD800, 0xE000)}
+MAX_SPEC_TEXT_CHARS = 2_000  # longer question / answer / hop text is refused before any other check
+MAX_ANSWERS = 20
+MAX_LISTED = 100  # hops beyond this many are refused before the precise checks
+_BAD_TEXT = re.compile("[\ud800-\udfff\ufffd]")
 
 REPLY_FORMAT = '{"question": "...?", "answer": "...", "hops": ["first fact", "second fact"]}'
 
@@ -107,12 +112,15 @@ def parse_task(text: str) -> Task | Rejection:
         return Rejection("parse_error", f"generation is {type(text).__name__}, not text")
     if len(text) > MAX_GENERATION_CHARS:
         return Rejection("too_long", f"generation has {len(text)} characters, more than {MAX_GENERATION_CHARS}")
-    if any(ch in _BAD_CHARS for ch in text):
+    if _BAD_TEXT.search(text):
         return Rejection("bad_text", "generation holds undecodable (non-UTF-8) characters")
     found = find_json_object(text)
     if isinstance(found, Rejection):
         return found
     question, answer, hops = found.get("question"), found.get("answer"), found.get("hops")
+    bad = find_bad_text({"question": question, "answer": answer, "hops": hops}, "json")
+    if bad is not None:
+        return Rejection("bad_text", f"the JSON holds text that cannot be written as UTF-8 (a \\ud800-style escape or NUL): {bad}")
     if isinstance(answer, int) and not isinstance(answer, bool):
         answer = str(answer)  # a year or count written as a JSON number
     if not isinstance(question, str) or not isinstance(answer, str):
@@ -133,15 +141,36 @@ def validate_spec(spec: Any) -> list[Rejection]:
     reasons = []
     if not isinstance(question, str) or not isinstance(answer, str):
         return [Rejection("schema", "spec needs string fields 'question' and 'answer'")]
+    too_long = _size_reasons(spec)
+    if too_long:
+        return too_long
+    bad = find_bad_text(spec, "spec")
+    if bad is not None:
+        return [Rejection("bad_text", f"the spec holds text that cannot be written as UTF-8 (lone surrogate or NUL): {bad}")]
     reasons += _question_reasons(question)
     reasons += _answer_reasons(answer, question)
     reasons += _hops_reasons(spec.get("hops"))
     answers = spec.get("answers", [answer])
     if not isinstance(answers, list) or not answers or not all(isinstance(a, str) for a in answers):
         reasons.append(Rejection("schema", "'answers' must be a non-empty list of strings"))
-    if any(ch in _BAD_CHARS for ch in question + answer):
+    if _BAD_TEXT.search(question) or _BAD_TEXT.search(answer):
         reasons.append(Rejection("bad_text", "question or answer holds undecodable (non-UTF-8) characters"))
     return reasons
+
+
+def _size_reasons(spec: dict) -> list[Rejection]:
+    """Oversize text or lists, refused first so every later check stays small."""
+    texts = [spec["question"], spec["answer"]]
+    for key, limit in (("answers", MAX_ANSWERS), ("hops", MAX_LISTED)):
+        value = spec.get(key)
+        if isinstance(value, list):
+            if len(value) > limit:
+                return [Rejection("too_long", f"'{key}' lists {len(value)} entries, more than {limit}")]
+            texts += [v for v in value if isinstance(v, str)]
+    longest = max(len(t) for t in texts)
+    if longest > MAX_SPEC_TEXT_CHARS:
+        return [Rejection("too_long", f"a question, answer or hop has {longest} characters, more than {MAX_SPEC_TEXT_CHARS}")]
+    return []
 
 
 def _question_reasons(question: str) -> list[Rejection]:

@@ -15,9 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from workbench import AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, hookimpl
+from workbench.textsafety import find_bad_text
 from workbench_bfcl.checker import ast_check
 from workbench_bfcl.data import DEFAULT_CATEGORIES, SYSTEM, agent_prompt, load_path, load_samples
-from workbench_bfcl.generate import example_json, parse_generated, spec_from_generated, validate_spec
+from workbench_bfcl.generate import (
+    MAX_SPEC_CHARS,
+    MAX_TEXT,
+    example_json,
+    parse_generated,
+    spec_from_generated,
+    spec_shape_problem,
+    spec_size,
+    validate_spec,
+)
 from workbench_bfcl.parsing import ParseError, parse_calls
 from workbench_bfcl.render import render_gold
 
@@ -53,6 +63,7 @@ TASK_SCHEMA: dict[str, Any] = {
 
 
 def task_from_spec(spec: dict, source: str) -> Task:
+    """An official record's task: its id is the record id (`<record id>:turn<k>` for a turn)."""
     task_id = spec["record_id"] if spec.get("turn") is None else f"{spec['record_id']}:turn{spec['turn']}"
     return Task(domain=NAME, prompt=agent_prompt(spec), system=SYSTEM, spec=spec, id=task_id, source=source)
 
@@ -136,20 +147,57 @@ def workbench_environment_prompt(examples: list[Task], stats: AgentStats) -> str
 
 @hookimpl
 def workbench_parse_task(text: str, examples: list[Task]) -> Task | Rejection:
+    """Environment JSON -> a generated task, or why not.
+
+    Checks run cheapest first: size (`too_long`), text that cannot be written as UTF-8
+    (`bad_text`: a lone surrogate, also one written as a `\\ud800` escape inside the JSON, or a
+    NUL), then the JSON (`parse_error`) and its shape (`schema`). The task id is left empty,
+    so `Task` derives it from the content: different generations never share an id."""
+    if not isinstance(text, str):
+        return Rejection("parse_error", f"generation is {type(text).__name__}, not text")
+    if len(text) > MAX_TEXT:
+        return Rejection("too_long", f"generation has {len(text)} characters, more than {MAX_TEXT}; write one short JSON object")
     data = parse_generated(text)
     if isinstance(data, str):
-        return Rejection("parse_error", data)
+        code = "bad_text" if data.startswith("generation is not valid UTF-8") else "parse_error"
+        return Rejection(code, data)
+    bad = find_bad_text(data, "json")
+    if bad is not None:
+        return Rejection("bad_text", f"the JSON holds text that cannot be written as UTF-8 (a \\ud800-style escape or NUL): {bad}")
     for key in ("question", "functions", "ground_truth"):
         if key not in data:
             return Rejection("schema", f"the JSON object has no {key!r}")
-    spec = spec_from_generated(data)
-    if not isinstance(data["question"], str) or not isinstance(data["functions"], list) or not isinstance(data["ground_truth"], list):
+    functions = data["functions"]
+    if not isinstance(data["question"], str) or not isinstance(functions, list) or not isinstance(data["ground_truth"], list):
         return Rejection("schema", "question must be a string, functions and ground_truth lists")
-    return task_from_spec(spec, "generated")
+    if not all(isinstance(f, dict) for f in functions):
+        return Rejection("schema", "every entry of functions must be an object (a function schema)")
+    spec = spec_from_generated(data)
+    return Task(domain=NAME, prompt=agent_prompt(spec), system=SYSTEM, spec=spec, source="generated")
+
+
+@hookimpl
+def workbench_render_task(task: Task) -> str | None:
+    """The environment's JSON format, for single-turn Python tasks with gold calls (the kind the
+    environment writes); None for multi-turn, irrelevance and Java/JavaScript records, and for
+    the few official records that break the rules a generated task must follow."""
+    spec = task.spec
+    if spec.get("turn") is not None or not spec.get("ground_truth") or spec.get("language") != "python":
+        return None
+    text = example_json(spec)
+    parsed = workbench_parse_task(text, [task])  # a few official records break the generated-task rules
+    return None if isinstance(parsed, Rejection) or workbench_validate_task(parsed) else text
 
 
 @hookimpl
 def workbench_validate_task(task: Task) -> list[Rejection]:
+    size = spec_size(task.spec)
+    if size is None or size > MAX_SPEC_CHARS:
+        found = "not JSON-serialisable" if size is None else f"{size} characters of JSON"
+        return [Rejection("too_large", f"the task spec is {found}; at most {MAX_SPEC_CHARS} characters of JSON are checked")]
+    bad = find_bad_text({"spec": task.spec, "prompt": task.prompt, "system": task.system})
+    if bad is not None:
+        return [Rejection("bad_text", f"the task holds text that cannot be written as UTF-8 (lone surrogate or NUL): {bad}")]
     try:
         reasons = [Rejection(code, message) for code, message in validate_spec(task.spec)]
         if not reasons:
@@ -200,6 +248,11 @@ def evaluate(spec: dict, output: str) -> tuple[Score, str]:
 
 @hookimpl
 def workbench_score(task: Task, output: str) -> Score:
+    """Score one output (a zero Score with an `error` for oversize, undecodable or hostile
+    output, checked before any parsing, or for a task spec the scorer cannot read)."""
+    problem = spec_shape_problem(task.spec)
+    if problem:
+        return _verdict(False, problem, {"parse_error": 0.0}, error=f"bad_task: {problem}")[0]
     return evaluate(task.spec, output)[0]
 
 
@@ -223,6 +276,15 @@ def _episodes(tasks: list[Task], scores: list[Score]) -> dict[str, list[bool]]:
         if task.spec.get("turn") is not None:
             episodes[f"{task.spec['category']}/{task.spec['record_id']}"].append(bool(score.correct))
     return episodes
+
+
+@hookimpl
+def workbench_reference_output(task: Task) -> str | None:
+    """One correct answer in the BFCL prompt format (the gold calls, `[func(arg=value)]`)."""
+    try:
+        return render_gold(task.spec)
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
 
 
 @hookimpl

@@ -15,6 +15,7 @@ evaluated.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import Any
@@ -24,9 +25,13 @@ from workbench_bfcl.data import make_spec
 from workbench.textparse import balanced_json_end
 
 MAX_TEXT = 50_000
+MAX_SPEC_CHARS = 400_000
 MAX_JSON_DEPTH = 12
 MAX_FUNCTIONS = 12
 MAX_CALLS = 8
+MAX_ENUM = 200
+MODES = ("simple", "multiple", "parallel", "sequence", "irrelevance", "relevance")
+LANGUAGES = ("python", "java", "javascript")
 _UNDECODABLE = re.compile("[\ud800-\udfff\ufffd]")
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 TYPE_CHECKS = {
@@ -88,15 +93,25 @@ def parse_generated(text: str) -> dict | str:
     return data
 
 
+def generated_record_id(data: dict) -> str:
+    """`generated-<hash>`: a record id derived from the generated question, functions and gold
+    calls, so two different generations never share one (the Task id itself is left for
+    `Task` to derive from the whole task)."""
+    content = json.dumps(
+        [data.get("question"), data.get("functions"), data.get("ground_truth")], sort_keys=True, default=str
+    )
+    return "generated-" + hashlib.sha1(content.encode("utf-8")).hexdigest()[:12]
+
+
 def spec_from_generated(data: dict) -> dict:
-    """A task spec (category `generated`) from the environment's JSON object."""
+    """A task spec (category `generated`, content-derived `record_id`) from the environment's JSON object."""
     truth = data.get("ground_truth")
     spec = make_spec(
         "generated",
         data.get("functions"),
         [[{"role": "user", "content": data.get("question")}]],
         truth,
-        record_id="generated",
+        record_id=generated_record_id(data),
     )
     spec["mode"] = "parallel" if isinstance(truth, list) and len(truth) > 1 else "multiple"
     return spec
@@ -112,6 +127,59 @@ def example_json(spec: dict) -> str:
 
 
 # --- Validation --------------------------------------------------------------------------------
+
+
+def spec_size(spec: Any) -> int | None:
+    """Characters of the spec written as JSON (a linear size check), None if it cannot be."""
+    try:
+        return len(json.dumps(spec, default=str))
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def _function_shape_ok(function: Any) -> bool:
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        return False
+    params = function.get("parameters")
+    if not isinstance(params, dict) or not isinstance(params.get("properties"), dict):
+        return False
+    required = params.get("required", [])
+    return isinstance(required, list) and all(isinstance(r, str) for r in required)
+
+
+def _gold_call_shape_ok(call: Any) -> bool:
+    if not isinstance(call, dict) or len(call) != 1:
+        return False
+    params = next(iter(call.values()))
+    return isinstance(params, dict) and all(isinstance(v, list) for v in params.values())
+
+
+def spec_shape_problem(spec: Any) -> str | None:
+    """Why the scorer cannot read a task spec (any source), or None. Linear in the spec.
+
+    The scorer needs a known mode and language; except for (ir)relevance tasks, a list of
+    function schemas `{name, parameters: {properties, required}}` and gold calls
+    `{func: {param: [allowed values]}}` (at least one, except for a multi-turn turn)."""
+    if not isinstance(spec, dict):
+        return f"the task spec is {type(spec).__name__}, not an object"
+    mode, language = spec.get("mode"), spec.get("language")
+    if not isinstance(mode, str) or mode not in MODES:
+        return f"mode must be one of {', '.join(MODES)}"
+    if not isinstance(language, str) or language not in LANGUAGES:
+        return f"language must be one of {', '.join(LANGUAGES)}"
+    functions, truth = spec.get("functions"), spec.get("ground_truth")
+    if not isinstance(truth, list):
+        return "ground_truth must be a list"
+    if mode in ("irrelevance", "relevance"):
+        return None
+    if not isinstance(functions, list) or not all(_function_shape_ok(f) for f in functions):
+        return "functions must be a list of {name, parameters: {properties: {...}, required: [names]}}"
+    if not truth and mode != "sequence":
+        return "ground_truth lists no gold call"
+    if not all(_gold_call_shape_ok(c) for c in truth):
+        return "each gold call must be {func_name: {param: [allowed values]}}"
+    return None
+
 
 
 def _problems_function(function: Any, index: int) -> list[tuple[str, str]]:
@@ -135,8 +203,8 @@ def _problems_function(function: Any, index: int) -> list[tuple[str, str]]:
             items = prop.get("items")
             if not isinstance(items, dict) or items.get("type") not in PYTHON_TYPE_MAPPING:
                 out.append(("bad_type", f"{where} parameter {pname!r} is an array without items.type"))
-        if "enum" in prop and not (isinstance(prop["enum"], list) and prop["enum"]):
-            out.append(("bad_enum", f"{where} parameter {pname!r} enum must be a non-empty list"))
+        if "enum" in prop and not (isinstance(prop["enum"], list) and 0 < len(prop["enum"]) <= MAX_ENUM):
+            out.append(("bad_enum", f"{where} parameter {pname!r} enum must be a non-empty list of at most {MAX_ENUM} values"))
     required = params.get("required", [])
     if not isinstance(required, list) or not all(isinstance(r, str) and r in params["properties"] for r in required):
         out.append(("bad_required", f"{where}.parameters.required must list declared parameters"))
@@ -154,7 +222,7 @@ def _value_problems(value: Any, prop: dict, where: str) -> list[tuple[str, str]]
     if kind in ("array", "tuple") and item_type in TYPE_CHECKS and not all(TYPE_CHECKS[item_type](v) for v in value):
         return [("bad_value_type", f"{where}: elements of {value!r} are not all {item_type}")]
     enum = prop.get("enum")
-    if isinstance(enum, list) and enum and value not in enum:
+    if isinstance(enum, list) and 0 < len(enum) <= MAX_ENUM and value not in enum:
         return [("not_in_enum", f"{where}: {value!r} is not one of {enum}")]
     return []
 

@@ -35,7 +35,7 @@ MAX_OUTPUT_CHARS = 100_000
 MAX_DEPTH = 40
 MAX_NODES = 50_000
 
-_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 _FENCE = re.compile(r"^```[A-Za-z0-9_+-]*[ \t]*\n(.*?)\n?```\s*$", re.DOTALL)
 _SURROGATES = re.compile("[\ud800-\udfff\ufffd]")
 
@@ -96,7 +96,7 @@ def parse_calls(text: str, language: str = "python", positional: PositionalNames
     dropped, as the official `resolve_ast_call` does.
     """
     text = strip_wrappers(preflight(text))
-    blocks = _TOOL_CALL.findall(text)
+    blocks = tool_call_blocks(text)
     if blocks:
         calls: Calls = []
         for block in blocks:
@@ -109,6 +109,26 @@ def parse_calls(text: str, language: str = "python", positional: PositionalNames
 
 
 # --- JSON tool calls -----------------------------------------------------------------------
+
+
+def tool_call_blocks(text: str) -> list[str]:
+    """The contents of the `<tool_call>...</tool_call>` blocks, in order, in one linear pass.
+
+    Each block runs from an opening tag to the first closing tag after it (what the regular
+    expression `<tool_call>(.*?)</tool_call>` finds, without its quadratic rescans of repeated
+    unclosed opening tags); an opening tag never closed ends the search.
+    """
+    blocks = []
+    start = text.find(TOOL_CALL_OPEN)
+    while start != -1:
+        body = start + len(TOOL_CALL_OPEN)
+        end = text.find(TOOL_CALL_CLOSE, body)
+        if end == -1:
+            break
+        blocks.append(text[body:end])
+        start = text.find(TOOL_CALL_OPEN, end + len(TOOL_CALL_CLOSE))
+    return blocks
+
 
 
 def parse_json_calls(text: str) -> Calls:
@@ -188,19 +208,21 @@ def rename_keyword_arguments(source: str) -> tuple[str, dict[str, str]]:
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
     except (tokenize.TokenError, SyntaxError, IndentationError):
         return source, {}
-    lines = source.split("\n")
-    edits = []
+    line_starts = [0]
+    for line in source.split("\n")[:-1]:
+        line_starts.append(line_starts[-1] + len(line) + 1)
+    pieces, renamed, last = [], {}, 0
     for i, tok in enumerate(tokens[1:-1], 1):
         if tok.type == tokenize.NAME and keyword.iskeyword(tok.string) and tokens[i + 1].string == "=" and tokens[i - 1].string in ("(", ","):
-            edits.append(tok)
-    renamed = {}
-    for tok in reversed(edits):
-        placeholder = f"_bfcl_kw_{tok.string}"
-        renamed[placeholder] = tok.string
-        row, col = tok.start
-        line = lines[row - 1]
-        lines[row - 1] = line[:col] + placeholder + line[col + len(tok.string):]
-    return "\n".join(lines), renamed
+            placeholder = f"_bfcl_kw_{tok.string}"
+            renamed[placeholder] = tok.string
+            offset = line_starts[tok.start[0] - 1] + tok.start[1]
+            pieces += [source[last:offset], placeholder]
+            last = offset + len(tok.string)
+    if not renamed:
+        return source, {}
+    pieces.append(source[last:])
+    return "".join(pieces), renamed
 
 
 def _check_size(tree: ast.AST) -> None:

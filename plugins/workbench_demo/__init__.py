@@ -6,9 +6,17 @@ an environment model can make tasks easier or harder by what it writes. The answ
 computed here by a small precedence parser (never trusted from the generator, never
 `eval`-ed), and the agent is scored by exact match on the integer it states.
 
-Environment model output format:   `Task: 12 + 7 * 3`
-Agent output format:               `Answer: 33` (the last integer in the text is used
-                                    when the `Answer:` line is missing)
+Environment model output format:   `Task: 12 + 7 * 3` (ASCII digits and `+ - *` only)
+Agent output format:               `Answer: 33`
+
+Scoring rule (strict, since the score is the training reward): an output of at most
+`MAX_OUTPUT_CHARS` characters must hold exactly one line mentioning `answer:` (any case), and
+that line must be exactly `Answer: N`, spaces around allowed, where N is one well-formed
+integer: an optional `-` then ASCII digits without a leading zero (`0`, `42`, `-7`; at most
+`MAX_ANSWER_DIGITS` digits). The output scores 1 when N equals the computed answer. Anything
+else on the answer line (`6.9`, `6e3`, `6 + 1`, `not 6`, `1, 2, 6`, `**6**`), no answer line,
+or two of them scores 0 with an `error`; other lines (reasoning before the answer line,
+text after it) are ignored. There is no fallback to "the last number in the text".
 """
 
 from __future__ import annotations
@@ -22,18 +30,22 @@ from typing import Any
 from workbench import AgentStats, DomainInfo, Rejection, Score, Task, hookimpl
 
 NAME = "arithmetic"
-VERSION = "1.0"
+VERSION = "1.1"
 MAX_DIGITS = 4
 MAX_OPERATIONS = 6
 MAX_TEXT = 400
+MAX_OUTPUT_CHARS = 10_000
+MAX_ANSWER_DIGITS = 40
+MAX_SEED_COUNT = 100_000
+SEED_REDRAWS = 20
 
 SYSTEM = "You are a careful calculator."
 AGENT_INSTRUCTION = "Compute {expression}. Reply with 'Answer: <integer>'."
 
-_TOKEN = re.compile(r"\s*(\d+|[+\-*])")
+_TOKEN = re.compile(r"\s*([0-9]+|[+\-*])")
 _TASK_LINE = re.compile(r"Task:\s*([^\n]*)")
-_ANSWER = re.compile(r"Answer:\s*(-?\d+)")
-_INTEGER = re.compile(r"-?\d+")
+_ANSWER_MENTION = re.compile(r"answer\s*:", re.IGNORECASE)
+_ANSWER_LINE = re.compile(r"[ \t]*Answer:[ \t]*(0|-?[1-9][0-9]{0,%d})[ \t\r]*" % (MAX_ANSWER_DIGITS - 1))
 
 
 def tokenize(expression: str) -> list[str] | str:
@@ -49,7 +61,7 @@ def tokenize(expression: str) -> list[str] | str:
     if not tokens:
         return "empty expression"
     for i, tok in enumerate(tokens):
-        is_number = tok.isdigit()
+        is_number = tok[0] in "0123456789"
         if is_number != (i % 2 == 0):
             return "numbers and operators must alternate, starting and ending with a number"
     if len(tokens) % 2 == 0:
@@ -92,26 +104,60 @@ def make_task(expression: str, source: str = "generated") -> Task | Rejection:
     )
 
 
+LEVELS: list[str | tuple[int, int]] = ["small", (1, 1), "small", (1, 2), (2, 1), "small", (1, 3), (2, 2), (3, 1), (2, 3)]
+
+
+def _draw_expression(rng: random.Random, level: str | tuple[int, int]) -> str:
+    """One random expression of a level: "small" (a + b with operands 0-4) or (digits, operations)."""
+    if level == "small":
+        return f"{rng.randint(0, 4)} + {rng.randint(0, 4)}"
+    digits, ops = level
+    low = 0 if digits == 1 else 10 ** (digits - 1)
+    numbers = [str(rng.randint(low, 10**digits - 1)) for _ in range(ops + 1)]
+    operators = [rng.choice("+-*") for _ in range(ops)]
+    return " ".join(x for pair in zip(numbers, operators + [""]) for x in pair if x)
+
+
 def builtin_seeds(count: int = 320, seed: int = 0) -> list[Task]:
-    """Deterministic seed tasks over a ladder of difficulties: small additions (operands 0-4,
-    a fact table a tiny model can learn), then 1-3 digits with 1-3 operations."""
+    """`count` distinct, deterministic seed tasks over a ladder of difficulties: small additions
+    (operands 0-4, a fact table a tiny model can learn), then 1-3 digits with 1-3 operations.
+
+    A draw that repeats an earlier expression is redrawn (up to SEED_REDRAWS times); a level
+    whose draws keep repeating (the 25 small additions run out first) hands its turn to the
+    next level of the ladder, so no two seeds are the same task."""
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_SEED_COUNT:
+        raise ValueError(f"seed count must be an integer from 1 to {MAX_SEED_COUNT}, got {count!r}")
     rng = random.Random(seed)
-    levels = ["small", (1, 1), "small", (1, 2), (2, 1), "small", (1, 3), (2, 2), (3, 1), (2, 3)]
+    seen: set[str] = set()
     tasks: list[Task] = []
     for i in range(count):
-        level = levels[i % len(levels)]
-        if level == "small":
-            expression = f"{rng.randint(0, 4)} + {rng.randint(0, 4)}"
-        else:
-            digits, ops = level
-            low = 0 if digits == 1 else 10 ** (digits - 1)
-            numbers = [str(rng.randint(low, 10**digits - 1)) for _ in range(ops + 1)]
-            operators = [rng.choice("+-*") for _ in range(ops)]
-            expression = " ".join(x for pair in zip(numbers, operators + [""]) for x in pair if x)
+        expression = None
+        for shift in range(len(LEVELS)):
+            level = LEVELS[(i + shift) % len(LEVELS)]
+            for _ in range(SEED_REDRAWS):
+                candidate = _draw_expression(rng, level)
+                if candidate not in seen:
+                    expression = candidate
+                    break
+            if expression is not None:
+                break
+        if expression is None:
+            raise ValueError(f"could not draw {count} distinct seed tasks (stopped at {i}); ask for fewer")
+        seen.add(expression)
         task = make_task(expression, source="seed")
         assert isinstance(task, Task)
         tasks.append(task)
     return tasks
+
+
+def _int_option(options: dict[str, Any], name: str, default: int) -> int:
+    """An integer domain option (YAML may give it as a string), with an error naming it."""
+    value = options.get(name, default)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"domain option {name!r} must be an integer, got {value!r}")
+    return value
 
 
 @hookimpl
@@ -138,13 +184,18 @@ def workbench_seed_tasks(options: dict[str, Any]) -> list[Task]:
     """Built-in seeds, or a JSON Lines file of `{"expression": ...}` given as `data_path`."""
     path = options.get("data_path")
     if path is None:
-        return builtin_seeds(int(options.get("count", 320)), int(options.get("seed", 0)))
+        return builtin_seeds(_int_option(options, "count", 320), _int_option(options, "seed", 0))
     tasks = []
     for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
-        record = json.loads(line)
-        task = make_task(str(record.get("expression", "")), source="seed")
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg}); write one {{\"expression\": ...}} object per line") from None
+        if not isinstance(record, dict) or not isinstance(record.get("expression"), str):
+            raise ValueError(f"{path}:{lineno}: expected an object with a string 'expression', got {line[:80]!r}")
+        task = make_task(record["expression"], source="seed")
         if isinstance(task, Rejection):
             raise ValueError(f"{path}:{lineno}: bad seed expression: {task.message}")
         tasks.append(task)
@@ -171,6 +222,8 @@ def workbench_environment_prompt(examples: list[Task], stats: AgentStats) -> str
 
 @hookimpl
 def workbench_parse_task(text: str, examples: list[Task]) -> Task | Rejection:
+    if not isinstance(text, str):
+        return Rejection("parse_error", f"generation is {type(text).__name__}, not text")
     if len(text) > MAX_TEXT:
         return Rejection("too_long", f"generation is {len(text)} characters, more than {MAX_TEXT}")
     match = _TASK_LINE.search(text)
@@ -180,37 +233,77 @@ def workbench_parse_task(text: str, examples: list[Task]) -> Task | Rejection:
 
 
 @hookimpl
+def workbench_render_task(task: Task) -> str | None:
+    """The environment's format: one `Task: <expression>` line."""
+    expression = task.spec.get("expression") if isinstance(task.spec, dict) else None
+    return f"Task: {expression}" if isinstance(expression, str) else None
+
+
+@hookimpl
 def workbench_validate_task(task: Task) -> list[Rejection]:
-    reasons = []
+    """Recompute answer, digits and operations from the expression; bound the difficulty."""
     spec = task.spec
-    tokens = tokenize(str(spec.get("expression", "")))
+    if not isinstance(spec, dict):
+        return [Rejection("schema", f"the spec is {type(spec).__name__}, not an object")]
+    expression = spec.get("expression")
+    if not isinstance(expression, str):
+        return [Rejection("schema", "the spec needs a string 'expression'")]
+    if len(expression) > MAX_TEXT:
+        return [Rejection("too_long", f"expression is {len(expression)} characters, more than {MAX_TEXT}")]
+    tokens = tokenize(expression)
     if isinstance(tokens, str):
         return [Rejection("parse_error", tokens)]
-    if spec.get("answer") != evaluate(tokens):
-        reasons.append(Rejection("wrong_answer", f"stored answer {spec.get('answer')!r} != computed {evaluate(tokens)}"))
-    if spec.get("digits", 0) > MAX_DIGITS:
-        reasons.append(Rejection("too_hard", f"numbers of {spec['digits']} digits; at most {MAX_DIGITS} allowed"))
-    if not 1 <= spec.get("operations", 0) <= MAX_OPERATIONS:
-        reasons.append(Rejection("operations", f"{spec.get('operations')} operations; 1 to {MAX_OPERATIONS} allowed"))
+    computed = make_task(expression).spec
+    reasons = []
+    answer = spec.get("answer")
+    if isinstance(answer, bool) or not isinstance(answer, int) or answer != computed["answer"]:
+        small = (isinstance(answer, int) and answer.bit_length() <= 128) or (isinstance(answer, str) and len(answer) <= 40)
+        shown = repr(answer) if small else f"of type {type(answer).__name__}"
+        reasons.append(Rejection("wrong_answer", f"stored answer {shown} != computed {computed['answer']}"))
+    if spec.get("digits") != computed["digits"] or spec.get("operations") != computed["operations"]:
+        reasons.append(Rejection("schema", f"stored digits/operations do not match the expression "
+                                           f"({computed['digits']} digits, {computed['operations']} operations)"))
+    if computed["digits"] > MAX_DIGITS:
+        reasons.append(Rejection("too_hard", f"numbers of {computed['digits']} digits; at most {MAX_DIGITS} allowed"))
+    if not 1 <= computed["operations"] <= MAX_OPERATIONS:
+        reasons.append(Rejection("operations", f"{computed['operations']} operations; 1 to {MAX_OPERATIONS} allowed"))
     return reasons
 
 
-def extract_answer(output: str) -> int | None:
-    """The integer after 'Answer:', else the last integer in the text, else None."""
-    match = _ANSWER.search(output)
-    if match:
-        return int(match.group(1))
-    numbers = _INTEGER.findall(output[-200:])
-    return int(numbers[-1]) if numbers else None
+def extract_answer(output: str) -> int | str:
+    """The integer of the one `Answer: N` line (see the module docstring), or why there is none."""
+    if not isinstance(output, str):
+        return f"output is {type(output).__name__}, not text"
+    if len(output) > MAX_OUTPUT_CHARS:
+        return f"too_long: output has {len(output)} characters, more than {MAX_OUTPUT_CHARS}"
+    lines = [line for line in output.split("\n") if _ANSWER_MENTION.search(line)]
+    if not lines:
+        return "no_answer: no 'Answer: <integer>' line in the output"
+    if len(lines) > 1:
+        return f"ambiguous: {len(lines)} lines mention an answer; give exactly one 'Answer: <integer>' line"
+    match = _ANSWER_LINE.fullmatch(lines[0])
+    if not match:
+        return "malformed: the answer line must be exactly 'Answer: <integer>' (one integer, no other text)"
+    return int(match.group(1))
 
 
 @hookimpl
 def workbench_score(task: Task, output: str) -> Score:
+    expected = task.spec.get("answer") if isinstance(task.spec, dict) else None
+    if isinstance(expected, bool) or not isinstance(expected, int):
+        return Score(0.0, False, {"em": 0.0}, error="bad_task: the task spec has no integer 'answer'")
     value = extract_answer(output)
-    if value is None:
-        return Score(0.0, False, {"em": 0.0}, error="no integer in the output")
-    correct = value == task.spec["answer"]
+    if isinstance(value, str):
+        return Score(0.0, False, {"em": 0.0}, error=value)
+    correct = value == expected
     return Score(float(correct), correct, {"em": float(correct)})
+
+
+@hookimpl
+def workbench_reference_output(task: Task) -> str | None:
+    """The agent's format: one `Answer: <integer>` line."""
+    answer = task.spec.get("answer") if isinstance(task.spec, dict) else None
+    return f"Answer: {answer}" if isinstance(answer, int) and not isinstance(answer, bool) else None
 
 
 @hookimpl
@@ -218,7 +311,7 @@ def workbench_aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, flo
     out: dict[str, float] = {"n": len(scores), "accuracy": sum(s.reward for s in scores) / max(len(scores), 1)}
     by_ops: dict[int, list[float]] = {}
     for task, score in zip(tasks, scores):
-        by_ops.setdefault(task.spec["operations"], []).append(score.reward)
+        by_ops.setdefault(task.spec.get("operations", 0), []).append(score.reward)
     for ops, values in sorted(by_ops.items()):
         out[f"accuracy_ops{ops}"] = sum(values) / len(values)
     return out
