@@ -97,16 +97,15 @@ def test_plugin_loads_through_registry_and_domain_wrapper(domain):
 # --- Loaders -----------------------------------------------------------------------------
 
 
-def test_builtin_step_seeds_cover_four_task_types_without_alfworld():
+def test_builtin_step_seeds_cover_all_six_task_types_without_alfworld():
     tasks = builtin_step_tasks()
-    assert len(tasks) == 23
-    assert {t.spec["task_type"] for t in tasks} == {
-        "pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep", "pick_heat_then_place_in_recep",
-    }
+    assert len(tasks) == 38
+    assert {t.spec["task_type"] for t in tasks} == set(alf.TASK_TYPES)
     for task in tasks:
         assert alf.workbench_validate_task(task) == []
         assert task.spec["next_action"] in task.spec["admissible_actions"]
         assert task.id.startswith("builtin:") and "#" in task.id
+        assert task.spec["game_path"] == task.spec["game_id"] == task.id.split("#")[0]  # a known game: checked in it
         assert task.prompt.rstrip().endswith("copied from the admissible actions above.")
         assert f"Your task is to: {task.spec['goal']}." in task.prompt
 
@@ -158,7 +157,8 @@ def test_load_benchmark_folder_gives_episode_tasks_without_playing(domain):
 
 def test_seed_options(tmp_path):
     episodes = alf.workbench_seed_tasks({"mode": "episode"})
-    assert len(episodes) == 4 and all(t.spec["game_path"].startswith("builtin:") for t in episodes)
+    assert len(episodes) == 6 and all(t.spec["game_path"].startswith("builtin:") for t in episodes)
+    assert {t.spec["task_type"] for t in episodes} == set(alf.TASK_TYPES)
     assert len(alf.workbench_seed_tasks({"limit": 5})) == 5
     assert len(alf.workbench_seed_tasks({"data_path": str(FIXTURES / "steps.jsonl")})) == 3
     with pytest.raises(ValueError, match="mode"):
@@ -347,22 +347,25 @@ def test_aggregate_and_report_section():
     episodes = alf.workbench_seed_tasks({"mode": "episode"})
     tasks = steps + episodes
     outputs = [f"Action: {t.spec['next_action']}" if i % 2 == 0 else "Action: look" for i, t in enumerate(steps)]
-    outputs += ["", "", "", ""]
+    outputs += [""] * len(episodes)
     scores = [alf.workbench_score(t, o) if t.spec["mode"] == "step" else Score(float(i < 2), i < 2, {"won": float(i < 2), "steps": 5.0}) for i, (t, o) in enumerate(zip(tasks, outputs))]
-    scores[-4:] = [Score(1.0, True, {"won": 1.0, "steps": 5.0}), Score(1.0, True, {"won": 1.0, "steps": 7.0}), Score(0.0, False, {"won": 0.0, "steps": 50.0}), Score(0.0, False, {"won": 0.0, "steps": 50.0})]
+    n_step, n_episode = len(steps), len(episodes)
+    scores[-n_episode:] = [Score(1.0, True, {"won": 1.0, "steps": 5.0}), Score(1.0, True, {"won": 1.0, "steps": 7.0}), Score(1.0, True, {"won": 1.0, "steps": 6.0})] + [
+        Score(0.0, False, {"won": 0.0, "steps": 50.0})
+    ] * (n_episode - 3)
     metrics = alf.workbench_aggregate(tasks, scores)
-    step_correct = sum(s.success for s in scores[:23])
-    assert metrics["n"] == 27 and metrics["n_step"] == 23 and metrics["n_episode"] == 4
-    assert metrics["step_accuracy"] == pytest.approx(step_correct / 23)
+    step_correct = sum(s.success for s in scores[:n_step])
+    assert metrics["n"] == n_step + n_episode and metrics["n_step"] == n_step and metrics["n_episode"] == n_episode == 6
+    assert metrics["step_accuracy"] == pytest.approx(step_correct / n_step)
     assert metrics["success_rate"] == 0.5 and metrics["mean_steps_won"] == 6.0
     assert all(f"step_accuracy_{t}" in metrics for t in {t.spec["task_type"] for t in steps})
-    by_episode_type = {t.spec["task_type"]: s.success for t, s in zip(episodes, scores[-4:])}
+    by_episode_type = {t.spec["task_type"]: s.success for t, s in zip(episodes, scores[-n_episode:])}
     for task_type, value in by_episode_type.items():
         assert metrics[f"success_rate_{task_type}"] == value
     section = alf.workbench_report_section(tasks, outputs, scores)
     assert section.title == "ALFWorld" and section.metrics == metrics
     assert {row["task_type"] for row in section.tables["step_accuracy_by_task_type"]} == {t.spec["task_type"] for t in steps}
-    assert sum(row["n"] for row in section.tables["success_rate_by_task_type"]) == 4
+    assert sum(row["n"] for row in section.tables["success_rate_by_task_type"]) == n_episode
     assert 1 <= len(section.failures) <= 5 and all("expected" in f for f in section.failures if f["id"].count("#"))
     assert "| step_accuracy |" in section.markdown
 
@@ -392,7 +395,7 @@ def test_builtin_expert_plans_win_through_the_domain_interaction(domain):
 
 @needs_alfworld
 def test_wrong_sequences_do_not_win(domain):
-    task = domain.seed_tasks({"mode": "episode", "limit": 4})[0]
+    task = domain.seed_tasks({"mode": "episode", "limit": 6})[0]
     plan = task.spec["expert_plan"]
     assert domain.score(task, json.dumps(plan[:-1])).correct is False  # stops one action short
     assert domain.score(task, "\n".join(reversed(plan))).correct is False

@@ -4,9 +4,11 @@ Two protocols over ALFWorld's TextWorld games (six task types):
 
 * **single steps** (GenEnv's decomposed protocol, `mode="step"`): goal + observation/action
   history + current observation + admissible commands -> the expert's next action, scored by
-  exact match after normalisation (lower-case, whitespace collapsed);
+  exact match after normalisation (lower-case, whitespace collapsed). A step task that names a
+  known game is validated by replaying it in that game (`grounding.py`);
 * **whole episodes** (the standard protocol, `mode="episode"`): the game in the real TextWorld
-  engine with alfworld's wrappers; success = TextWorld's `won` flag within 50 steps.
+  engine with alfworld's wrappers; success = TextWorld's `won` flag within 50 steps. The
+  agent's commands go to the game as written (no normalisation), as in ALFWorld.
   `workbench_make_interaction` returns the `Interaction`; `play_episode` runs an agent callable;
   `workbench_score` on an episode task replays the agent's action transcript in the engine.
 
@@ -28,8 +30,8 @@ from typing import Any
 
 from workbench import AgentStats, DomainInfo, Interaction, Rejection, ReportSection, Score, Task, hookimpl
 
-from . import games
-from .actions import input_problem, normalize_action, parse_action, parse_action_sequence
+from . import games, grounding
+from .actions import input_problem, normalize_action, parse_action, parse_action_sequence, safe_text
 from .games import (
     MAX_STEPS,
     TASK_TYPES,
@@ -101,6 +103,7 @@ def steps_from_games(records: list[GameRecord], limit: int | None = None, source
     expert does not win are skipped with a warning."""
     tasks: list[Task] = []
     for record in records:
+        grounding.register_game(record.id, record.game_path)
         try:
             steps = games.expert_steps(record)
         except ExpertFailed as exc:
@@ -138,6 +141,8 @@ def _tasks_from_path(path: Path, mode: str, split: str | None, limit: int | None
             raise ValueError(f"{path}: a JSON Lines file holds single-step tasks; use mode 'step'")
         return load_steps_jsonl(path, source=source)[:limit]
     records = games.discover_games(path, split=split, limit=limit if mode == "episode" else None)
+    for record in records:
+        grounding.register_game(record.id, record.game_path)
     if mode == "episode":
         return [make_episode_task(r, source=source) for r in records]
     if not alfworld_available():
@@ -205,7 +210,10 @@ def _example_records(examples: list[Task]) -> list[dict[str, Any]]:
         steps = load_steps_jsonl(BUILTIN_STEPS, source="seed")[1:4]
     records = []
     for task in steps[:3]:
-        records.append({k: task.spec[k] for k in ENV_FIELDS})
+        record = {k: task.spec[k] for k in ENV_FIELDS}
+        if isinstance(task.spec.get("game_id"), str):
+            record["game_id"] = task.spec["game_id"]
+        records.append(record)
     return records
 
 
@@ -219,15 +227,28 @@ def workbench_environment_prompt(examples: list[Task], stats: AgentStats) -> str
         "Commands follow the ALFWorld grammar: go to X, take X from Y, move X to Y, open X, close X,",
         "use X, clean X with Y, heat X with Y, cool X with Y, examine X, inventory, look.",
         "The next_action must be one of the admissible_actions and must make progress towards the goal.",
+        "A task may continue a game of the examples: give its game_id, keep its goal, and write the history,",
+        "observations and admissible_actions exactly as that game produces them; such a task is replayed in the game.",
         f"Aim for a task the agent solves about {stats.alpha:.0%} of the time.",
     ]
     if stats.p_hat_mean is not None:
         lines.append(f"Recently the agent solved {stats.p_hat_mean:.0%} of tasks; adjust the difficulty accordingly.")
-    lines.append("Write exactly one JSON object with the fields " + ", ".join(ENV_FIELDS) + ". Examples:")
+    lines.append("Write exactly one JSON object with the fields " + ", ".join(ENV_FIELDS) + " (and optionally game_id). Examples:")
     for record in _example_records(examples):
         lines.append(json.dumps(record, ensure_ascii=False))
     lines.append("Now write one new task as a single JSON object and nothing else.")
     return "\n".join(lines)
+
+
+@hookimpl
+def workbench_render_task(task: Task) -> str | None:
+    """A step task as the JSON record the environment writes (episodes are not generated)."""
+    if task.spec.get("mode") != "step":
+        return None
+    record = {k: task.spec[k] for k in ENV_FIELDS}
+    if isinstance(task.spec.get("game_id"), str):
+        record["game_id"] = task.spec["game_id"]
+    return json.dumps(record, ensure_ascii=False)
 
 
 @hookimpl
@@ -243,13 +264,15 @@ def workbench_parse_task(text: str, examples: list[Task]) -> Task | Rejection:
     shape = check_step_record_shape(record)
     if shape:
         return Rejection("schema", shape)
-    return make_step_task(record, source="generated")
+    return make_step_task(record, source="generated", examples=examples)
 
 
 @hookimpl
 def workbench_validate_task(task: Task) -> list[Rejection]:
+    """The format checks of `taskspec.validate_spec`; a step task naming a known game is also
+    replayed in it (`grounding.check_step_in_game`, needs alfworld)."""
     try:
-        return validate_spec(task.spec)
+        return validate_spec(task.spec, in_game=True)
     except Exception as exc:  # the contract: never raise for a bad task
         return [Rejection("schema", f"unreadable task spec ({type(exc).__name__})")]
 
@@ -290,6 +313,18 @@ def workbench_score(task: Task, output: str) -> Score:
     if spec["mode"] == "episode":
         return score_episode(spec, output)
     return score_step(spec, output)
+
+
+@hookimpl
+def workbench_reference_output(task: Task) -> str | None:
+    """The expert's command(s) in the `Action: <command>` form the agent prompt asks for."""
+    spec = task.spec
+    if spec.get("mode") == "step" and isinstance(spec.get("next_action"), str):
+        return f"Action: {spec['next_action']}"
+    plan = spec.get("expert_plan")
+    if spec.get("mode") == "episode" and isinstance(plan, list) and plan:
+        return "\n".join(f"Action: {action}" for action in plan)
+    return None
 
 
 @hookimpl
@@ -362,7 +397,7 @@ def workbench_report_section(tasks: list[Task], outputs: list[str], scores: list
     for task, output, score in zip(tasks, outputs, scores):
         if score.success >= 1.0:
             continue
-        failure = {"id": task.id, "task_type": task.spec.get("task_type"), "goal": task.spec.get("goal"), "output": str(output)[:300], "error": score.error}
+        failure = {"id": task.id, "task_type": task.spec.get("task_type"), "goal": task.spec.get("goal"), "output": safe_text(str(output)[:300]), "error": score.error}
         if task.spec.get("mode") == "step":
             failure["expected"] = task.spec.get("next_action")
         failures.append(failure)

@@ -31,13 +31,15 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from workbench import Interaction
 
-from .actions import normalize_action, parse_action
+from .actions import normalize_action, parse_command, text_problem
 
 log = logging.getLogger(__name__)
 
@@ -321,6 +323,36 @@ def split_intro(text: str) -> tuple[str, str | None]:
 # --- The interaction ---------------------------------------------------------------------
 
 
+_pool: "OrderedDict[str, list[Any]]" = OrderedDict()  # game file -> idle environments
+_pool_lock = threading.Lock()
+MAX_POOLED_GAMES = 8
+
+
+def _borrow_env(game_file: Path) -> Any:
+    """An idle environment of this game from the pool, or a new one (loading a game costs
+    about a second; resetting one costs about 50 ms)."""
+    with _pool_lock:
+        idle = _pool.get(str(game_file))
+        if idle:
+            _pool.move_to_end(str(game_file))
+            return idle.pop()
+    return start_env(game_file)
+
+
+def _return_env(game_file: Path, env: Any) -> None:
+    with _pool_lock:
+        idle = _pool.setdefault(str(game_file), [])
+        _pool.move_to_end(str(game_file))
+        if len(idle) >= 2:
+            env.close()
+        else:
+            idle.append(env)
+        while len(_pool) > MAX_POOLED_GAMES:
+            _key, old = _pool.popitem(last=False)
+            for item in old:
+                item.close()
+
+
 class AlfWorldInteraction(Interaction):
     """One ALFWorld game in TextWorld. `reset()` gives the first observation (with the
     'Your task is to: ...' line, as ALFWorld shows it); `step(action)` gives the feedback,
@@ -350,7 +382,7 @@ class AlfWorldInteraction(Interaction):
 
     def reset(self) -> str:
         if self._env is None:
-            self._env = start_env(self.game_file)
+            self._env = _borrow_env(self.game_file)
         with _keep_argv():
             self._state = self._env.reset()
         self.steps = 0
@@ -358,11 +390,20 @@ class AlfWorldInteraction(Interaction):
         return str(self._state.feedback).replace(INTRO_HEADER, "").strip()
 
     def step(self, action: str) -> tuple[str, float, bool]:
+        """One agent reply: its command (`parse_command`: as written, only the surrounding
+        whitespace and the `Action:` prefix removed) goes to the game."""
+        command, _error = parse_command(action) if isinstance(action, str) else (None, "not text")
+        return self.send_command(command)
+
+    def send_command(self, command: str | None) -> tuple[str, float, bool]:
+        """Send one command to TextWorld exactly as given (None, or text that is not valid
+        UTF-8, is a wasted step answered "Nothing happens." without reaching the engine)."""
         if self._state is None:
             raise RuntimeError("call reset() before step()")
         if self.won or self.steps >= self.max_steps:
             return "The episode is over.", float(self.won), True
-        command, _error = parse_action(action)
+        if command is not None and (not isinstance(command, str) or text_problem(command) or "\n" in command or "\r" in command):
+            command = None
         self.steps += 1
         self.actions.append(command or "")
         if command is None:
@@ -379,8 +420,9 @@ class AlfWorldInteraction(Interaction):
         return bool(self._state is not None and self._state["won"])
 
     def close(self) -> None:
+        """Give the environment back to the pool of idle games (it is reset before reuse)."""
         if self._env is not None:
-            self._env.close()
+            _return_env(self.game_file, self._env)
             self._env = None
 
 
@@ -390,16 +432,17 @@ Policy = Callable[[str, list[str]], str]
 def play_episode(interaction: Interaction, policy: Policy, max_steps: int = MAX_STEPS) -> dict[str, Any]:
     """Run `policy(observation, admissible_commands) -> reply` in `interaction` until it is won
     or `max_steps` actions were taken. Returns `{won, steps, actions, observations}`; the reply
-    may be a bare command or text with an `Action: ...` line."""
+    may be a bare command or text with an `Action: ...` line, and its command is sent as written."""
     observation = interaction.reset()
     observations, actions = [observation], []
     won, done = False, False
     for _ in range(max_steps):
         admissible = list(getattr(interaction, "admissible_commands", []) or [])
         reply = policy(observation, admissible)
-        command, _error = parse_action(reply if isinstance(reply, str) else "")
+        reply = reply if isinstance(reply, str) else ""
+        command, _error = parse_command(reply)
         actions.append(command or "")
-        observation, _reward, done = interaction.step(reply if isinstance(reply, str) else "")
+        observation, _reward, done = interaction.step(reply)
         observations.append(observation)
         won = bool(interaction.won)
         if done or won:
@@ -408,11 +451,19 @@ def play_episode(interaction: Interaction, policy: Policy, max_steps: int = MAX_
 
 
 def replay_actions(record: GameRecord, actions: list[str], max_steps: int = MAX_STEPS) -> dict[str, Any]:
-    """Replay a fixed action list in the game (at most `max_steps`); `won` as TextWorld says."""
+    """Send a fixed list of commands to the game exactly as given (at most `max_steps`);
+    `won` as TextWorld says. Returns `{won, steps, actions, observations}`."""
     interaction = AlfWorldInteraction(record, max_steps=max_steps)
     try:
-        plan = iter(actions)
-        return play_episode(interaction, lambda _obs, _adm: next(plan, ""), max_steps=min(max_steps, len(actions)))
+        observations = [interaction.reset()]
+        sent: list[str] = []
+        for command in actions[:max_steps]:
+            feedback, _reward, done = interaction.send_command(command)
+            sent.append(command)
+            observations.append(feedback)
+            if done or interaction.won:
+                break
+        return {"won": interaction.won, "steps": len(sent), "actions": sent, "observations": observations}
     finally:
         interaction.close()
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from workbench import Rejection, Task
 
-from .actions import action_verb, normalize_action
+from . import grounding
+from .actions import action_verb, normalize_action, text_problem
 from .games import MAX_STEPS, TASK_TYPES, GameRecord
 from workbench.textparse import TOO_DEEP, balanced_json_end
 
@@ -72,6 +73,7 @@ STEP_SCHEMA: dict[str, Any] = {
         "admissible_actions": {"type": "array", "minItems": 1, "maxItems": MAX_ADMISSIBLE, "items": {"type": "string"}},
         "next_action": {"type": "string", "minLength": 1},
         "game_id": {"type": "string"},
+        "game_path": {"type": "string"},
         "step": {"type": "integer", "minimum": 0},
     },
 }
@@ -118,8 +120,12 @@ def episode_prompt(spec: dict[str, Any]) -> str:
     )
 
 
-def step_spec(record: dict[str, Any]) -> dict[str, Any]:
-    """A step spec from a record in the environment JSON format (extra keys are dropped)."""
+def step_spec(record: dict[str, Any], examples: Any = ()) -> dict[str, Any]:
+    """A step spec from a record in the environment JSON format (extra keys are dropped).
+
+    A `game_id` that names a game the plugin knows (see `grounding.resolve_game`) adds that
+    game's `game_path`, so the validator replays the task in the real game. A `game_path`
+    written in the record itself is never used."""
     spec: dict[str, Any] = {
         "mode": "step",
         "task_type": record.get("task_type"),
@@ -133,14 +139,20 @@ def step_spec(record: dict[str, Any]) -> dict[str, Any]:
         "admissible_actions": [normalize_action(str(a)) for a in (record.get("admissible_actions") or [])],
         "next_action": normalize_action(str(record.get("next_action", ""))),
     }
-    for key in ("game_id", "step"):
-        if key in record:
-            spec[key] = record[key]
+    game_id = record.get("game_id")
+    if isinstance(game_id, str) and game_id and len(game_id) <= grounding.MAX_GAME_ID_CHARS and not text_problem(game_id):
+        spec["game_id"] = game_id
+        game_path = grounding.resolve_game(game_id, examples)
+        if game_path is not None:
+            spec["game_path"] = game_path
+    step = record.get("step")
+    if isinstance(step, int) and not isinstance(step, bool) and 0 <= step <= 10_000:
+        spec["step"] = step
     return spec
 
 
-def make_step_task(record: dict[str, Any], task_id: str = "", source: str = "generated") -> Task:
-    spec = step_spec(record)
+def make_step_task(record: dict[str, Any], task_id: str = "", source: str = "generated", examples: Any = ()) -> Task:
+    spec = step_spec(record, examples)
     return Task(domain=NAME, prompt=step_prompt(spec), system=SYSTEM, spec=spec, id=task_id, source=source)
 
 
@@ -172,6 +184,15 @@ def check_step_record_shape(record: Any) -> str | None:
     for key in ("task_type", "goal", "observation", "next_action"):
         if not isinstance(record[key], str):
             return f"{key} must be a string"
+    texts = [("task_type", record["task_type"]), ("goal", record["goal"]), ("observation", record["observation"]), ("next_action", record["next_action"])]
+    texts += [("history", t) for h in record["history"] for t in (h["observation"], h["action"])]
+    texts += [("admissible_actions", a) for a in record["admissible_actions"]]
+    if isinstance(record.get("game_id"), str):
+        texts.append(("game_id", record["game_id"]))
+    for key, text in texts:
+        problem = text_problem(text)
+        if problem:
+            return f"{key}: {problem}"
     return None
 
 
@@ -185,6 +206,8 @@ def _validate_common(spec: dict[str, Any]) -> list[Rejection]:
     goal = spec.get("goal")
     if not isinstance(goal, str) or not goal.strip():
         reasons.append(Rejection("empty_goal", "the goal is empty"))
+    elif text_problem(goal):
+        reasons.append(Rejection("schema", f"goal: {text_problem(goal)}"))
     elif len(goal) > MAX_GOAL_CHARS:
         reasons.append(Rejection("too_long", f"goal is {len(goal)} characters, more than {MAX_GOAL_CHARS}"))
     return reasons
@@ -221,8 +244,11 @@ def _validate_actions(spec: dict[str, Any]) -> list[Rejection]:
     return reasons
 
 
-def validate_spec(spec: Any) -> list[Rejection]:
-    """Every reason a spec is unusable (empty when valid). Never raises."""
+def validate_spec(spec: Any, in_game: bool = False) -> list[Rejection]:
+    """Every reason a spec is unusable (empty when valid). Never raises for a bad spec.
+
+    With `in_game`, a step task that passes the format checks and names a known game
+    (`game_path`) is also replayed in that game (`grounding.check_step_in_game`)."""
     if not isinstance(spec, dict):
         return [Rejection("schema", "the task spec is not an object")]
     mode = spec.get("mode")
@@ -241,7 +267,10 @@ def validate_spec(spec: Any) -> list[Rejection]:
         reasons.append(Rejection("schema", "the current observation is empty"))
     if not spec["admissible_actions"]:
         reasons.append(Rejection("schema", "admissible_actions is empty"))
-    return reasons + _validate_lengths(spec) + _validate_actions(spec)
+    reasons += _validate_lengths(spec) + _validate_actions(spec)
+    if in_game and not reasons and "game_path" in spec:
+        reasons = grounding.check_step_in_game(spec)
+    return reasons
 
 
 # --- Reading the environment model's JSON ------------------------------------------------
