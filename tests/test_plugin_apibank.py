@@ -133,7 +133,8 @@ def test_bad_json_and_missing_path(tmp_path):
 def test_seed_tasks_options(monkeypatch):
     monkeypatch.delenv(P.ENV_VAR, raising=False)
     builtin = P.workbench_seed_tasks({})
-    assert len(builtin) == 5 and all(t.source == "seed" for t in builtin)
+    assert len(builtin) == 17 and all(t.source == "seed" for t in builtin)
+    assert {t.spec["level"] for t in builtin} == {"level-1", "level-2", "level-3"}
     assert all(P.workbench_validate_task(t) == [] for t in builtin)
     assert len(P.workbench_seed_tasks({"data_path": str(FIX), "levels": [3]})) == 2
     assert len(P.workbench_seed_tasks({"data_path": str(FIX), "levels": ["level-1"], "limit": 2})) == 2
@@ -180,7 +181,9 @@ def test_exact_mode_is_type_strict_but_string_mode_is_not():
     as_typed = '<tool_call>\n{"name": "AddMeeting", "parameters": {"topic": "budget review", "attendees": ["Ann Lee", "Bo Chen"], "rooms": 2}}\n</tool_call>'
     assert P.workbench_score(processed, as_typed).correct is False  # ToolRL: dict equality
     assert P.workbench_score(original, as_typed).correct is True  # DAMO: values as strings
-    assert P.workbench_score(original, "[AddMeeting(topic=' budget review ', attendees=\"['Ann Lee', 'Bo Chen']\", rooms='2')]").correct
+    assert P.workbench_score(original, "[AddMeeting(topic='budget review', attendees=\"['Ann Lee', 'Bo Chen']\", rooms='2')]").correct
+    # values are not stripped: the official APIs compare most inputs as given (issue 10)
+    assert not P.workbench_score(original, "[AddMeeting(topic=' budget review ', attendees=\"['Ann Lee', 'Bo Chen']\", rooms='2')]").correct
 
 
 def test_toolrl_strict_replication():
@@ -192,12 +195,135 @@ def test_toolrl_strict_replication():
     s = P.workbench_score(task, tool_call_text(task.spec["gold_calls"], "arguments"))
     assert s.metrics["toolrl_match"] == 0.0 and s.correct is True
     two_blocks = tool_call_text(task.spec["gold_calls"]) + "\n<tool_call>\n{\"name\": \"Other\", \"parameters\": {}}\n</tool_call>"
-    s = P.workbench_score(task, two_blocks)  # ToolRL reads only the last block
-    assert s.metrics["toolrl_match"] == 0.0 and s.correct is True
+    s = P.workbench_score(task, two_blocks)  # ToolRL reads only the last block; strict fails the extra call
+    assert s.metrics["toolrl_match"] == 0.0 and s.metrics["lenient_match"] == 1.0 and s.correct is False
     several = "<tool_call>\n" + json.dumps({"name": "Other", "parameters": {}}) + "\n" + json.dumps(task.spec["gold_calls"][0]) + "\n</tool_call>"
     s = P.workbench_score(task, several)  # soft match: any call of the block may match
-    assert s.metrics["toolrl_match"] == 1.0 and s.correct is True
+    assert s.metrics["toolrl_match"] == 1.0 and s.metrics["lenient_match"] == 1.0 and s.correct is False
     assert "toolrl_match" not in P.workbench_score(P.workbench_load_benchmark(FIX / "level-1-api.json")[0], "x").metrics
+
+
+# --- Call policies (issue 11: reward hacking) -------------------------------------------------------
+
+
+def spray(task, n=16):
+    """The gold call hidden among guessed calls (n calls in all)."""
+    gold = task.spec["gold_calls"][0]
+    guesses = [{"name": gold["name"], "parameters": {k: f"guess{i}" for k in gold["parameters"]}} for i in range(n - 1)]
+    return tool_call_text(guesses[: n // 2] + [gold] + guesses[n // 2 :])
+
+
+def with_delete_account(task):
+    return tool_call_text(task.spec["gold_calls"] + [{"name": "DeleteAccount", "parameters": {"token": "t"}}])
+
+
+def test_strict_policy_is_the_default_and_fails_extra_calls():
+    for task in all_fixture_tasks():
+        assert task.spec["call_match"] == "strict"
+        for text in (spray(task), with_delete_account(task)):
+            score = P.workbench_score(task, text)
+            assert score.correct is False and score.reward == 0.0, task.id
+            assert score.metrics["strict_match"] == 0.0 and score.metrics["lenient_match"] == 1.0
+        assert P.workbench_score(task, tool_call_text(task.spec["gold_calls"])).correct
+    many = all_fixture_tasks()[0]
+    assert P.workbench_score(many, spray(many, 17)).error  # more than MAX_CALLS is refused outright
+
+
+def test_strict_counts_calls_across_formats():
+    task = P.workbench_load_benchmark(FIX / "level-2-api_processed.json")[0]
+    mixed = tool_call_text(task.spec["gold_calls"]).replace("<response>done", "<response>[DeleteAccount(token='t')]")
+    score = P.workbench_score(task, mixed)
+    assert score.metrics["lenient_match"] == 1.0 and score.correct is False
+    assert P.workbench_score(task, tool_call_text(task.spec["gold_calls"])).correct
+
+
+def test_lenient_policy_is_toolrl_compatible(monkeypatch):
+    tasks = P.workbench_seed_tasks({"data_path": str(FIX), "call_match": "lenient"})
+    assert {t.spec["call_match"] for t in tasks} == {"lenient"}
+    for task in tasks:
+        assert P.workbench_score(task, with_delete_account(task)).correct is True
+        assert P.workbench_score(task, spray(task)).correct is True
+    monkeypatch.setenv(P.POLICY_ENV_VAR, "lenient")
+    assert {t.spec["call_match"] for t in P.workbench_load_benchmark(FIX)} == {"lenient"}
+
+
+def test_strict_needs_one_predicted_call_per_gold_call():
+    task = P.workbench_parse_task(json.dumps(mutate(gold_calls=[GOLD, {"name": "GetWeather", "parameters": {"city": "Oslo"}}])), [])
+    both = tool_call_text(task.spec["gold_calls"])
+    assert P.workbench_score(task, both).correct
+    assert not P.workbench_score(task, tool_call_text([GOLD, GOLD])).correct  # one call cannot serve two golds
+    assert not P.workbench_score(task, tool_call_text(task.spec["gold_calls"] + [GOLD])).correct
+
+
+def test_generated_tasks_inherit_the_examples_policy():
+    lenient = P.workbench_seed_tasks({"data_path": str(FIX), "call_match": "lenient"})
+    assert P.workbench_parse_task(json.dumps(GOOD), lenient).spec["call_match"] == "lenient"
+    assert P.workbench_parse_task(json.dumps(GOOD), []).spec["call_match"] == "strict"
+
+
+@pytest.mark.parametrize(
+    "options, needle",
+    [
+        ({"call_match": "loose"}, "option call_match"),
+        ({"api_bank_dir": "/nonexistent/api-bank"}, "option api_bank_dir"),
+        ({"api_bank_dir": 5}, "option api_bank_dir"),
+    ],
+)
+def test_bad_scoring_options_are_named(options, needle):
+    with pytest.raises(ValueError) as err:
+        P.workbench_seed_tasks(dict(options, data_path=str(FIX)))
+    assert needle in str(err.value)
+
+
+def test_bad_env_vars_are_named(monkeypatch, tmp_path):
+    monkeypatch.setenv(P.POLICY_ENV_VAR, "sometimes")
+    with pytest.raises(ValueError, match=P.POLICY_ENV_VAR):
+        P.workbench_load_benchmark(FIX)
+    monkeypatch.delenv(P.POLICY_ENV_VAR)
+    monkeypatch.setenv(P.SANDBOX_ENV_VAR, str(tmp_path))
+    with pytest.raises(ValueError, match=P.SANDBOX_ENV_VAR):
+        P.workbench_load_benchmark(FIX)
+
+
+def test_protocol_is_named_in_aggregate_and_report():
+    tasks = all_fixture_tasks()
+    outputs = [renders(t)["tool_call"] for t in tasks]
+    scores = [P.workbench_score(t, o) for t, o in zip(tasks, outputs)]
+    metrics = P.workbench_aggregate(tasks, scores)
+    assert metrics["n_protocol_matching"] == 8 and metrics["n_protocol_executed"] == 0 and metrics["n_not_scorable"] == 0
+    assert metrics["accuracy_strict"] == metrics["accuracy_lenient"] == 1.0
+    section = P.workbench_report_section(tasks, outputs, scores)
+    assert section.markdown.startswith("Protocol: 0 of 8 outputs scored by execution") and "call policy: strict" in section.markdown
+
+
+# --- Score time (issue 11: linear-ish parsing with a size cap first) ------------------------------------
+
+
+def _seconds(fn, *args):
+    start = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - start
+
+
+@pytest.mark.parametrize("unit", ["<tool_call>", "<tool_call>{", '<tool_call>{"name": "A"}\n', "[A(", "[A(x=", "<tool_call>[A("])
+def test_repeated_text_scores_in_linear_time(unit):
+    """Doubling repeated text roughly doubles score time (it was quadratic: 3-4 s at 99 KB)."""
+    task = all_fixture_tasks()[0]
+    n = (MAX_CHARS // 2) // len(unit)
+    small = min(_seconds(P.workbench_score, task, unit * (n // 2)) for _ in range(2))
+    large = min(_seconds(P.workbench_score, task, unit * n) for _ in range(2))
+    assert large < 1.0, (unit, large)
+    assert large < 3 * small + 0.05, (unit, small, large)
+
+
+def test_generation_with_lone_surrogate_escape_is_rejected():
+    for text in ('{"tools": [], "dialogue": "\\ud800", "gold_calls": []}', json.dumps(mutate(dialogue="hi \ud800"))):
+        result = P.workbench_parse_task(text, [])
+        assert isinstance(result, Rejection) and result.code == "encoding", result
+    nan = json.dumps(mutate(gold_calls=[{"name": "BookFlight", "parameters": dict(GOLD["parameters"], seats=float("nan"))}]))
+    assert P.workbench_parse_task(nan, []).code == "schema"
+    weird = Task(domain="api_bank", prompt="p", spec=dict(GOOD, dialogue="x\udfff"))
+    assert [r.code for r in P.workbench_validate_task(weird)] == ["encoding"]
 
 
 # --- Hostile input --------------------------------------------------------------------------------
@@ -374,6 +500,22 @@ def test_aggregate_and_report_section():
     assert kinds == {"correct": 6, "no_call": 1, "wrong_api": 1}
     assert len(section.failures) == 2 and section.failures[0]["id"] == tasks[0].id
     assert "accuracy" in section.markdown
+
+
+def test_render_and_reference_hooks():
+    tasks = all_fixture_tasks() + P.workbench_seed_tasks({})
+    for task in tasks:
+        reference = P.workbench_reference_output(task)
+        assert reference is not None and P.workbench_score(task, reference).success == 1.0, task.id
+        text = P.workbench_render_task(task)
+        if text is None:
+            continue
+        parsed = P.workbench_parse_task(text, [task])
+        assert isinstance(parsed, Task) and P.workbench_validate_task(parsed) == []
+        assert parsed.spec["gold_calls"] == task.spec["gold_calls"] and parsed.spec["call_match"] == task.spec["call_match"]
+        assert P.workbench_score(parsed, P.workbench_reference_output(parsed)).correct
+    broken_task = Task(domain="api_bank", prompt="p", spec={"format": "processed", "gold_calls": "nope"})
+    assert P.workbench_reference_output(broken_task) is None and P.workbench_render_task(broken_task) is None
 
 
 def test_plugin_loads_through_registry_and_domain():

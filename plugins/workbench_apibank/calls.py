@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 from workbench.textparse import balanced_json_end, max_bracket_depth
@@ -31,7 +32,7 @@ MAX_CALLS = 16
 MAX_ATTEMPTS = 200
 SCAN_BUDGET = 1_000_000  # characters the JSON scanner may visit per text, over all attempts
 
-_TOOL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+OPEN_TAG, CLOSE_TAG = "<tool_call>", "</tool_call>"
 _API_START = re.compile(r"\[\s*([A-Za-z_]\w*)\s*\(")
 _DAMO_CALL = re.compile(r"\[(\w+)\((.*)\)\]")  # DAMO-ConvAI api_call_extraction.get_api_call
 _KEY = re.compile(r"(?:^|,)\s*([A-Za-z_]\w*)\s*=(?!=)")
@@ -107,12 +108,21 @@ def literal(node: ast.AST, depth: int = 0, bare_names: bool = False) -> Any:
     raise UnsafeLiteral(f"{type(node).__name__} is not allowed")
 
 
+def quiet_parse(text: str) -> ast.Expression:
+    """`ast.parse(text, mode="eval")` without the Syntax/DeprecationWarnings that model text
+    with invalid escapes (`'\\|'`) emits; under `-W error` they would be raised as exceptions."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return ast.parse(text.strip(), mode="eval")
+
+
 def parse_literal(text: str) -> Any:
     """A Python/JSON-ish literal written as text, or raise ValueError."""
     if len(text) > MAX_CHARS or bracket_depth(text) > MAX_DEPTH:
         raise ValueError("literal too large or too deep")
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = quiet_parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise ValueError(f"not a literal: {exc}") from None
     return literal(tree.body)
@@ -137,7 +147,7 @@ def _call_from_ast(node: ast.AST) -> Call:
 def calls_from_api_request(source: str) -> list[Call]:
     """Calls in `[A(k='v'), B()]` (or a single `A(k='v')`) parsed with ast; raises ValueError."""
     try:
-        tree = ast.parse(source.strip(), mode="eval")
+        tree = quiet_parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise ValueError(f"not an API request: {exc}") from None
     body = tree.body
@@ -196,6 +206,52 @@ def find_api_requests(text: str) -> list[Call]:
                 calls.append(call)
                 pos = start.start() + len(line)
     return calls
+
+
+# --- DAMO-ConvAI's own reading (the executed protocol) ---------------------------------------
+
+DAMO_MAX_ARGS = 2_000  # characters of `(...)` read and executed (the longest official call: 270)
+_DAMO_START = re.compile(r"\[(\w+)\(")
+# DAMO-ConvAI api-bank/api_call_extraction.py `parse_api_call` uses
+#   (\w+)\s*=\s*['\"](.+?)['\"]|(\w+)\s*=\s*(\[.*\])|(\w+)\s*=\s*(\w+)
+# Here each key must start a word, `(?<!\w)`. The matches are the same: a match never ends
+# inside a word run, and a key starting inside a run has the same tail as one at the run's
+# start, so the official regex never matches there either; but without the lookbehind a long
+# word costs quadratic backtracking (4,000 letters took 1 s).
+_DAMO_PARAM = re.compile(r"(?<!\w)(\w+)\s*=\s*['\"](.+?)['\"]|(?<!\w)(\w+)\s*=\s*(\[.*\])|(?<!\w)(\w+)\s*=\s*(\w+)")
+
+
+def damo_api_call(text: str) -> tuple[Call | None, str | None]:
+    """The call DAMO-ConvAI's evaluator reads from an output, as (call, None), or (None, reason).
+
+    `get_api_call` takes the first match of `\\[(\\w+)\\((.*)\\)\\]`: since `.` stops at a
+    newline and `.*` is greedy, that is the first `[Name(` of the first line that has a `)]`
+    after it, with the arguments running to the last `)]` of that line. The search is done
+    line by line with `str.rfind`, so it is linear (the regex backtracks quadratically on
+    thousands of `[a(`). `parse_api_call`'s parameter regex is then applied (in a form with the same
+    matches, see `_DAMO_PARAM`), which keeps its quirks (values stay strings; a quoted value
+    ends at the next quote of either kind), on at most `DAMO_MAX_ARGS` characters. Never
+    evaluated."""
+    for line in text.split("\n"):
+        last = line.rfind(")]")
+        if last < 0:
+            continue
+        match = _DAMO_START.search(line, 0, last + 2)
+        if match is None or match.end() > last:
+            continue
+        args = line[match.end() : last]
+        if len(args) > DAMO_MAX_ARGS:
+            return None, f"the API-Request call has {len(args)} characters of arguments, more than {DAMO_MAX_ARGS}"
+        params: dict[str, Any] = {}
+        for m in _DAMO_PARAM.finditer(args):
+            if m.group(1):
+                params[m.group(1)] = m.group(2)
+            elif m.group(3):
+                params[m.group(3)] = m.group(4)
+            elif m.group(5):
+                params[m.group(5)] = m.group(6)
+        return Call(match.group(1), params), None
+    return None, "no API-Request call [ApiName(key='value')] found (the only format DAMO-ConvAI's evaluator reads)"
 
 
 # --- JSON formats ----------------------------------------------------------------------------
@@ -266,13 +322,74 @@ def calls_from_block(block: str) -> list[Call]:
     return calls
 
 
-def tool_call_blocks(text: str) -> list[str]:
-    """Closed `<tool_call>` blocks, plus an unclosed trailing one (as ToolRL's split reads it)."""
-    blocks = _TOOL_BLOCK.findall(text)
-    tail = text.rsplit("</tool_call>", 1)[-1]
-    if "<tool_call>" in tail:
-        blocks.append(tail.split("<tool_call>")[-1])
-    return blocks
+def _block_spans(text: str, max_blocks: int) -> list[tuple[int, int, int, int]]:
+    """(tag start, content start, content end, tag end) of each `<tool_call>` block: closed
+    blocks first to last, then an unclosed trailing one (what ToolRL's split reads)."""
+    spans: list[tuple[int, int, int, int]] = []
+    pos = 0
+    while len(spans) < max_blocks:
+        start = text.find(OPEN_TAG, pos)
+        if start < 0:
+            break
+        end = text.find(CLOSE_TAG, start + len(OPEN_TAG))
+        if end < 0:
+            break
+        spans.append((start, start + len(OPEN_TAG), end, end + len(CLOSE_TAG)))
+        pos = end + len(CLOSE_TAG)
+    last_close = text.rfind(CLOSE_TAG)
+    tail_start = last_close + len(CLOSE_TAG) if last_close >= 0 else 0
+    opened = text.rfind(OPEN_TAG, tail_start)
+    if opened >= 0 and len(spans) < max_blocks:
+        spans.append((opened, opened + len(OPEN_TAG), len(text), len(text)))
+    return spans
+
+
+def tool_call_blocks(text: str, max_blocks: int = MAX_CALLS + 1) -> list[str]:
+    """Closed `<tool_call>` blocks, plus an unclosed trailing one (as ToolRL's split reads it).
+
+    A block runs from an opening tag to the first closing tag after it (what the lazy regex
+    `<tool_call>(.*?)</tool_call>` finds), but the scan uses `str.find`, so the work is linear
+    in the text: the regex took quadratic time on thousands of unclosed tags. At most
+    `max_blocks` blocks are returned (more blocks than calls scored is already an error)."""
+    return [text[a:b] for _, a, b, _ in _block_spans(text, max_blocks)]
+
+
+def _all_calls(text: str) -> list[Call]:
+    """Every call in the first format that yields one (blocks, then API-Request, then JSON)."""
+    calls: list[Call] = []
+    if OPEN_TAG in text:
+        for block in tool_call_blocks(text):
+            calls.extend(calls_from_block(block))
+            if len(calls) > MAX_CALLS:
+                return calls
+    if not calls:
+        calls = find_api_requests(text)
+    if not calls:
+        for value in json_spans(text):
+            calls.extend(calls_from_json_value(value))
+    return calls
+
+
+def count_calls(text: Any) -> int:
+    """How many calls an output makes in any format, for the strict policy: the calls of its
+    `<tool_call>` blocks plus the API-Request calls outside them (bare JSON only when there
+    are neither). 0 when the output fails the guard; more than MAX_CALLS reads MAX_CALLS + 1.
+    Counting across formats closes the route of a right call in one format plus a
+    `DeleteAccount` in the other."""
+    if guard(text):
+        return 0
+    n, outside, pos = 0, [], 0
+    for start, a, b, end in _block_spans(text, MAX_CALLS + 1):
+        n += len(calls_from_block(text[a:b]))
+        outside.append(text[pos:start])
+        pos = end
+        if n > MAX_CALLS:
+            return MAX_CALLS + 1
+    outside.append(text[pos:])
+    n += len(find_api_requests("\n".join(outside)))
+    if n == 0:
+        n = sum(len(calls_from_json_value(v)) for v in json_spans(text))
+    return min(n, MAX_CALLS + 1)
 
 
 def extract_calls(text: Any) -> tuple[list[Call], str | None]:
@@ -280,15 +397,7 @@ def extract_calls(text: Any) -> tuple[list[Call], str | None]:
     reason = guard(text)
     if reason:
         return [], reason
-    calls: list[Call] = []
-    if "<tool_call>" in text:
-        for block in tool_call_blocks(text):
-            calls.extend(calls_from_block(block))
-    if not calls:
-        calls = find_api_requests(text)
-    if not calls:
-        for value in json_spans(text):
-            calls.extend(calls_from_json_value(value))
+    calls = _all_calls(text)
     if not calls:
         return [], "no tool call found (expected <tool_call> JSON lines or API-Request: [ApiName(key='value')])"
     if len(calls) > MAX_CALLS:

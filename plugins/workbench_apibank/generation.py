@@ -8,6 +8,7 @@ Environment output format (one JSON object):
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -102,6 +103,12 @@ def parse_task(text: Any) -> Task | Rejection:
             return Rejection("schema", "the JSON object lacks one of the keys tools, dialogue, gold_calls")
         return Rejection("parse_error", "no JSON object found in the generation")
     obj = candidates[0]
+    where = unencodable_path(obj)
+    if where:
+        return Rejection("encoding", f"the task holds text UTF-8 cannot encode (a lone surrogate) at {where}")
+    where = non_finite_path(obj)
+    if where:
+        return Rejection("schema", f"the task holds a number that is not finite (NaN or Infinity) at {where}")
     problems = []
     if not isinstance(obj["tools"], list):
         problems.append("'tools' is not a list")
@@ -112,6 +119,47 @@ def parse_task(text: Any) -> Task | Rejection:
     if problems:
         return Rejection("schema", "; ".join(problems))
     return build_task(obj["tools"], obj["dialogue"], obj["gold_calls"])
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unencodable_path(value: Any, max_items: int = 100_000) -> str | None:
+    """Where a JSON value holds a string or key with a lone surrogate (UTF-8 cannot encode
+    it; `json.loads` makes one from the text `"\\ud800"`), or None. Iterative, bounded."""
+    stack: list[tuple[Any, str]] = [(value, "$")]
+    seen = 0
+    while stack:
+        item, path = stack.pop()
+        seen += 1
+        if seen > max_items:
+            return "$ (too large to check)"
+        if isinstance(item, str) and _SURROGATE.search(item):
+            return path
+        if isinstance(item, dict):
+            for k, v in item.items():
+                if isinstance(k, str) and _SURROGATE.search(k):
+                    return f"{path} (a key)"
+                stack.append((v, f"{path}.{k}"[:200]))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, f"{path}[{i}]"[:200]) for i, v in enumerate(item))
+    return None
+
+
+def non_finite_path(value: Any, max_items: int = 100_000) -> str | None:
+    """Where a JSON value holds NaN or ±Infinity (json.loads accepts them), or None."""
+    stack: list[tuple[Any, str]] = [(value, "$")]
+    seen = 0
+    while stack and seen < max_items:
+        item, path = stack.pop()
+        seen += 1
+        if isinstance(item, float) and not math.isfinite(item):
+            return path
+        if isinstance(item, dict):
+            stack.extend((v, f"{path}.{k}"[:200]) for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((v, f"{path}[{i}]"[:200]) for i, v in enumerate(item))
+    return None
 
 
 # --- Validation ---------------------------------------------------------------------------------------
@@ -216,6 +264,9 @@ def validate(task: Task) -> list[Rejection]:
     spec = task.spec
     if not isinstance(spec, dict):
         return [Rejection("bad_spec", "spec is not an object")]
+    where = unencodable_path(spec)
+    if where:
+        return [Rejection("encoding", f"the task holds text UTF-8 cannot encode (a lone surrogate) at {where}")]
     reasons, tools = check_tools(spec.get("tools"))
     dialogue = spec.get("dialogue")
     if not isinstance(dialogue, str) or not dialogue.strip():

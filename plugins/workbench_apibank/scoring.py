@@ -1,17 +1,34 @@
 """Scoring agent outputs against API-Bank gold calls, and the benchmark's aggregate metrics.
 
-Two verdicts are computed for each output:
+Two protocols decide whether a predicted call is right (the Score's `protocol_*` metric and
+the aggregate's `n_protocol_*` counts say which one produced a number):
 
-* `correct` (the reward): every gold call is matched by some predicted call with the same
-  API name and the same parameters. Parameters are compared per the task's `match` mode:
+* **executed** (original DAMO-ConvAI tasks, when an `api-bank` folder is given): the call is
+  read as DAMO's evaluator reads it and run in the official sandbox; the API's own
+  `check_api_call_correctness` decides (`sandbox.py`). This is the official level-1/2 rule.
+  Tasks whose API needs a model or the network are scored by matching and counted as
+  `not_scorable`.
+* **matching** (everything else): the API name and the parameters are compared per the
+  task's `match` mode:
   - "exact" (ToolRL processed set, generated tasks): Python dict equality, as in ToolRL's
     `benchmarks/API-Bank/evaluate.py` (`name == answer_name and parameters == answer_parameters`).
-  - "string" (DAMO-ConvAI original format): the same key set, values compared as stripped
-    strings (DAMO's `parse_api_call` yields strings and the API checkers `.strip()` them);
-    list/dict values, or strings that read as list/dict literals, compare element-wise.
-* `toolrl_match` (processed and generated tasks): a line-for-line replication of ToolRL's
-  extraction (`generate.py`) and soft match (`evaluate.py`), quirks included, so the
-  official number can be reproduced exactly.
+  - "string" (original format without a sandbox, an approximation of the executed rule): the
+    same key set, values compared as strings, not stripped (DAMO's parser yields strings and
+    most APIs compare them as given); list/dict values, or strings that read as list/dict
+    literals, compare element-wise.
+
+Two call policies turn per-call verdicts into the reward (`spec["call_match"]`):
+
+* **strict** (the default, for training rewards): exactly as many calls as gold calls, each
+  gold call matched by its own predicted call. A spray of guessed calls, or the right call
+  plus a `DeleteAccount`, scores 0.
+* **lenient** (ToolRL-compatible): every gold call matched by some predicted call; extra
+  calls are ignored. Under the executed protocol this is the official rule (DAMO's evaluator
+  reads the first call only).
+
+Both verdicts are always in the metrics (`strict_match`, `lenient_match`). `toolrl_match`
+(processed and generated tasks) replicates ToolRL's extraction and soft match line for line,
+quirks included: it is the paper-comparable number.
 """
 
 from __future__ import annotations
@@ -22,27 +39,32 @@ from typing import Any
 
 from workbench import ReportSection, Score, Task
 
-from .calls import Call, extract_calls, guard, parse_literal
+from .calls import Call, count_calls, damo_api_call, extract_calls, guard, parse_literal
+from .sandbox import Sandbox, load_sandbox
+
+POLICIES = ("strict", "lenient")
+DEFAULT_POLICY = "strict"
 
 
 # --- Value comparison -------------------------------------------------------------------------
 
 
 def canonical(value: Any) -> Any:
-    """The string-mode form of a value: scalars as stripped strings, containers recursively."""
+    """The string-mode form of a value: scalars as strings (not stripped), containers
+    recursively; a string that reads as a list/dict literal is compared as that container."""
     if isinstance(value, str):
         text = value.strip()
         if text[:1] in "[{" and text[-1:] in "]}":
             try:
                 return canonical(parse_literal(text))
             except ValueError:
-                return text
-        return text
+                return value
+        return value
     if isinstance(value, (list, tuple)):
         return [canonical(v) for v in value]
     if isinstance(value, dict):
-        return {str(k).strip(): canonical(v) for k, v in value.items()}
-    return str(value).strip()
+        return {str(k): canonical(v) for k, v in value.items()}
+    return str(value)
 
 
 def call_matches(pred: Call, gold: dict[str, Any], mode: str) -> bool:
@@ -55,6 +77,35 @@ def call_matches(pred: Call, gold: dict[str, Any], mode: str) -> bool:
     if set(pred.parameters) != set(gp):
         return False
     return all(canonical(pred.parameters[k]) == canonical(gp[k]) for k in gp)
+
+
+def one_to_one(ok: list[list[bool]]) -> bool:
+    """Can every gold call (rows) be given its own predicted call (columns) that matches it?
+    Kuhn's augmenting paths; the lists are at most MAX_CALLS long."""
+    owner: dict[int, int] = {}
+
+    def assign(g: int, seen: set[int]) -> bool:
+        for p, good in enumerate(ok[g]):
+            if good and p not in seen:
+                seen.add(p)
+                if p not in owner or assign(owner[p], seen):
+                    owner[p] = g
+                    return True
+        return False
+
+    return all(assign(g, set()) for g in range(len(ok)))
+
+
+def verdicts(ok: list[list[bool]], n_calls: int) -> tuple[bool, bool]:
+    """(strict, lenient) from the gold x predicted match table."""
+    lenient = all(any(row) for row in ok)
+    strict = lenient and n_calls == len(ok) and one_to_one(ok)
+    return strict, lenient
+
+
+def policy_of(spec: dict[str, Any]) -> str:
+    policy = spec.get("call_match", DEFAULT_POLICY)
+    return policy if policy in POLICIES else DEFAULT_POLICY
 
 
 # --- ToolRL replication -----------------------------------------------------------------------
@@ -101,25 +152,120 @@ def toolrl_match(output: str, gold_calls: list[dict[str, Any]]) -> bool:
 
 
 def score_output(task: Task, output: str) -> Score:
-    """Parse and score one raw agent output against `task.spec["gold_calls"]`."""
+    """Parse and score one raw agent output against `task.spec["gold_calls"]`: by execution
+    in the official sandbox where the task names one and its API can run, else by matching."""
     spec = task.spec
+    problem = spec_problem(spec)
+    if problem:
+        return Score(0.0, False, {"accuracy": 0.0, "strict_match": 0.0, "lenient_match": 0.0}, error=f"task spec: {problem}")
     gold = spec["gold_calls"]
-    mode = spec.get("match", "exact")
+    policy = policy_of(spec)
     metrics: dict[str, float] = {}
     if spec.get("format") in ("processed", "generated"):
         metrics["toolrl_match"] = float(toolrl_match(output, gold))
+    sandbox, reason = sandbox_for(spec)
+    if sandbox is not None:
+        score = score_executed(sandbox, spec, output, policy, metrics)
+        if score is not None:
+            return score
+    if sandbox is not None or reason is not None:
+        metrics["not_scorable"] = 1.0
+    return score_matching(gold, spec.get("match", "exact"), output, policy, metrics)
+
+
+def spec_problem(spec: Any) -> str | None:
+    """Why a task spec cannot be scored (None when it can): the engine validates generated
+    tasks first, but a hand-edited pool or another plugin's task must not crash scoring."""
+    if not isinstance(spec, dict):
+        return f"spec is {type(spec).__name__}, not an object"
+    gold = spec.get("gold_calls")
+    if not isinstance(gold, list) or not gold:
+        return "'gold_calls' is not a non-empty list"
+    for i, call in enumerate(gold):
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not isinstance(call.get("parameters"), dict):
+            return f"gold call {i} is not {{name: str, parameters: object}}"
+    return None
+
+
+def _result(strict: bool, lenient: bool, policy: str, metrics: dict[str, float], error: str | None = None) -> Score:
+    correct = strict if policy == "strict" else lenient
+    metrics.update(accuracy=float(correct), strict_match=float(strict), lenient_match=float(lenient))
+    return Score(float(correct), correct, metrics, error=error)
+
+
+def score_matching(gold: list[dict[str, Any]], mode: str, output: str, policy: str, metrics: dict[str, float]) -> Score:
+    """The matching protocol: names and parameters compared per `mode`."""
+    metrics["protocol_matching"] = 1.0
     calls, error = extract_calls(output)
     if error:
-        metrics.update(accuracy=0.0, name_match=0.0, n_calls=0.0)
-        return Score(0.0, False, metrics, error=error)
-    correct = all(any(call_matches(c, g, mode) for c in calls) for g in gold)
+        metrics.update(name_match=0.0, n_calls=0.0)
+        return _result(False, False, policy, metrics, error)
+    ok = [[call_matches(c, g, mode) for c in calls] for g in gold]
+    strict, lenient = verdicts(ok, max(len(calls), count_calls(output)))
     names = {c.name for c in calls}
-    metrics.update(
-        accuracy=float(correct),
-        name_match=float(all(g["name"] in names for g in gold)),
-        n_calls=float(len(calls)),
-    )
-    return Score(float(correct), correct, metrics)
+    metrics.update(name_match=float(all(g["name"] in names for g in gold)), n_calls=float(len(calls)))
+    return _result(strict, lenient, policy, metrics)
+
+
+# --- The executed protocol ----------------------------------------------------------------------
+
+_SANDBOX_ERRORS: dict[str, str] = {}
+
+
+def sandbox_for(spec: dict[str, Any]) -> tuple[Sandbox | None, str | None]:
+    """(sandbox, None) when the task is scored by execution; (None, why not) when it names a
+    sandbox that cannot be used; (None, None) when it names none (matching protocol)."""
+    path = spec.get("api_bank_dir")
+    if not path or spec.get("format") != "original":
+        return None, None
+    key = str(path)
+    if key in _SANDBOX_ERRORS:
+        return None, _SANDBOX_ERRORS[key]
+    try:
+        return load_sandbox(key), None
+    except (OSError, ValueError) as exc:
+        _SANDBOX_ERRORS[key] = f"api_bank_dir {key}: {exc}"
+        return None, _SANDBOX_ERRORS[key]
+
+
+def executed_gold(spec: dict[str, Any]) -> tuple[Call | None, str | None]:
+    """The gold call as the official evaluator reads it (from the `expected_output` string)."""
+    if len(spec.get("gold_calls") or []) != 1 or not isinstance(spec.get("expected_output"), str):
+        return None, "the executed protocol needs exactly one gold call and its expected_output"
+    return damo_api_call(spec["expected_output"])
+
+
+def score_executed(sandbox: Sandbox, spec: dict[str, Any], output: str, policy: str, metrics: dict[str, float]) -> Score | None:
+    """The official level-1/2 rule, or None when the task cannot be scored by execution (the
+    gold API needs a model or the network, or the gold call itself fails)."""
+    gold, _ = executed_gold(spec)
+    if gold is None or sandbox.gold_problem(gold):
+        return None
+    problem = guard(output)
+    if problem:
+        metrics.update(protocol_executed=1.0, name_match=0.0, n_calls=0.0)
+        return _result(False, False, policy, metrics, problem)
+    pred, problem = damo_api_call(output)
+    if pred is None:
+        metrics.update(protocol_executed=1.0, name_match=0.0, n_calls=float(count_calls(output)))
+        return _result(False, False, policy, metrics, problem)
+    verdict = sandbox.judge(pred, gold)
+    if verdict.correct is None:
+        return None
+    n_calls = max(count_calls(output), 1)
+    metrics.update(protocol_executed=1.0, name_match=float(pred.name == gold.name), n_calls=float(n_calls))
+    return _result(verdict.correct and n_calls == 1, verdict.correct, policy, metrics)
+
+
+def not_scorable_reason(task: Task) -> str | None:
+    """Why a task that names a sandbox was scored by matching instead (for reports)."""
+    sandbox, reason = sandbox_for(task.spec)
+    if sandbox is None:
+        return reason
+    gold, problem = executed_gold(task.spec)
+    if gold is None:
+        return problem
+    return sandbox.gold_problem(gold)
 
 
 # --- Aggregate and report -----------------------------------------------------------------------
@@ -129,28 +275,63 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+def _rate(scores: list[Score], key: str) -> float | None:
+    values = [s.metrics[key] for s in scores if key in s.metrics]
+    return _mean(values) if values else None
+
+
+def _metrics_of(scores: list[Score], suffix: str = "") -> dict[str, float]:
+    """Accuracy (the reward verdict), both call policies, ToolRL's rule and the executed
+    protocol's official rule (lenient verdicts of executed tasks) for one group of scores."""
+    out: dict[str, float] = {f"accuracy{suffix}": _mean([float(bool(s.correct)) for s in scores])}
+    for name, key in (("accuracy_strict", "strict_match"), ("accuracy_lenient", "lenient_match"), ("toolrl_accuracy", "toolrl_match")):
+        rate = _rate(scores, key)
+        if rate is not None:
+            out[name + suffix] = rate
+    executed = [s for s in scores if s.metrics.get("protocol_executed")]
+    if executed:
+        out[f"executed_accuracy{suffix}"] = _mean([s.metrics.get("lenient_match", 0.0) for s in executed])
+        out[f"executed_accuracy_strict{suffix}"] = _mean([s.metrics.get("strict_match", 0.0) for s in executed])
+    return out
+
+
 def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
-    """Accuracy overall and per level, ToolRL-strict accuracy where defined, parse-error rate."""
+    """Accuracy overall and per level under each call policy and protocol, ToolRL's
+    paper-comparable accuracy, the parse-error rate, and how many tasks each protocol scored
+    (`n_protocol_executed`, `n_protocol_matching`, `n_not_scorable`)."""
     n = len(scores)
     out: dict[str, float] = {"n": n}
     if not n:
         return out
-    out["accuracy"] = _mean([float(bool(s.correct)) for s in scores])
-    strict = [s.metrics["toolrl_match"] for s in scores if "toolrl_match" in s.metrics]
-    if strict:
-        out["toolrl_accuracy"] = _mean(strict)
+    out.update(_metrics_of(scores))
     out["name_accuracy"] = _mean([s.metrics.get("name_match", 0.0) for s in scores])
     out["parse_error_rate"] = _mean([float(s.error is not None) for s in scores])
+    out["n_protocol_executed"] = sum(1 for s in scores if s.metrics.get("protocol_executed"))
+    out["n_protocol_matching"] = n - out["n_protocol_executed"]
+    out["n_not_scorable"] = sum(1 for s in scores if s.metrics.get("not_scorable"))
     by_level: dict[str, list[Score]] = defaultdict(list)
     for task, score in zip(tasks, scores):
         by_level[str(task.spec.get("level", "unknown"))].append(score)
     for level, group in sorted(by_level.items()):
         out[f"n_{level}"] = len(group)
-        out[f"accuracy_{level}"] = _mean([float(bool(s.correct)) for s in group])
-        strict = [s.metrics["toolrl_match"] for s in group if "toolrl_match" in s.metrics]
-        if strict:
-            out[f"toolrl_accuracy_{level}"] = _mean(strict)
+        out.update(_metrics_of(group, f"_{level}"))
     return out
+
+
+def protocol_line(tasks: list[Task], scores: list[Score]) -> str:
+    """Which protocol and call policy produced the numbers, in words (for the report)."""
+    executed = sum(1 for s in scores if s.metrics.get("protocol_executed"))
+    unscorable = sum(1 for s in scores if s.metrics.get("not_scorable"))
+    policies = sorted({policy_of(t.spec) for t in tasks})
+    parts = [
+        f"{executed} of {len(scores)} outputs scored by execution in the official DAMO-ConvAI sandbox "
+        "(check_api_call_correctness; `executed_accuracy` is the official rule)",
+        f"{len(scores) - executed} by call matching"
+        + (" (ToolRL's rule: `toolrl_accuracy` is the paper-comparable number)" if any("toolrl_match" in s.metrics for s in scores) else ""),
+    ]
+    if unscorable:
+        parts.append(f"{unscorable} named a sandbox but could not be executed (API needs a model or the network, or the gold call fails) and were matched instead")
+    return "Protocol: " + "; ".join(parts) + f". Reward (`accuracy`) call policy: {', '.join(policies)}."
 
 
 def failure_kind(score: Score) -> str:
@@ -173,12 +354,14 @@ def report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -
         kinds[failure_kind(score)] += 1
     level_rows = []
     for level, group in sorted(levels.items()):
-        row: dict[str, Any] = {"level": level, "n": len(group), "accuracy": _mean([float(bool(s.correct)) for s in group])}
-        strict = [s.metrics["toolrl_match"] for s in group if "toolrl_match" in s.metrics]
-        if strict:
-            row["toolrl_accuracy"] = _mean(strict)
+        row: dict[str, Any] = {"level": level, "n": len(group)}
+        row.update(_metrics_of(group))
         row["parse_error_rate"] = _mean([float(s.error is not None) for s in group])
         level_rows.append(row)
+    unscorable: dict[str, int] = defaultdict(int)
+    for task, score in zip(tasks, scores):
+        if score.metrics.get("not_scorable"):
+            unscorable[not_scorable_reason(task) or "unknown"] += 1
     api_rows = sorted(
         ({"api": api, "n": len(g), "accuracy": _mean([float(bool(s.correct)) for s in g])} for api, g in apis.items()),
         key=lambda r: (-r["n"], r["api"]),
@@ -195,7 +378,7 @@ def report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -
         for t, o, s in zip(tasks, outputs, scores)
         if not s.correct
     ][:5]
-    lines = ["| metric | value |", "| --- | --- |"] + [
+    lines = [protocol_line(tasks, scores), "", "| metric | value |", "| --- | --- |"] + [
         f"| {k} | {v:.4f} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in metrics.items()
     ]
     return ReportSection(
@@ -205,6 +388,7 @@ def report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -
             "by_level": level_rows,
             "by_api": api_rows,
             "failure_kinds": [{"kind": k, "n": v} for k, v in sorted(kinds.items())],
+            "not_scorable": [{"reason": k, "n": v} for k, v in sorted(unscorable.items())],
         },
         markdown="\n".join(lines),
         failures=failures,
