@@ -17,7 +17,7 @@ install:
 	$(PIP) install -q -e '.[notebook]'
 
 install-test: install
-	$(PIP) install -q -e '.[test,notebook,alfworld]'
+	$(PIP) install -q -e '.[test,notebook,alfworld,tracking,openenv]'
 	$(PIP) install -q --no-deps bfcl-eval
 
 demo: install

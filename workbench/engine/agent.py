@@ -71,6 +71,7 @@ class GRPOAgent:
         seed: int = 0,
         bf16: bool = False,
         reference_name_or_path: str | None = None,
+        report: dict[str, Any] | None = None,
     ):
         from trl import GRPOConfig, GRPOTrainer
 
@@ -92,7 +93,7 @@ class GRPOAgent:
             beta=settings.kl_beta,
             temperature=settings.temperature,
             logging_steps=1,
-            report_to=[],
+            **(report or {"report_to": []}),
             save_strategy="no",
             disable_tqdm=True,
             use_cpu=next(model.parameters()).device.type == "cpu",

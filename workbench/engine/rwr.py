@@ -250,6 +250,7 @@ class RWRUpdater:
         gradient_accumulation_steps: int = 1,
         gradient_checkpointing: bool = False,
         max_length: int | None = None,
+        report: dict[str, Any] | None = None,
     ):
         self.tokenizer = tokenizer
         self.batch_size = batch_size
@@ -263,7 +264,7 @@ class RWRUpdater:
             learning_rate=learning_rate,
             lr_scheduler_type="constant",
             save_strategy="no",
-            report_to=[],
+            **(report or {"report_to": []}),
             logging_steps=1,
             disable_tqdm=True,
             remove_unused_columns=False,

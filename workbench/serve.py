@@ -1,0 +1,280 @@
+"""Any domain as an OpenEnv environment: `reset` hands out a task, `step` returns the plugin's reward.
+
+    workbench serve DOMAIN [--port P] [--tasks FILE|RUN_DIR] [--option KEY=VALUE ...]
+
+`openenv` (an optional extra: `pip install 'genenv-workbench[openenv]'`) supplies the
+`Environment` base class, the Action/Observation/State models and the server
+(`create_fastapi_app`: HTTP `/reset`, `/step`, `/state`, `/schema`, `/health` and the
+WebSocket `/ws` session its clients use); it is imported only when a server is built (it
+pulls gradio; the import takes seconds). Engine and plugins never import it.
+
+The tasks handed out are the domain's seed tasks (with `--option`s, e.g. `mode=episode` for
+ALFWorld games), a file (JSON Lines of tasks, e.g. a `workbench export --format jsonl` file
+or a run's `pools/d_train.jsonl`, or else the benchmark's own file through the plugin's
+`load_benchmark`), or a run folder's generated curriculum.
+
+Protocol (actions and observations are plain JSON):
+  * `reset(seed=, task_id=, index=)` picks a task (by id, by position, or at random with the
+    seed) and returns its chat `messages`. For a domain whose plugin makes an interaction for
+    the task (ALFWorld episodes: a real TextWorld game), `text` is the game's first observation.
+  * `step({"output": ...})`: single-turn tasks score the agent's whole output with the plugin
+    (`reward` in [0, 1], `done` true, `score` with the plugin's submetrics); interactive tasks
+    play `output` as ONE command and return the game's feedback, its reward and `done`.
+    Over stateless HTTP `/step` (a fresh environment per request) pass `task_id` in the action
+    to score a single-turn output against that task; the WebSocket session keeps the task.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from workbench.tasks import Task, read_jsonl
+
+log = logging.getLogger(__name__)
+
+OPENENV_PIP = "pip install 'genenv-workbench[openenv]'  (or: pip install openenv)"
+
+
+class ServeError(ValueError):
+    """The environment cannot be served or stepped as asked; the message says how to fix it."""
+
+
+def _openenv() -> Any:
+    try:
+        from openenv.core import env_server
+    except ImportError as exc:
+        raise ServeError(f"`workbench serve` needs openenv, which is not installed ({exc}). Fix: {OPENENV_PIP}") from None
+    return env_server
+
+
+# ----------------------------------------------------------------------------- tasks
+
+
+def load_tasks(domain: Any, source: str | Path | None = None, options: dict[str, Any] | None = None) -> list[Task]:
+    """The tasks to serve: seeds (no source), a run folder's generated tasks, a JSON Lines file
+    of tasks or export rows, or a benchmark file read by the plugin."""
+    if source is None:
+        tasks = domain.seed_tasks(options or {})
+    else:
+        path = Path(source)
+        if not path.exists():
+            raise ServeError(f"--tasks {str(path)!r} does not exist; pass a run folder, a JSON Lines file of tasks or a benchmark file")
+        if path.is_dir() and (path / "config.yaml").exists():
+            from workbench.export import load_run
+
+            run = load_run(path)
+            if run.domain and run.domain != domain.name:
+                raise ServeError(f"run folder {path} is a {run.domain!r} run, not {domain.name!r}; serve `{run.domain}` instead")
+            tasks = [task for _, task in run.generated] or run.seeds
+        else:
+            tasks = _task_file(path) if path.is_file() and path.suffix == ".jsonl" else None
+            if tasks is None:
+                from workbench.plugins import PluginError
+
+                try:
+                    tasks = domain.load_benchmark(path)
+                except PluginError as exc:
+                    raise ServeError(f"--tasks {path}: not a JSON Lines file of tasks, and not {domain.name} benchmark data ({exc})") from None
+    mine = [t for t in tasks if t.domain == domain.name]
+    if not mine:
+        found = sorted({str(t.domain) for t in tasks})[:5]
+        raise ServeError(f"no {domain.name} tasks in {source or 'the seed tasks'} (found tasks of {found or 'no domain'}); "
+                         f"serve the domain the tasks belong to")
+    if len(mine) < len(tasks):
+        log.warning("serving %d %s tasks; %d tasks of other domains in %s are left out", len(mine), domain.name, len(tasks) - len(mine), source)
+    return mine
+
+
+def _task_file(path: Path) -> list[Task] | None:
+    """Tasks from JSON Lines of Task dicts or export rows; None when the rows are something else
+    (then the file is the benchmark's own format)."""
+    from workbench.export import task_from_row
+
+    try:
+        rows = list(read_jsonl(path))
+    except ValueError:
+        return None
+    if not rows or not all(isinstance(r, dict) and isinstance(r.get("prompt"), str) and "spec" in r and "domain" in r for r in rows):
+        return None
+    tasks = []
+    for row in rows:
+        try:
+            tasks.append(task_from_row(row) if "id" in row else Task(domain=row["domain"], prompt=row["prompt"], spec=row["spec"]))
+        except (KeyError, TypeError, ValueError, json.JSONDecodeError) as exc:
+            raise ServeError(f"{path}: a task row cannot be read ({type(exc).__name__}: {exc})") from None
+    return tasks
+
+
+# ----------------------------------------------------------------------------- the environment
+
+
+def build_environment(domain: Any, tasks: list[Task]) -> tuple[type, type, type, Callable[[], Any]]:
+    """(Action, Observation, State, factory) for `domain` serving `tasks`, on openenv's classes."""
+    es = _openenv()
+    from pydantic import Field
+
+    class WorkbenchAction(es.Action):
+        """The agent's output: the whole answer (single-turn) or one command (interactive)."""
+
+        output: str = Field(..., description="The agent's output for the current task (one command in an episode).")
+        task_id: str | None = Field(None, description="Score against this task (stateless HTTP /step); default: the session's task.")
+
+    class WorkbenchObservation(es.Observation):
+        """A task (after reset) or the outcome of an output (after step)."""
+
+        domain: str = Field(..., description="The workbench domain (plugin) name.")
+        task_id: str = Field("", description="The task being attempted.")
+        messages: list[dict[str, str]] = Field(default_factory=list, description="The agent's chat prompt for the task.")
+        text: str = Field("", description="Interactive tasks: the game's observation; single-turn: empty.")
+        interactive: bool = Field(False, description="True when each step plays one command (ALFWorld episodes).")
+        score: dict[str, Any] | None = Field(None, description="The plugin's verdict: reward, correct, metrics, error.")
+        step: int = Field(0, description="Steps taken in this episode.")
+
+    class WorkbenchState(es.State):
+        domain: str = ""
+        task_id: str | None = None
+        interactive: bool = False
+        won: bool | None = None
+        total_reward: float = 0.0
+        tasks: int = 0
+
+    by_id = {t.id: t for t in tasks}
+
+    class WorkbenchEnvironment(es.Environment):
+        """One session: a task at a time, scored by the domain plugin."""
+
+        SUPPORTS_CONCURRENT_SESSIONS = True  # each session has its own instance; tasks are read-only
+
+        def __init__(self) -> None:
+            super().__init__()
+            self._rng = random.Random(0)
+            self._task: Task | None = None
+            self._interaction: Any = None
+            self._state = WorkbenchState(domain=domain.name, tasks=len(tasks))
+
+        # -- openenv API
+        def reset(self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None,
+                  index: int | None = None, **_: Any) -> WorkbenchObservation:
+            self._close_interaction()
+            if task_id is not None:
+                if task_id not in by_id:
+                    raise ServeError(f"unknown task_id {task_id!r}; this server has {len(tasks)} tasks (see state or /reset)")
+                task = by_id[task_id]
+            elif index is not None:
+                task = tasks[int(index) % len(tasks)]
+            else:
+                task = (random.Random(seed) if seed is not None else self._rng).choice(tasks)
+            self._task = task
+            self._interaction = domain.make_interaction(task)
+            text = self._interaction.reset() if self._interaction is not None else ""
+            self._state = WorkbenchState(domain=domain.name, tasks=len(tasks), task_id=task.id, episode_id=episode_id or task.id,
+                                         interactive=self._interaction is not None, won=None)
+            return WorkbenchObservation(domain=domain.name, task_id=task.id, messages=domain.agent_messages(task), text=text,
+                                        interactive=self._interaction is not None, done=False, reward=None)
+
+        def step(self, action: WorkbenchAction, timeout_s: float | None = None, **_: Any) -> WorkbenchObservation:
+            if action.task_id is not None and (self._task is None or action.task_id != self._task.id):
+                self.reset(task_id=action.task_id)
+            if self._task is None:
+                raise ServeError("no task yet: call reset() first, or pass task_id in the action")
+            self._state.step_count += 1
+            if self._interaction is not None:
+                return self._play(action.output)
+            score = domain.score(self._task, action.output)
+            self._state.total_reward += score.reward
+            verdict = {"reward": score.reward, "correct": score.correct, "metrics": dict(score.metrics), "error": score.error}
+            return WorkbenchObservation(domain=domain.name, task_id=self._task.id, score=verdict, step=self._state.step_count,
+                                        done=True, reward=score.reward)
+
+        @property
+        def state(self) -> WorkbenchState:
+            return self._state
+
+        def close(self) -> None:
+            self._close_interaction()
+
+        # -- helpers
+        def _play(self, command: str) -> WorkbenchObservation:
+            assert self._task is not None
+            text, reward, done = self._interaction.step(command)
+            won = bool(self._interaction.won)
+            done = bool(done) or won or self._state.step_count >= int(getattr(self._interaction, "max_steps", 50))
+            self._state.won = won
+            self._state.total_reward += float(reward)
+            return WorkbenchObservation(domain=domain.name, task_id=self._task.id, text=text, interactive=True,
+                                        step=self._state.step_count, done=done, reward=float(reward),
+                                        score={"reward": float(reward), "correct": won if done else None, "metrics": {"won": float(won)}, "error": None})
+
+        def _close_interaction(self) -> None:
+            if self._interaction is not None:
+                try:
+                    self._interaction.close()
+                finally:
+                    self._interaction = None
+
+        def get_metadata(self) -> Any:
+            from openenv.core.env_server.types import EnvironmentMetadata
+
+            return EnvironmentMetadata(name=f"workbench-{domain.name}", description=domain.info.description,
+                                       version=domain.info.version)
+
+    return WorkbenchAction, WorkbenchObservation, WorkbenchState, WorkbenchEnvironment
+
+
+def create_app(domain: Any, tasks: list[Task], max_concurrent_envs: int = 4) -> Any:
+    """The FastAPI app of openenv's own `create_fastapi_app` for `domain` serving `tasks`."""
+    es = _openenv()
+    action, observation, state, factory = build_environment(domain, tasks)
+    return es.create_fastapi_app(factory, action, observation, max_concurrent_envs=max_concurrent_envs,
+                                 env_name=f"workbench-{domain.name}", state_cls=state)
+
+
+class BackgroundServer:
+    """uvicorn serving an app on a daemon thread (notebooks, tests); `stop()` ends it."""
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0):
+        import uvicorn
+
+        self.server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, name="workbench-serve", daemon=True)
+        self.host = host
+
+    def start(self, timeout: float = 30.0) -> "BackgroundServer":
+        self.thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise ServeError(f"the server did not start within {timeout:.0f} s on {self.host}")
+            time.sleep(0.05)
+        return self
+
+    @property
+    def port(self) -> int:
+        return int(self.server.servers[0].sockets[0].getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout)
+
+    def __enter__(self) -> "BackgroundServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def serve(domain: Any, tasks: list[Task], host: str = "127.0.0.1", port: int = 8000, max_concurrent_envs: int = 4) -> None:
+    """Serve until interrupted (the CLI's `workbench serve`)."""
+    import uvicorn
+
+    uvicorn.run(create_app(domain, tasks, max_concurrent_envs), host=host, port=port, log_level="info")
