@@ -6,6 +6,8 @@ notebook drive its widgets in the kernel and assert their effects."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,6 +42,51 @@ def execute(name: str, params: dict, extra: list[str], timeout: int = 300) -> nb
         os.environ.clear()
         os.environ.update(old)
     return nb
+
+
+def tracked_notebooks() -> list[Path]:
+    """The notebooks git tracks (every .ipynb in notebooks/ outside a git checkout)."""
+    try:
+        out = subprocess.run(["git", "ls-files", "*.ipynb"], cwd=NOTEBOOKS, capture_output=True, text=True, check=True).stdout
+        return [NOTEBOOKS / line for line in out.splitlines() if line]
+    except (OSError, subprocess.CalledProcessError):
+        return sorted(NOTEBOOKS.glob("*.ipynb"))
+
+
+def test_tracked_notebooks_have_no_outputs():
+    """Outputs stay out of the repository: run `python notebooks/strip_outputs.py` before committing."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(NOTEBOOKS))
+    from strip_outputs import dirty_parts
+
+    notebooks = tracked_notebooks()
+    assert len(notebooks) >= 3
+    dirty = {nb.name: dirty_parts(json.loads(nb.read_text(encoding="utf-8"))) for nb in notebooks}
+    assert all(not parts for parts in dirty.values()), (
+        f"tracked notebooks with outputs: { {k: v for k, v in dirty.items() if v} }; run `python notebooks/strip_outputs.py`")
+
+
+def test_strip_outputs_clears_what_a_run_saved(tmp_path):
+    """An executed notebook (outputs, counts, widget state) is cleared to its sources, and
+    `--check` fails on it before and passes after."""
+    src = NOTEBOOKS / "02_write_a_domain_plugin.ipynb"
+    nb = nbformat.read(src, as_version=4)
+    code_cell = next(c for c in nb.cells if c.cell_type == "code")
+    code_cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="hello\n")]
+    code_cell.execution_count = 3
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
+    dirty = tmp_path / "dirty.ipynb"
+    nbformat.write(nb, dirty)
+    script = [sys.executable, str(NOTEBOOKS / "strip_outputs.py")]
+    check = subprocess.run([*script, "--check", str(dirty)], capture_output=True, text=True)
+    assert check.returncode == 1 and "1 output(s)" in check.stdout and "widget state" in check.stdout
+    subprocess.run([*script, str(dirty)], check=True, capture_output=True)
+    assert subprocess.run([*script, "--check", str(dirty)]).returncode == 0
+    cleaned = nbformat.read(dirty, as_version=4)
+    nbformat.validate(cleaned)
+    assert [c.source for c in cleaned.cells] == [c.source for c in nbformat.read(src, as_version=4).cells]
 
 
 def outputs_text(nb: nbformat.NotebookNode) -> str:
@@ -86,11 +133,18 @@ def test_dashboard_notebook_runs_headless_with_auto_steps(demo_models, tmp_path)
     assert "done after epoch 2 errors: 0" in outputs_text(nb)
 
 
+def stderr_text(nb: nbformat.NotebookNode) -> str:
+    """What the page shows in pink: stderr streams (warnings, progress bars) of every cell."""
+    return "".join(out.get("text", "") for cell in nb.cells for out in cell.get("outputs", [])
+                   if out.get("output_type") == "stream" and out.get("name") == "stderr")
+
+
 @pytest.mark.slow
 def test_plugin_notebook_checks_registers_and_runs_its_plugin(demo_models, tmp_path):
+    plugin_dir = tmp_path / "workbench-last-digit"
     nb = execute(
         "02_write_a_domain_plugin.ipynb",
-        {"TASKS_PER_EPOCH": 8, "RUN_DIR": str(tmp_path / "run")},
+        {"TASKS_PER_EPOCH": 8, "RUN_DIR": str(tmp_path / "run"), "PLUGIN_DIR": str(plugin_dir)},
         ["assert report.ok and 'last_digit' in registry.domains\n"
          "assert record['epoch'] == 1 and run.domain.name == 'last_digit'\n"
          "print('PLUGIN RUN OK', record['candidates'])"],
@@ -100,6 +154,12 @@ def test_plugin_notebook_checks_registers_and_runs_its_plugin(demo_models, tmp_p
     assert "0 errors" in text  # the contract report shown inline
     assert "wb-tasks" in text or "no generated tasks" in text
     assert (tmp_path / "run" / "epochs" / "epoch_0001.jsonl").exists()
+    # the package for CLI runs: module, pyproject with the entry point, a run config; the commands
+    assert {p.name for p in plugin_dir.iterdir()} >= {"workbench_last_digit.py", "pyproject.toml", "last_digit.yaml"}
+    assert 'last_digit = "workbench_last_digit:plugin"' in (plugin_dir / "pyproject.toml").read_text()
+    assert "domain: last_digit" in (plugin_dir / "last_digit.yaml").read_text()
+    assert "pip install -e " in text and "workbench check-plugin last_digit" in text and "last_digit.yaml --out" in text
+    assert "Loading weights" not in text and "it/s]" not in text, "progress bars printed into the page"
 
 
 @pytest.mark.slow
@@ -114,6 +174,8 @@ def test_evaluation_notebook_renders_the_report_inline(demo_models, tmp_path):
     )
     text = outputs_text(nb)
     assert "REPORT OK" in text and "<iframe srcdoc=" in text
+    assert stderr_text(nb) == "", f"warnings shown above the report: {stderr_text(nb)[:500]}"
+    assert "Loading weights" not in text
     for name in ("arithmetic", "bamboogle"):
         assert {p.name for p in (out / name).iterdir()} >= {"predictions.jsonl", "scores.jsonl", "aggregate.json", "tasks.jsonl"}
     assert (out / "report.html").exists() and (out / "report.md").exists()

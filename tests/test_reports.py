@@ -154,3 +154,91 @@ def test_cli_report_and_bad_sources(runs, tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["report", str(tmp_path / "empty"), "--out", str(tmp_path / "x.html")]) == 2
     assert "neither a run folder" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- figures (workbench.reports.figures)
+
+
+def _record(epoch, env_kl=None, mode="genenv", in_band=0, **extra):
+    rec = {"epoch": epoch, "mode": mode, "p_hat": [0.1, 0.5, 0.9], "p_hat_mean": 0.5, "r_env_mean": 0.6,
+           "agent_reward_mean": 0.3, "rejections": {}, "rejection_rate": 0.0, "task_length_mean": 40.0,
+           "agent_loss": 0.1, "frac_in_band": 0.3, "in_band_for_env": in_band,
+           "env_update": None if env_kl is None else {"kl": env_kl}, "env_kl": env_kl,
+           "env_loss": None if env_kl is None else 1.0}
+    return rec | extra
+
+
+def _texts(ax) -> str:
+    """The panel's texts and legend labels, whitespace (line breaks) normalised."""
+    texts = [t.get_text() for t in ax.texts] + [t.get_text() for t in (ax.get_legend().get_texts() if ax.get_legend() else [])]
+    return " | ".join(" ".join(t.split()) for t in texts)
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+def test_figures_are_crisp_and_small():
+    from workbench.reports.figures import DPI, dashboard_figure, figure_png
+
+    png = figure_png(dashboard_figure([_record(e, env_kl=0.01 * e, in_band=3) for e in range(1, 9)], 0.5, 0.3))
+    width, height = _png_size(png)
+    assert DPI >= 110 and width >= 13 * 110 * 0.9, f"{width}x{height} px: too few pixels for a 13-inch figure"
+    assert len(png) < 250_000, f"{len(png)} bytes"
+
+
+def test_epoch_axes_have_integer_ticks():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from workbench.reports.figures import comparison_figure, dashboard_figure
+
+    for epochs in ((1,), (1, 2, 3), tuple(range(1, 40))):
+        metrics = [_record(e, env_kl=0.1, in_band=2, rejections={"parse_error": e}) for e in epochs]
+        for fig in (dashboard_figure(metrics, 0.5, 0.1), comparison_figure([("a", metrics, 0.5, 0.1)])):
+            FigureCanvasAgg(fig).draw()
+            for ax in fig.axes:
+                ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+                assert ticks and all(float(t).is_integer() for t in ticks), (epochs, ax.get_title(), ticks)
+
+
+@pytest.mark.parametrize("alpha,k_min", [(0.5, 0.1), (0.5, 0.3), (0.7, 0.2)])
+def test_the_band_is_the_run_configs_alpha_and_k_min(alpha, k_min):
+    from workbench.reports.figures import dashboard_figure
+
+    for metrics in ([], [_record(1)]):  # before the first epoch and after it: the same band
+        ax = dashboard_figure(metrics, alpha, k_min).axes[0]
+        (band,) = ax.patches  # axhspan: a Rectangle in (axes x, data y) coordinates
+        assert (band.get_y(), band.get_y() + band.get_height()) == pytest.approx((alpha - k_min, alpha + k_min))
+        assert f"alpha band {alpha - k_min:.2f}-{alpha + k_min:.2f}" in _texts(ax)
+
+
+def test_no_band_is_drawn_while_the_config_is_unknown():
+    from workbench.reports.figures import dashboard_figure
+
+    assert len(dashboard_figure([], None, None).axes[0].patches) == 0
+
+
+def test_empty_panels_say_why():
+    from workbench.reports.figures import NO_EPOCH_YET, dashboard_figure
+
+    axes = dashboard_figure([], 0.5, 0.3).axes
+    assert all(NO_EPOCH_YET in _texts(ax) for ax in axes)
+
+    one = dashboard_figure([_record(1, in_band=0)], 0.5, 0.3).axes
+    assert "environment not updated this epoch: no in-band tasks" in _texts(one[5])  # env KL
+    assert "environment not updated this epoch" not in _texts(one[2])  # agent reward has data
+    assert "no generation rejected" in _texts(one[3])
+    assert "not updated this epoch: no in-band tasks" in _texts(one[6])  # losses legend: env
+
+    random_mode = dashboard_figure([_record(1, mode="random"), _record(2, mode="random")], 0.5, 0.3).axes
+    assert "environment not trained in random mode" in _texts(random_mode[5])
+
+    from workbench.reports.figures import env_not_updated_note
+
+    gappy = [_record(1, env_kl=0.1, in_band=4), _record(2), _record(3), _record(4, env_kl=0.2, in_band=1)]
+    assert env_not_updated_note(gappy) == "environment not updated in epochs 2-3: no in-band tasks"
+    kl = dashboard_figure(gappy, 0.5, 0.3).axes[5]
+    assert "not updated: no in-band tasks" in _texts(kl)
+    (crosses,) = kl.collections  # the epochs without update, marked along the bottom
+    assert [x for x, _y in crosses.get_offsets()] == [2, 3]

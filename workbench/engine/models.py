@@ -97,6 +97,8 @@ def load_model(settings: ModelSettings, field: str, trainable: bool = True) -> A
             "(this machine cannot download)."
         ) from exc
     model.to(device)
+    if trainable:
+        quiet_trl_checkpointing_aliases()
     if settings.gradient_checkpointing and trainable:
         enable_checkpointing(model)
         model.config.use_cache = False
@@ -118,7 +120,30 @@ def enable_checkpointing(model: Any) -> None:
 
 
 def checkpointing_is_enabled(model: Any) -> bool:
-    return bool(getattr(model, "is_activation_checkpointing", None) or getattr(model, "is_gradient_checkpointing", False))
+    """Whether activation checkpointing is on. The old `is_gradient_checkpointing` is read only
+    where the new name does not exist (transformers 4): in 5 it warns, and 6 removes it."""
+    value = getattr(model, "is_activation_checkpointing", None)
+    if value is None:
+        value = getattr(model, "is_gradient_checkpointing", False)
+    return bool(value)
+
+
+# TRL 1.16 (the newest) calls transformers 5's deprecated checkpointing aliases itself, on every
+# generation step (trl/models/utils.py: `unwrap_model_for_generation` and
+# `disable_gradient_checkpointing` read `model.is_gradient_checkpointing` and call
+# `gradient_checkpointing_disable/enable`), checkpointing on or off. The workbench's own code uses
+# only the new names (tests/test_deprecations.py checks it with warnings as errors), and
+# pyproject.toml bounds transformers below 6, where the aliases are removed.
+_TRL_ALIAS_WARNINGS = r"`(is_gradient_checkpointing|gradient_checkpointing_enable|gradient_checkpointing_disable)` is deprecated and will be removed in v6"
+
+
+def quiet_trl_checkpointing_aliases() -> None:
+    """Hide exactly those FutureWarnings (raised in transformers.modeling_utils), nothing else.
+    Called whenever a trainable model is loaded, because pytest and `warnings.catch_warnings`
+    restore the filter list after each block."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=_TRL_ALIAS_WARNINGS, category=FutureWarning, module=r"transformers\.modeling_utils")
 
 
 def checkpointing_arguments(enabled: bool) -> dict[str, Any]:

@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable
 
+from workbench.tasks import restore_plain_modes
+
 QWEN2_SPLIT_REGEX = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
@@ -116,6 +118,7 @@ def build_tiny_model(out_dir: str | os.PathLike[str], corpus: Iterable[str], spe
         if out_dir.exists():
             shutil.rmtree(out_dir)
         out_dir.parent.mkdir(parents=True, exist_ok=True)
+        restore_plain_modes(tmp)  # mkdtemp folders are 0700, safetensors files 0600
         os.replace(tmp, out_dir)
     finally:
         if tmp.exists():

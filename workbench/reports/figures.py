@@ -4,6 +4,12 @@ Every function takes plain metrics records (the rows of `metrics.jsonl`) and ret
 `matplotlib.figure.Figure` built with the object-oriented API (no pyplot state), so it is
 safe to call from a worker thread. `figure_png` / `figure_data_uri` turn a figure into
 bytes or a base64 `data:` URI for embedding in a self-contained HTML file.
+
+Conventions every chart follows: epoch axes have integer ticks; the success band is drawn
+from the run config's `alpha` and `k_min` (never a default), and not at all while they are
+unknown; an empty panel says why (no epoch yet, the environment was not updated that epoch,
+no rejections) instead of a bare "no data yet". PNGs are rendered at `DPI` (120): crisp at
+the sizes the dashboard and the report show them, about 100-150 kB each.
 """
 
 from __future__ import annotations
@@ -15,12 +21,15 @@ from typing import Any, Sequence
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 Metrics = Sequence[dict[str, Any]]
 RUN_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
+DPI = 120
+NO_EPOCH_YET = "no epoch finished yet"
 
 
-def figure_png(fig: Figure, dpi: int = 80) -> bytes:
+def figure_png(fig: Figure, dpi: int = DPI) -> bytes:
     """PNG bytes of a figure."""
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
@@ -28,7 +37,7 @@ def figure_png(fig: Figure, dpi: int = 80) -> bytes:
     return buf.getvalue()
 
 
-def figure_data_uri(fig: Figure, dpi: int = 80) -> str:
+def figure_data_uri(fig: Figure, dpi: int = DPI) -> str:
     """A `data:image/png;base64,...` URI, so an HTML file shows the figure offline."""
     return "data:image/png;base64," + base64.b64encode(figure_png(fig, dpi)).decode("ascii")
 
@@ -43,18 +52,81 @@ def _series(metrics: Metrics, key: str) -> tuple[list[int], list[float]]:
     return xs, ys
 
 
-def _band(ax: Any, alpha: float, k_min: float) -> None:
-    ax.axhspan(alpha - k_min, alpha + k_min, color="#2ca02c", alpha=0.15, label=f"alpha band {alpha - k_min:.1f}-{alpha + k_min:.1f}")
+def band_label(alpha: float, k_min: float) -> str:
+    """`alpha band 0.20-0.80`: the run's success band |p_hat - alpha| <= k_min, clipped to [0, 1]."""
+    return f"alpha band {max(0.0, alpha - k_min):.2f}-{min(1.0, alpha + k_min):.2f}"
+
+
+def _band(ax: Any, alpha: float | None, k_min: float | None) -> None:
+    if alpha is None or k_min is None:
+        return
+    ax.axhspan(max(0.0, alpha - k_min), min(1.0, alpha + k_min), color="#2ca02c", alpha=0.15, label=band_label(alpha, k_min))
     ax.axhline(alpha, color="#2ca02c", lw=1, ls="--")
 
 
-def _empty(ax: Any, title: str) -> None:
+def _epoch_axis(ax: Any, metrics: Metrics = ()) -> None:
+    """Epochs are whole numbers: integer ticks only, and at least half an epoch of margin so a
+    single epoch gets one tick instead of a fractional scale."""
+    epochs = [int(m["epoch"]) for m in metrics if "epoch" in m]
+    if epochs:
+        ax.set_xlim(min(epochs) - 0.5, max(epochs) + 0.5)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+    ax.set_xlabel("epoch", fontsize=8)
+
+
+def _empty(ax: Any, title: str, note: str = NO_EPOCH_YET) -> None:
     ax.set_title(title, fontsize=9)
-    ax.text(0.5, 0.5, "no data yet", ha="center", va="center", transform=ax.transAxes, color="#888")
+    ax.text(0.5, 0.5, note.replace(": ", ":\n", 1), ha="center", va="center", transform=ax.transAxes, color="#888", fontsize=8)
+    ax.set_xticks([])
+    ax.set_yticks([])
 
 
-def plot_p_hat(ax: Any, metrics: Metrics, alpha: float, k_min: float, color: str = "#1f77b4", label: str | None = None) -> None:
-    """Per-task p_hat of each epoch as dots, their mean as a line, and the alpha band."""
+def env_not_updated_note(metrics: Metrics) -> str:
+    """Why the environment has no update figures (KL, loss) in these epochs, from the records:
+    `env_update` is None when the mode never trains it (random, static) or, in genenv mode,
+    when no generated task landed in the band (nothing to learn from)."""
+    if not metrics:
+        return NO_EPOCH_YET
+    missing = [m for m in metrics if m.get("env_update") is None and m.get("env_kl") is None]
+    if not missing:
+        return ""
+    modes = {m.get("mode") for m in metrics} - {None}
+    if modes and modes <= {"random", "static", "teacher"}:
+        return f"environment not trained in {'/'.join(sorted(modes))} mode"
+    epochs = [int(m["epoch"]) for m in missing if "epoch" in m]
+    where = "this epoch" if len(metrics) == 1 else f"in epoch{'s' if len(epochs) > 1 else ''} {_epoch_list(epochs)}"
+    why = "no in-band tasks" if all(m.get("in_band_for_env", 0) == 0 for m in missing) else "no update"
+    return f"environment not updated {where}: {why}"
+
+
+def _env_gaps(metrics: Metrics) -> tuple[list[int], str]:
+    """Epochs without an environment update and a short legend label saying why."""
+    epochs = [int(m["epoch"]) for m in metrics if m.get("env_update") is None and m.get("env_kl") is None and "epoch" in m]
+    note = env_not_updated_note(metrics)
+    return epochs, "not updated: " + note.split(": ", 1)[-1] if note else ""
+
+
+def _mark_gaps(ax: Any, epochs: list[int], label: str) -> None:
+    """Grey crosses along the bottom of the panel at the epochs with no value."""
+    if epochs:
+        ax.scatter(epochs, [0.03] * len(epochs), marker="x", s=20, color="#888", label=label,
+                   transform=ax.get_xaxis_transform(), clip_on=False)
+
+
+def _epoch_list(epochs: list[int]) -> str:
+    """1, 2, 3, 5 -> '1-3, 5'."""
+    runs: list[tuple[int, int]] = []
+    for e in sorted(epochs):
+        if runs and runs[-1][1] == e - 1:
+            runs[-1] = (runs[-1][0], e)
+        else:
+            runs.append((e, e))
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def plot_p_hat(ax: Any, metrics: Metrics, alpha: float | None, k_min: float | None, color: str = "#1f77b4", label: str | None = None) -> None:
+    """Per-task p_hat of each epoch as dots, their mean as a line, and the run's alpha band
+    (left out while `alpha`/`k_min` are unknown)."""
     _band(ax, alpha, k_min)
     for m in metrics:
         values = m.get("p_hat") or []
@@ -64,23 +136,37 @@ def plot_p_hat(ax: Any, metrics: Metrics, alpha: float, k_min: float, color: str
         ax.plot(xs, ys, marker="o", color=color, label=label or "p_hat mean")
     ax.set_ylim(-0.05, 1.05)
     ax.set_title("p_hat of generated tasks vs alpha band", fontsize=9)
-    ax.set_xlabel("epoch", fontsize=8)
+    if not metrics:
+        ax.text(0.5, 0.5, NO_EPOCH_YET, ha="center", va="center", transform=ax.transAxes, color="#888", fontsize=8)
+    if alpha is not None and k_min is not None:
+        ax.legend(fontsize=7, loc="upper left")
+    _epoch_axis(ax, metrics)
 
 
-def plot_line(ax: Any, metrics: Metrics, keys: Sequence[tuple[str, str]], title: str) -> None:
-    """One line per (metric key, legend label)."""
+def plot_line(ax: Any, metrics: Metrics, keys: Sequence[tuple[str, str]], title: str,
+              empty_note: str | None = None, missing_label: dict[str, str] | None = None,
+              gaps: tuple[list[int], str] | None = None) -> None:
+    """One line per (metric key, legend label). With no value at all the panel says why:
+    `empty_note` (default: no epoch yet / not recorded). `missing_label` gives the legend
+    text of a key that has no value while another key of the panel has (e.g. env loss when
+    the environment was never updated); `gaps` = (epochs, label) marks epochs that have no
+    value with grey crosses (e.g. the epochs without environment update)."""
     drawn = False
     for key, label in keys:
         xs, ys = _series(metrics, key)
         if xs:
             ax.plot(xs, ys, marker="o", label=label)
             drawn = True
+        elif missing_label and key in missing_label:
+            ax.plot([], [], color="#888", label=missing_label[key])
     if not drawn:
-        _empty(ax, title)
+        _empty(ax, title, empty_note or (NO_EPOCH_YET if not metrics else f"not recorded in {len(metrics)} epoch(s)"))
         return
     ax.set_title(title, fontsize=9)
-    ax.set_xlabel("epoch", fontsize=8)
-    if len(keys) > 1:
+    _epoch_axis(ax, metrics)
+    if gaps and gaps[0]:
+        _mark_gaps(ax, *gaps)
+    if len(keys) > 1 or missing_label or (gaps and gaps[0]):
         ax.legend(fontsize=7)
 
 
@@ -88,7 +174,7 @@ def plot_rejections(ax: Any, metrics: Metrics) -> None:
     """Stacked bars: rejected generations per epoch by reason code."""
     codes = sorted({code for m in metrics for code in (m.get("rejections") or {})})
     if not metrics or not codes:
-        _empty(ax, "rejections by reason")
+        _empty(ax, "rejections by reason", NO_EPOCH_YET if not metrics else "no generation rejected")
         return
     epochs = [m["epoch"] for m in metrics]
     bottom = [0] * len(metrics)
@@ -97,22 +183,30 @@ def plot_rejections(ax: Any, metrics: Metrics) -> None:
         ax.bar(epochs, counts, bottom=bottom, label=code)
         bottom = [b + c for b, c in zip(bottom, counts)]
     ax.set_title("rejections by reason", fontsize=9)
-    ax.set_xlabel("epoch", fontsize=8)
+    _epoch_axis(ax, metrics)
     ax.legend(fontsize=6)
 
 
-def dashboard_figure(metrics: Metrics, alpha: float = 0.5, k_min: float = 0.1) -> Figure:
-    """The live dashboard grid: p_hat vs band, R_env, agent reward, rejections, task
-    length, env KL, losses and the in-band fraction."""
+def dashboard_figure(metrics: Metrics, alpha: float | None = None, k_min: float | None = None) -> Figure:
+    """The live dashboard grid: p_hat vs the run's band (`alpha`, `k_min` from its config;
+    None = not known yet, no band drawn), R_env, agent reward, rejections, task length,
+    env KL, losses and the in-band fraction."""
     fig = Figure(figsize=(13, 5.6))
     axes = fig.subplots(2, 4)
+    env_note = env_not_updated_note(metrics)
     plot_p_hat(axes[0, 0], metrics, alpha, k_min)
-    plot_line(axes[0, 1], metrics, [("r_env_mean", "R_env")], "R_env (mean)")
+    plot_line(axes[0, 1], metrics, [("r_env_mean", "R_env")], "R_env (mean)",
+              empty_note=None if not metrics else "no generated task scored")
     plot_line(axes[0, 2], metrics, [("agent_reward_mean", "agent reward")], "agent reward (mean)")
     plot_rejections(axes[0, 3], metrics)
-    plot_line(axes[1, 0], metrics, [("task_length_mean", "task length")], "task length (chars)")
-    plot_line(axes[1, 1], metrics, [("env_kl", "env KL")], "env KL to initial")
-    plot_line(axes[1, 2], metrics, [("agent_loss", "agent"), ("env_loss", "env")], "losses")
+    plot_line(axes[1, 0], metrics, [("task_length_mean", "task length")], "task length (chars)",
+              empty_note=None if not metrics else "no valid generated task yet")
+    env_updated = any(m.get("env_loss") is not None for m in metrics)
+    gaps = _env_gaps(metrics)
+    plot_line(axes[1, 1], metrics, [("env_kl", "env KL")], "env KL to initial", empty_note=env_note, gaps=gaps)
+    plot_line(axes[1, 2], metrics, [("agent_loss", "agent"), ("env_loss", "env")], "losses",
+              missing_label=None if env_updated or not env_note else {"env_loss": "env: " + env_note.removeprefix("environment ")},
+              gaps=(gaps[0], "env " + gaps[1]) if env_updated else None)
     plot_line(axes[1, 3], metrics, [("frac_in_band", "in band"), ("rejection_rate", "rejected")], "in-band / rejected fraction")
     for ax in axes.flat:
         ax.tick_params(labelsize=7)
@@ -128,8 +222,8 @@ def comparison_figure(runs: Sequence[tuple[str, Metrics, float, float]]) -> Figu
     """
     fig = Figure(figsize=(13, 3.4))
     ax_p, ax_r, ax_len, ax_rej = fig.subplots(1, 4)
-    if runs:
-        _band(ax_p, runs[0][2], runs[0][3])
+    for alpha, k_min in dict.fromkeys((r[2], r[3]) for r in runs):  # each distinct band once
+        _band(ax_p, alpha, k_min)
     for i, (label, metrics, _alpha, _k) in enumerate(runs):
         color = RUN_COLORS[i % len(RUN_COLORS)]
         for ax, key in [(ax_p, "p_hat_mean"), (ax_r, "agent_reward_mean"), (ax_rej, "rejection_rate")]:
@@ -141,7 +235,7 @@ def comparison_figure(runs: Sequence[tuple[str, Metrics, float, float]]) -> Figu
     titles = ["p_hat mean vs alpha band", "agent reward (mean)", "task length growth (% vs epoch 1)", "rejection rate"]
     for ax, title in zip((ax_p, ax_r, ax_len, ax_rej), titles):
         ax.set_title(title, fontsize=9)
-        ax.set_xlabel("epoch", fontsize=8)
+        _epoch_axis(ax, [m for _label, metrics, _a, _k in runs for m in metrics])
         ax.tick_params(labelsize=7)
     ax_p.set_ylim(-0.05, 1.05)
     ax_rej.set_ylim(-0.05, 1.05)

@@ -38,7 +38,7 @@ PAPER_BFCL_VALIDATION = {"GenEnv-Random": 40.8, "GenEnv-Static": 43.2, "Gemini 2
 HEADLINES = {
     "alfworld": ("ALFWorld", ["success_rate", "episode_success_rate", "step_accuracy", "accuracy"]),
     "bfcl": ("BFCL", ["accuracy"]),
-    "apibank": ("API-Bank", ["accuracy"]),
+    "apibank": ("API-Bank", ["toolrl_accuracy", "executed_accuracy", "accuracy"]),
     "bamboogle": ("Bamboogle", ["em", "accuracy"]),
     "travelplanner": ("TravelPlanner", ["Final Pass Rate", "final_pass_rate"]),
 }
@@ -228,7 +228,7 @@ class _Doc:
         self.md += [table.markdown(), ""]
 
     def figure(self, name: str, fig: Any, alt: str) -> None:
-        png = figure_png(fig, dpi=80)
+        png = figure_png(fig)
         self.figures[name] = png
         import base64
 

@@ -24,6 +24,8 @@ COLUMNS = [
     ("agent_reward_mean", "agent reward"),
     ("task_length_mean", "task length"),
     ("env_kl", "env KL"),
+    ("score_errors", "score errors"),
+    ("valid_unscored", "unscored tasks"),
 ]
 
 

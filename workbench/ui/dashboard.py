@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import ipywidgets as w
 
-from workbench.reports.figures import dashboard_figure, figure_png
+from workbench.reports.figures import DPI, dashboard_figure, figure_png
 from workbench.ui.state import RunController, RunState
 
 MODES = ["genenv", "random", "static"]
@@ -38,30 +38,49 @@ def guarded(state: RunState, where: str, fn: Callable[..., Any]) -> Callable[...
 
 
 class ErrorPanel:
-    """An Output widget showing every error recorded in the state, newest last."""
+    """An Output widget showing every error recorded in the state, and the engine's non-fatal
+    warnings (e.g. an epoch with no valid generated task), newest last."""
 
     def __init__(self, state: RunState):
         self.state = state
         self.output = w.Output(layout=w.Layout(max_height="220px", overflow="auto", border="1px solid #e0b4b4"))
         self.title = w.HTML("<b>Errors</b>: none")
+        self._warned = 0
         self.clear_button = w.Button(description="Clear errors", layout=w.Layout(width="120px"))
         self.clear_button.on_click(lambda _b: self.clear())
         self.widget = w.VBox([w.HBox([self.title, self.clear_button]), self.output])
         self._shown = 0
         state.observe(self._on_errors, "errors")
+        state.observe(self._on_warnings, "warnings")
         self._on_errors({"new": state.errors})  # errors recorded before the panel existed
+        self._on_warnings({"new": state.warnings})
 
     def _on_errors(self, change: dict[str, Any]) -> None:
         errors = change["new"]
         for message in errors[self._shown :]:
             self.output.append_stderr(message + "\n")
         self._shown = len(errors)
-        self.title.value = f"<b>Errors</b>: {len(errors)}" if errors else "<b>Errors</b>: none"
+        self._title()
+
+    def _on_warnings(self, change: dict[str, Any]) -> None:
+        warnings = change["new"]
+        for message in warnings[self._warned :]:
+            self.output.append_stdout(f"warning {message}\n")
+        self._warned = len(warnings)
+        self._title()
+
+    def _title(self) -> None:
+        errors, warnings = self.state.errors, self.state.warnings
+        text = f"<b>Errors</b>: {len(errors)}" if errors else "<b>Errors</b>: none"
+        if warnings:
+            text += f" &middot; <span style='color:#a60'><b>Warnings</b>: {len(warnings)}</span>"
+        self.title.value = text
 
     def clear(self) -> None:
         self.output.outputs = ()  # works from any thread, with or without a kernel
-        self._shown = 0
+        self._shown = self._warned = 0
         self.state.errors = []
+        self.state.warnings = []
 
 
 class CurvesView:
@@ -72,12 +91,12 @@ class CurvesView:
         self.image = w.Image(format="png", layout=w.Layout(width="100%"))
         self.renders = 0
         self.widget = w.VBox([w.HTML("<b>Curves</b>"), self.image])
-        state.observe(guarded(state, "chart update", self.redraw), "metrics")
+        state.observe(guarded(state, "chart update", self.redraw), ["metrics", "alpha", "k_min"])
         self.redraw()
 
     def redraw(self, _change: Any = None) -> None:
         fig = dashboard_figure(self.state.metrics, self.state.alpha, self.state.k_min)
-        self.image.value = figure_png(fig, dpi=70)
+        self.image.value = figure_png(fig, dpi=DPI)
         self.renders += 1
 
 
@@ -156,6 +175,7 @@ class Dashboard:
     ):
         self.state = RunState(domain=domain, agent_path=str(agent_path), env_path=str(env_path), mode=mode, epochs=epochs, run_dir=str(run_dir))
         self.controller = RunController(self.state, overrides=overrides, make_run=make_run, registry=registry)
+        guarded(self.state, "reading the run's alpha band", self.controller.preview_band)()
         self._build_settings(domains if domains is not None else self._domain_names(registry, domain))
         self._build_controls()
         self.errors_panel = ErrorPanel(self.state)
@@ -164,7 +184,7 @@ class Dashboard:
         self.widget = w.VBox(
             [self.settings, self.controls, self.status_line, self.curves.widget, self.browser.widget, self.errors_panel.widget]
         )
-        for name in ("status", "phase", "epoch", "target_epoch", "epochs"):
+        for name in ("status", "phase", "epoch", "target_epoch", "epochs", "notice"):
             self.state.observe(guarded(self.state, "status update", self._refresh_status), name)
         self._refresh_status()
 
@@ -187,14 +207,18 @@ class Dashboard:
         self.domain_select = w.Dropdown(options=domains, description="domain")
         self.agent_text = w.Text(placeholder="default: demo agent model", description="agent model")
         self.env_text = w.Text(placeholder="default: demo environment model", description="env model")
-        self.mode_select = w.ToggleButtons(options=MODES, description="mode")
+        # fixed button width and no shrinking, so the three modes stay on one line in the HBox
+        self.mode_select = w.ToggleButtons(options=MODES, description="mode",
+                                           style={"button_width": "76px"},
+                                           layout=w.Layout(width="auto", flex="0 0 auto"))
         self.epochs_input = w.BoundedIntText(min=1, max=1000, description="epochs")
         self.run_dir_text = w.Text(placeholder="default: runs/dashboard-MODE-TIME", description="run folder")
         pairs = [(self.domain_select, "domain"), (self.agent_text, "agent_path"), (self.env_text, "env_path"),
                  (self.mode_select, "mode"), (self.epochs_input, "epochs"), (self.run_dir_text, "run_dir")]
         self._links = [w.link((s, name), (widget, "value")) for widget, name in pairs]
         self._setting_widgets = [widget for widget, _ in pairs]
-        self.settings = w.VBox([w.HBox([self.domain_select, self.mode_select, self.epochs_input]),
+        self.settings = w.VBox([w.HBox([self.domain_select, self.mode_select, self.epochs_input],
+                                       layout=w.Layout(flex_flow="row wrap", align_items="center")),
                                 w.HBox([self.agent_text, self.env_text]), self.run_dir_text])
 
     def _build_controls(self) -> None:
@@ -211,12 +235,14 @@ class Dashboard:
         self.controls = w.HBox([self.step_button, self.run_button, self.n_input, self.pause_button, self.resume_button])
         self.progress = w.IntProgress(min=0, max=1, description="epochs")
         self.status_html = w.HTML()
-        self.status_line = w.HBox([self.progress, self.status_html])
+        self.notice_html = w.HTML()
+        self.status_line = w.VBox([w.HBox([self.progress, self.status_html]), self.notice_html])
 
     # -------------------------------------------------------------- actions
 
     def step(self, n: int = 1) -> bool:
-        """Run `n` epochs on the worker thread; returns at once."""
+        """Run `n` epochs on the worker thread; returns at once. False when nothing was started
+        (busy, or all epochs done): the reason is in `state.notice` and shown under the status."""
         for widget in self._setting_widgets:
             widget.disabled = True
         return self.controller.step(n)
@@ -239,18 +265,27 @@ class Dashboard:
         self.progress.value = min(s.epoch, self.progress.max)
         color = {"error": "#a00", "running": "#06c", "done": "#070", "paused": "#a60", "pausing": "#a60"}.get(s.status, "#333")
         where = f" &middot; run folder <code>{html.escape(s.run_dir)}</code>" if s.run_dir else ""
+        last = s.metrics[-1] if s.metrics else {}
+        faults = (f" &middot; <span style='color:#a00'>scorer errors {last['score_errors']} "
+                  f"(unscored tasks {last.get('valid_unscored', 0)})</span>") if last.get("score_errors") else ""
         self.status_html.value = (
             f"<span style='color:{color}'><b>{s.status}</b></span> &middot; epoch {s.epoch}/{s.epochs}"
-            f" &middot; {html.escape(s.phase)}{where}"
+            f" &middot; {html.escape(s.phase)}{where}{faults}"
         )
+        self.notice_html.value = f"<span style='color:#a60'>{html.escape(s.notice)}</span>" if s.notice else ""
         busy = s.status in ("starting", "running", "pausing")
-        self.step_button.disabled = self.run_button.disabled = busy
+        self.step_button.disabled = self.run_button.disabled = busy or s.status == "done"
         self.pause_button.disabled = not busy
         self.resume_button.disabled = busy or s.status != "paused"
 
     @property
     def errors(self) -> list[str]:
         return list(self.state.errors)
+
+    @property
+    def warnings(self) -> list[str]:
+        """The engine's non-fatal warnings so far (shown in the error panel, not errors)."""
+        return list(self.state.warnings)
 
     @property
     def run(self) -> Any:

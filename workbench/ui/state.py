@@ -41,8 +41,10 @@ class RunState(traitlets.HasTraits):
     metrics = traitlets.List()
     candidates = traitlets.List()  # rows: {task_id, prompt, valid, rejections, env_text, attempts}
     errors = traitlets.List()  # error texts, newest last
-    alpha = traitlets.Float(0.5)
-    k_min = traitlets.Float(0.1)
+    warnings = traitlets.List()  # the engine's non-fatal warnings (no valid task this epoch, a listener failed)
+    notice = traitlets.Unicode("")  # why the last request did nothing or less than asked
+    alpha = traitlets.Float(None, allow_none=True)  # the run config's band; None until known
+    k_min = traitlets.Float(None, allow_none=True)
 
     def add_error(self, where: str, exc: BaseException | None = None, text: str | None = None) -> str:
         """Record an error (with its traceback) so views show it and tests can assert on it."""
@@ -116,22 +118,43 @@ class RunController:
         self._pause = threading.Event()
         self._lock = threading.Lock()
         self._remaining = 0
+        self.tracker: Any = None
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
 
     # -------------------------------------------------------------- building the run
 
+    def _default_config(self, state: RunState, agent: str, env: str) -> Any:
+        from workbench.demo import demo_config
+
+        config = demo_config(Path(agent), Path(env), mode=state.mode, epochs=state.epochs)
+        config.domain = state.domain
+        return apply_overrides(config, self.overrides)
+
+    def preview_band(self) -> None:
+        """Set the state's alpha and k_min from the config the default builder will use, before
+        any model is loaded, so the first chart already shows the run's band. With a custom
+        `make_run` the band is unknown (None, not drawn) until the run is built."""
+        if self._make_run != self._default_make_run:
+            return
+        config = self._default_config(self.state, self.state.agent_path or "demo-agent", self.state.env_path or "demo-env")
+        self.state.alpha, self.state.k_min = config.curriculum.alpha, config.curriculum.k_min
+
     def _default_make_run(self, state: RunState) -> Any:
-        from workbench.demo import demo_config, prepare_demo_models
+        from workbench.demo import DEMO_DOMAIN, domain_demo_config, prepare_demo_models, prepare_domain_demo
         from workbench.engine.loop import CoEvolution
 
         agent, env = state.agent_path, state.env_path
-        if not agent or not env:
-            state.phase = "preparing demo models"
-            demo_agent, demo_env = prepare_demo_models(progress=lambda m: setattr(state, "phase", m))
-            agent, env = agent or str(demo_agent), env or str(demo_env)
-        config = demo_config(Path(agent), Path(env), mode=state.mode, epochs=state.epochs)
-        config.domain = state.domain
-        apply_overrides(config, self.overrides)
+        if state.domain != DEMO_DOMAIN and not (agent and env):
+            # another domain: tiny models warm-started on its own seeds, sized for its prompts
+            state.phase = f"preparing the {state.domain} demo models"
+            demo = prepare_domain_demo(state.domain, progress=lambda m: setattr(state, "phase", m))
+            config = apply_overrides(domain_demo_config(demo, mode=state.mode, epochs=state.epochs), self.overrides)
+        else:
+            if not agent or not env:
+                state.phase = "preparing demo models"
+                demo_agent, demo_env = prepare_demo_models(progress=lambda m: setattr(state, "phase", m))
+                agent, env = agent or str(demo_agent), env or str(demo_env)
+            config = self._default_config(state, agent, env)
         run_dir = state.run_dir or f"runs/dashboard-{state.mode}-{time.strftime('%Y%m%d-%H%M%S')}"
         state.run_dir = run_dir
         return CoEvolution(config, run_dir, registry=self.registry)
@@ -147,6 +170,9 @@ class RunController:
         self.state.epoch = self.run.epoch
         self.state.metrics = list(self.run.metrics)
         self.run.subscribe(self._on_event)
+        from workbench.tracking import attach_tracker  # a listener; None without tracking.backends
+
+        self.tracker = attach_tracker(self.run)
 
     # -------------------------------------------------------------- engine events
 
@@ -160,8 +186,8 @@ class RunController:
                 self.state.epoch = int(event["epoch"])
                 self.state.candidates = candidate_rows(self.run.last_candidates, self.run.last_attempts)
                 self.state.metrics = [*self.state.metrics, event["metrics"]]
-            elif kind == "warning":
-                self.state.add_error("run listener", text=str(event.get("message")))
+            elif kind == "warning":  # not fatal: shown, not counted as an error
+                self.state.warnings = [*self.state.warnings, f"[{time.strftime('%H:%M:%S')}] {event.get('message')}"]
             for listener in list(self.listeners):
                 listener(event)
         except Exception as exc:  # shown in the UI, never swallowed
@@ -175,10 +201,19 @@ class RunController:
 
     def step(self, n: int = 1) -> bool:
         """Run `n` more epochs on the worker thread (capped at the configured epochs).
-        Returns False if the worker is already busy (the request is ignored)."""
+        Returns False, with the reason in `state.notice`, if the worker is busy or the run has
+        already done all its epochs."""
         with self._lock:
             if self.busy:
+                self.state.notice = "busy: the epochs in progress finish first (Pause stops after the current one)"
                 return False
+            if self.run is not None and self.run.epoch >= self.run.config.epochs:
+                self.state.notice = self.finished_notice()
+                self.state.status = "done"
+                return False
+            total = self.run.config.epochs if self.run is not None else self.state.epochs
+            left = total - (self.run.epoch if self.run is not None else self.state.epoch)
+            self.state.notice = "" if n <= left else f"running {left} of the {n} epochs asked: the run has {total} epochs"
             self._pause.clear()
             self._remaining = max(0, int(n))
             self.state.target_epoch = self.state.epoch + self._remaining
@@ -191,6 +226,14 @@ class RunController:
         if self.busy:
             self._pause.set()
             self.state.status = "pausing"
+
+    def finished_notice(self) -> str:
+        """What to do once all epochs are done (stepping then does nothing)."""
+        run_dir = self.state.run_dir or "RUN_DIR"
+        total = self.run.config.epochs if self.run is not None else self.state.epochs
+        return (f"the run is complete: all {total} epochs done, stepping does nothing more. Re-run the cell "
+                f"(or build a new Dashboard) for a new run, or continue this one from a terminal: "
+                f"workbench run {run_dir}/config.yaml --out {run_dir} --resume --epochs {total + 2}")
 
     def resume(self) -> bool:
         """Continue the epochs a pause left undone."""
@@ -220,7 +263,10 @@ class RunController:
                 self.state.status = "paused"
                 return
             self._remaining = 0
-            self.state.status = "done" if self.run.epoch >= self.run.config.epochs else "idle"
+            finished = self.run.epoch >= self.run.config.epochs
+            if finished:
+                self.state.notice = self.finished_notice()
+            self.state.status = "done" if finished else "idle"
             self.state.phase = f"epoch {self.run.epoch} finished"
         except Exception as exc:
             self._remaining = 0
