@@ -1,20 +1,33 @@
-"""The embedded default: a co-evolution run that needs no download and no GPU.
+"""The embedded default, and a demo on any domain: co-evolution runs that need no download
+and no GPU.
 
-`prepare_demo_models()` builds a tiny Qwen2 model and tokenizer offline, then warm-starts
-two copies briefly on the demo domain's seed data (the agent on task -> `Answer: N`, the
-environment on prompt -> `Task: <expression>`) so both emit well-formed text. The results
-are cached under `$WORKBENCH_CACHE` and saved with `save_pretrained`; `demo_config()`
-points an ordinary RunConfig at those folders, so the demo is a normal run whose
-`config.yaml` can be resumed with `workbench run RUN/config.yaml --resume`.
+`workbench demo` (the arithmetic domain) and `workbench demo --domain NAME` build a tiny
+Qwen2 model and tokenizer offline (`workbench.engine.tiny`), then warm-start two copies on
+the domain's own seed tasks so both write that domain's formats:
 
-Demo overrides of the paper defaults (7B-scale values make no progress on a 100k-parameter
-model in minutes): learning rates 1e-6/5e-7 -> 2e-4/1e-3, GRPO group n 8 -> 10 (so
-p_hat can be 0.4, 0.5 or 0.6 inside the band), epochs 10 -> 16, completion length
-9000 -> 12 tokens, KL cap 2.0 with penalty 0.05, and the band half-width k_min 0.1 -> 0.3:
-at this scale a task is mostly solved always or never, so few land in 0.4-0.6 and, with the
-paper's band, the environment learns from a handful of tasks per epoch (measured: p_hat mean
-0.15 -> about 0.25 in 16 epochs with k_min 0.1, 0.15 -> about 0.5 with 0.3; see the README).
-Tasks per epoch stay 64 and alpha, lambda and beta keep the paper's values.
+* the agent on (agent prompt -> the plugin's `workbench_reference_output`);
+* the environment on (environment prompt showing a seed -> the plugin's
+  `workbench_render_task` of that seed).
+
+Everything is saved with `save_pretrained` and cached under `$WORKBENCH_CACHE`; the demo
+config points an ordinary RunConfig at those folders, so a demo is a normal run whose
+`config.yaml` resumes with `workbench run RUN/config.yaml --resume`. This is also the way to
+warm-start tiny models for a new domain: implement the two hooks and run
+`workbench demo --domain NAME`.
+
+Arithmetic (the embedded default) overrides the paper's values for a 100k-parameter model on
+a CPU: learning rates 1e-6/5e-7 -> 2e-4/1e-3, GRPO group n 8 -> 10 (so p_hat can be 0.4, 0.5
+or 0.6 inside the band), epochs 10 -> 16, completion length 9000 -> 12 tokens, KL cap 2.0
+with penalty 0.05, and the band half-width k_min 0.1 -> 0.3: at this scale a task is mostly
+solved always or never, so few land in 0.4-0.6 (see the README for the measured effect).
+
+Other domains (`--domain`): the demo takes the `DOMAIN_SEEDS` shortest seed tasks that the
+plugin can render and answer, sizes the tokenizer and the context from their lengths, and
+warm-starts in rounds until the environment writes valid tasks for most of its
+samples (75% at temperature 0.8, prompts showing varied agent statistics as a run does) and the agent solves at
+least a fifth of its attempts on the seeds (so p_hat has somewhere to go), or the round budget
+is spent. Runs use n = 4, 16 generated tasks per epoch (sampled at temperature 0.8) and the same
+k_min 0.3 override.
 """
 
 from __future__ import annotations
@@ -22,9 +35,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import asdict
+import math
+import random
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from workbench.config import (
     AgentSettings,
@@ -37,22 +52,78 @@ from workbench.config import (
 )
 from workbench.engine.tiny import TinySpec, cache_root, cached_tiny_model
 from workbench.plugins import Domain, load_registry
-from workbench.tasks import AgentStats
+from workbench.tasks import AgentStats, Task, restore_plain_modes
 
 log = logging.getLogger(__name__)
 
 DEMO_DOMAIN = "arithmetic"
-WARM_START_VERSION = 5
+WARM_START_VERSION = 7
+DOMAIN_SEEDS = 12
+VALID_TARGET = 0.75  # share of the warm-started environment's samples that must be valid tasks
+ENV_TEMPERATURE = 0.8  # the domain demos' environment sampling temperature (warm start and runs)
 
 
-def _corpus(domain: Domain) -> list[str]:
-    seeds = domain.seed_tasks({})
+class DemoError(RuntimeError):
+    """A domain cannot be demonstrated as asked; the message says what the plugin lacks."""
+
+
+def _render(domain: Domain, task: Task) -> str:
+    text = domain.render_task(task)
+    if not text:
+        raise DemoError(f"plugin {domain.name!r} cannot render seed task {task.id!r} (workbench_render_task returned nothing)")
+    return text
+
+
+def _reference(domain: Domain, task: Task) -> str:
+    text = domain.reference_output(task)
+    if not text:
+        raise DemoError(f"plugin {domain.name!r} has no reference output for seed task {task.id!r} (workbench_reference_output)")
+    return text
+
+
+def _corpus(domain: Domain, seeds: list[Task] | None = None, examples_per_prompt: int = 3) -> list[str]:
+    """Text the tiny tokenizer is trained on: each seed's prompt, reference output and rendered
+    form, and environment prompts showing the seeds."""
+    seeds = seeds if seeds is not None else domain.seed_tasks({})
     stats = AgentStats()
     texts = []
     for i, task in enumerate(seeds):
-        texts.append(task.prompt + f"\nAnswer: {task.spec['answer']}\nTask: {task.spec['expression']}")
-        texts.append(domain.environment_prompt(seeds[i : i + 3], stats))
+        prompt = "\n".join(m["content"] for m in domain.agent_messages(task))
+        texts.append(prompt + "\n" + _reference(domain, task) + "\n" + _render(domain, task))
+        texts.append(domain.environment_prompt(seeds[i : i + examples_per_prompt], stats))
     return texts
+
+
+def _agent_examples(tokenizer: Any, domain: Domain, seeds: list[Task]) -> list[Any]:
+    from workbench.engine.rwr import RWRExample
+
+    return [
+        RWRExample(tokenizer.apply_chat_template(domain.agent_messages(t), tokenize=False, add_generation_prompt=True), _reference(domain, t))
+        for t in seeds
+    ]
+
+
+def _env_examples(tokenizer: Any, domain: Domain, seeds: list[Task], rng: random.Random, shown: int, include_self: bool) -> list[Any]:
+    from workbench.engine.generation import chat_prompt
+    from workbench.engine.rwr import RWRExample
+
+    examples = []
+    for task in seeds:
+        if include_self:  # a domain demo: the seed is shown, under varied agent statistics
+            context, stats = [task], _random_stats(rng)
+        else:  # the arithmetic default
+            context, stats = rng.sample(seeds, min(shown, len(seeds))), AgentStats()
+        examples.append(RWRExample(chat_prompt(tokenizer, domain.environment_prompt(context, stats)), _render(domain, task)))
+    return examples
+
+
+def _random_stats(rng: random.Random) -> AgentStats:
+    """Agent statistics as a run shows them: none before the first epoch, then a success rate,
+    so the warm-started environment model has seen the prompts it will get in every epoch."""
+    if rng.random() < 0.25:
+        return AgentStats()
+    p_hat = round(rng.random(), 2)
+    return AgentStats(epoch=rng.randint(1, 10), p_hat_mean=p_hat, frac_in_band=round(rng.random(), 2))
 
 
 def warm_start(
@@ -65,37 +136,41 @@ def warm_start(
     seed: int = 0,
     seed_count: int = 320,
 ) -> Path:
-    """Briefly fine-tune a copy of `base` so it writes this domain's output format."""
+    """Briefly fine-tune a copy of `base` so it writes the arithmetic domain's output format
+    (the embedded default's warm start: a fixed number of passes over `seed_count` seeds)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from workbench.engine.generation import chat_prompt
-    from workbench.engine.rwr import RWRExample, RWRUpdater
+    from workbench.engine.rwr import RWRUpdater
 
     tok = AutoTokenizer.from_pretrained(base)
     model = AutoModelForCausalLM.from_pretrained(base)
     seeds = domain.seed_tasks({"count": seed_count})
-    examples = []
     if role == "agent":
-        for task in seeds:
-            prompt = tok.apply_chat_template(domain.agent_messages(task), tokenize=False, add_generation_prompt=True)
-            examples.append(RWRExample(prompt, f"Answer: {task.spec['answer']}"))
+        examples = _agent_examples(tok, domain, seeds)
     else:
-        import random
-
-        rng = random.Random(seed)
-        for task in seeds:
-            shown = rng.sample(seeds, 3)
-            examples.append(RWRExample(chat_prompt(tok, domain.environment_prompt(shown, AgentStats())), f"Task: {task.spec['expression']}"))
+        examples = _env_examples(tok, domain, seeds, random.Random(seed), shown=3, include_self=False)
     updater = RWRUpdater(model, tok, str(out.parent / f".warm-{role}"), learning_rate=learning_rate, batch_size=32, epochs=steps_epochs, seed=seed)
     updater.update(examples)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    updater.model.save_pretrained(out)
-    tok.save_pretrained(out)
+    _save(updater.model, tok, out)
     return out
 
 
+def _save(model: Any, tokenizer: Any, out: Path) -> None:
+    import shutil
+    import tempfile
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    restore_plain_modes(tmp)  # mkdtemp folders are 0700, safetensors files 0600
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)  # a cache folder is complete or absent, never half-written
+
+
 def prepare_demo_models(progress: Callable[[str], None] = print) -> tuple[Path, Path]:
-    """Build (or reuse from the cache) the warm-started demo agent and environment models."""
+    """Build (or reuse from the cache) the warm-started arithmetic agent and environment models."""
     domain = load_registry(allow=["workbench_demo"]).domain(DEMO_DOMAIN)
     spec = TinySpec()
     corpus = _corpus(domain)
@@ -108,15 +183,15 @@ def prepare_demo_models(progress: Callable[[str], None] = print) -> tuple[Path, 
         return agent_dir, env_dir
     progress("building the tiny Qwen2 model and tokenizer (offline)")
     base = cached_tiny_model(corpus, spec)
-    progress("warm-starting the agent on the seed tasks")
+    progress("warm-starting the agent on the seed tasks (60 passes)")
     warm_start(base, agent_dir, domain, "agent", settings["agent_epochs"], settings["lr"])
-    progress("warm-starting the environment model on the seed tasks")
+    progress("warm-starting the environment model on the seed tasks (4 passes)")
     warm_start(base, env_dir, domain, "env", settings["env_epochs"], settings["lr"])
     return agent_dir, env_dir
 
 
 def demo_config(agent_path: Path, env_path: Path, mode: str = "genenv", epochs: int = 16, seed: int = 0) -> RunConfig:
-    """The demo's RunConfig: paper curriculum values, tiny-model sizes and rates."""
+    """The arithmetic demo's RunConfig: paper curriculum values, tiny-model sizes and rates."""
     return RunConfig(
         domain=DEMO_DOMAIN,
         mode=mode,  # type: ignore[arg-type]
@@ -144,3 +219,179 @@ def demo_config(agent_path: Path, env_path: Path, mode: str = "genenv", epochs: 
         pool=PoolSettings(base_per_epoch=8, history_per_epoch=8, max_new_per_epoch=64),
         static_variations_per_seed=0.5,
     )
+
+
+# ---------------------------------------------------------------------------- any domain
+
+
+@dataclass
+class DomainDemo:
+    """The tiny models of one domain's demo and the facts its run config needs."""
+
+    domain: str
+    agent_path: Path
+    env_path: Path
+    seed_ids: list[str]
+    domain_options: dict[str, Any]
+    max_new_tokens: int
+    max_completion_length: int
+    warm_start: dict[str, Any] = field(default_factory=dict)
+
+
+def _choose_seeds(domain: Domain, options: dict[str, Any], count: int) -> list[Task]:
+    """The `count` shortest seeds (prompt + reference + rendering) the plugin can render and answer."""
+    if not domain.implements("workbench_render_task") or not domain.implements("workbench_reference_output"):
+        raise DemoError(
+            f"plugin {domain.name!r} does not implement workbench_render_task and workbench_reference_output; "
+            "the demo warm start needs both (see workbench/hookspecs.py)"
+        )
+    sized = []
+    for task in domain.seed_tasks(options):
+        rendered, reference = domain.render_task(task), domain.reference_output(task)
+        if rendered and reference:
+            size = len(task.prompt) + len(task.system or "") + len(rendered) + len(reference)
+            sized.append((size, task.id, task))
+    if not sized:
+        raise DemoError(f"plugin {domain.name!r} could render and answer none of its seed tasks")
+    sized.sort(key=lambda item: (item[0], item[1]))
+    return [task for _, _, task in sized[:count]]
+
+
+def _tokens(tokenizer: Any, text: str) -> int:
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _round_up(value: float, step: int) -> int:
+    return int(math.ceil(value / step) * step)
+
+
+def prepare_domain_demo(
+    name: str,
+    options: dict[str, Any] | None = None,
+    progress: Callable[[str], None] = print,
+    seeds: int = DOMAIN_SEEDS,
+    max_rounds: int = 12,
+) -> DomainDemo:
+    """Build (or reuse) tiny agent and environment models warm-started on `name`'s seeds."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from workbench.engine.generation import TransformersGenerator, chat_prompt
+    from workbench.engine.rwr import RWRUpdater
+    from workbench.engine.tiny import build_tiny_model, train_tokenizer
+
+    if name == DEMO_DOMAIN:
+        raise DemoError("the arithmetic demo is `workbench demo` without --domain")
+    options = dict(options or {})
+    domain = load_registry().domain(name)
+    chosen = _choose_seeds(domain, options, seeds)
+    corpus = _corpus(domain, chosen, examples_per_prompt=1)
+    recipe = {"v": WARM_START_VERSION, "domain": name, "version": domain.info.version, "seeds": [t.id for t in chosen],
+              "vocab": 2048, "hidden": 64, "layers": 2, "lr": 3e-3, "rounds": max_rounds,
+              "valid_target": VALID_TARGET, "temperature": ENV_TEMPERATURE}
+    key = hashlib.sha1(json.dumps([recipe, corpus], sort_keys=True).encode()).hexdigest()[:10]
+    root = cache_root() / f"demo-{name}-{key}"
+    agent_dir, env_dir, facts_path = root / "agent", root / "env", root / "demo.json"
+    if (agent_dir / "config.json").exists() and (env_dir / "config.json").exists() and facts_path.exists():
+        progress(f"using cached {name} demo models in {root}")
+        facts = json.loads(facts_path.read_text())
+        return DomainDemo(name, agent_dir, env_dir, facts["seed_ids"], options, facts["max_new_tokens"], facts["max_completion_length"], facts["warm_start"])
+
+    progress(f"training a tokenizer on {len(chosen)} {name} seed tasks (offline)")
+    tokenizer = train_tokenizer(corpus, recipe["vocab"])
+    env_texts = [(chat_prompt(tokenizer, domain.environment_prompt([t], AgentStats())), _render(domain, t)) for t in chosen]
+    agent_texts = [(chat_prompt(tokenizer, domain.agent_messages(t)), _reference(domain, t)) for t in chosen]
+    longest_render = max(_tokens(tokenizer, out) for _, out in env_texts)
+    longest_reference = max(_tokens(tokenizer, out) for _, out in agent_texts)
+    max_new_tokens = _round_up(longest_render * 1.25 + 8, 8)
+    max_completion = _round_up(longest_reference * 1.25 + 4, 4)
+    context = max(max(_tokens(tokenizer, p) for p, _ in env_texts) + max_new_tokens,
+                  max(_tokens(tokenizer, p) for p, _ in agent_texts) + max_completion)
+    spec = TinySpec(vocab_size=recipe["vocab"], max_position_embeddings=_round_up(context * 1.25, 256))
+    progress(f"building a tiny Qwen2 model with {spec.max_position_embeddings} positions")
+    base = build_tiny_model(root / "base", corpus, spec)
+    tok = AutoTokenizer.from_pretrained(base)
+    tok.padding_side = "left"  # batched generation of a decoder-only model
+    rng = random.Random(0)
+
+    agent = RWRUpdater(AutoModelForCausalLM.from_pretrained(base), tok, str(root / ".warm-agent"), learning_rate=recipe["lr"], batch_size=4, epochs=10, seed=0)
+    env = RWRUpdater(AutoModelForCausalLM.from_pretrained(base), tok, str(root / ".warm-env"), learning_rate=recipe["lr"], batch_size=4, epochs=20, seed=0)
+    env_gen = TransformersGenerator(GenerationSettings(max_new_tokens=max_new_tokens, batch_size=12, temperature=ENV_TEMPERATURE), env.model, tok)
+    agent_gen = TransformersGenerator(GenerationSettings(max_new_tokens=max_completion, batch_size=16), agent.model, tok)
+    history: list[dict[str, Any]] = []
+    valid_share = success = 0.0
+    for round_no in range(1, max_rounds + 1):
+        if valid_share < VALID_TARGET:
+            env.update(_env_examples(tok, domain, chosen, rng, shown=1, include_self=True))
+        if success < 0.2:
+            agent.update(_agent_examples(tok, domain, chosen))
+        valid_share = _valid_share(domain, chosen, env_gen, seed=round_no)
+        success = _agent_success(domain, chosen, agent_gen, seed=round_no)
+        history.append({"round": round_no, "env_valid_share": round(valid_share, 3), "agent_success": round(success, 3)})
+        progress(f"warm start round {round_no}/{max_rounds}: environment writes valid {name} tasks {valid_share:.0%} "
+                 f"of the time, the agent solves {success:.0%} of its seed attempts")
+        if valid_share >= VALID_TARGET and 0.2 <= success:
+            break
+    facts = {"seed_ids": [t.id for t in chosen], "max_new_tokens": max_new_tokens, "max_completion_length": max_completion,
+             "warm_start": {"rounds": history, "context": spec.max_position_embeddings}}
+    _save(agent.model, tok, agent_dir)
+    _save(env.model, tok, env_dir)
+    facts_path.write_text(json.dumps(facts, indent=2))
+    return DomainDemo(name, agent_dir, env_dir, facts["seed_ids"], options, max_new_tokens, max_completion, facts["warm_start"])
+
+
+def _valid_share(domain: Domain, seeds: list[Task], generator: Any, seed: int) -> float:
+    """Share of sampled environment generations (one per seed, the seed shown) that are valid."""
+    from workbench.tasks import Rejection
+
+    rng = random.Random(seed)
+    prompts = [domain.environment_prompt([t], _random_stats(rng)) for t in seeds]
+    texts = generator.generate(prompts, n=2, seed=seed)
+    valid = total = 0
+    for task, outs in zip(seeds, texts):
+        for text in outs:
+            total += 1
+            parsed = domain.parse_task(text, [task])
+            valid += not isinstance(parsed, Rejection) and not domain.validate(parsed)
+    return valid / total if total else 0.0
+
+
+def _agent_success(domain: Domain, seeds: list[Task], generator: Any, seed: int, n: int = 4) -> float:
+    """The agent's sampled success rate on the seeds (n attempts each)."""
+    outputs = generator.generate([domain.agent_messages(t) for t in seeds], n=n, seed=seed)
+    scores = [domain.score(t, o).success for t, outs in zip(seeds, outputs) for o in outs]
+    return sum(scores) / len(scores) if scores else 0.0
+
+
+def domain_demo_config(demo: DomainDemo, mode: str = "genenv", epochs: int = 4, seed: int = 0) -> RunConfig:
+    """A small GenEnv run on a domain's demo models: n = 4, 16 generated tasks per epoch,
+    the seeds the models were warm-started on, and the toy-scale k_min 0.3."""
+    return RunConfig(
+        domain=demo.domain,
+        domain_options=dict(demo.domain_options),
+        seed_ids=list(demo.seed_ids),
+        mode=mode,  # type: ignore[arg-type]
+        epochs=epochs,
+        seed=seed,
+        agent=AgentSettings(
+            model=ModelSettings(name_or_path=str(demo.agent_path), device="cpu"),
+            learning_rate=2e-4,
+            num_generations=4,
+            per_device_batch_size=8,
+            max_completion_length=demo.max_completion_length,
+        ),
+        env=EnvSettings(
+            model=ModelSettings(name_or_path=str(demo.env_path), device="cpu"),
+            learning_rate=1e-3,
+            tasks_per_epoch=16,
+            examples_per_prompt=1,
+            generation=GenerationSettings(max_new_tokens=demo.max_new_tokens, batch_size=16, temperature=ENV_TEMPERATURE),
+            batch_size=4,
+            rwr_epochs=1,
+            kl_coef=0.05,
+            max_kl=2.0,
+        ),
+        curriculum=CurriculumSettings(k_min=0.3),
+        pool=PoolSettings(base_per_epoch=4, history_per_epoch=4, max_new_per_epoch=16),
+        static_variations_per_seed=1.0,
+    )
+

@@ -47,8 +47,9 @@ from workbench.engine.generation import chat_prompt, make_generator, require_bac
 from workbench.engine.invariants import InvariantError, check_epoch, content_id
 from workbench.engine.models import load_model, load_tokenizer, resolve_device, uses_bf16_autocast
 from workbench.engine.rwr import RWRExample, RWRUpdater, model_context_length
-from workbench.plugins import Domain, Registry, load_registry
-from workbench.tasks import AgentStats, Rejection, Score, Task, atomic_write_text, read_jsonl, write_jsonl
+from workbench.plugins import Domain, Registry, is_plugin_fault, load_registry
+from workbench.tasks import AgentStats, Rejection, Task, atomic_write_text, read_jsonl, write_jsonl
+from workbench.tracking import trainer_report_arguments
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,9 @@ class CoEvolution:
     ):
         self.config = config
         self.run_dir = Path(run_dir)
-        self.registry = registry or load_registry(allow=config.plugins)
+        self.registry = registry or load_registry(allow=config.plugins, plugin_timeout_s=config.plugin_timeout_s)
+        if registry is not None:
+            registry.set_plugin_timeout(config.plugin_timeout_s)
         self.domain: Domain = self.registry.domain(config.domain)
         self.listeners: list[Callable[[Event], None]] = []
         self.rng = random.Random(config.seed)
@@ -100,17 +103,17 @@ class CoEvolution:
         self.last_attempts: dict[str, list[Any]] = {}
         self._phase_times: dict[str, float] = {}
 
-        existing = ckpt.latest_checkpoint(self.run_dir)
-        if existing is not None and not resume:
+        if not resume and ckpt.latest_checkpoint(self.run_dir, verify=False) is not None:
             raise RunError(
-                f"run folder {self.run_dir} already holds a checkpoint ({existing.name}); "
+                f"run folder {self.run_dir} already holds a checkpoint; "
                 "pass --resume to continue it, or choose another --out folder"
             )
+        existing = ckpt.latest_checkpoint(self.run_dir) if resume else None  # verified: a damaged one is skipped
         self._epochs_without_valid = 0
         require_backends(config)  # a vLLM config on a machine without vLLM fails before any training
         self.run_dir.mkdir(parents=True, exist_ok=True)
         torch.manual_seed(config.seed)
-        self.seeds = self.domain.seed_tasks(config.domain_options)
+        self.seeds = self._select_seeds(self.domain.seed_tasks(config.domain_options))
         for task in self.seeds:
             task.source = "seed"
         self._load_models(existing if resume else None)
@@ -132,7 +135,21 @@ class CoEvolution:
         elif config.mode in ("static", "teacher"):
             self._build_static_pool()
         if self.is_main:
-            self.registry.run_start(str(self.run_dir), config.to_dict())
+            for message in self.registry.run_start(str(self.run_dir), config.to_dict()):
+                self._emit({"type": "warning", "message": message})
+
+    def _select_seeds(self, seeds: list[Task]) -> list[Task]:
+        """All seed tasks, or those named by `seed_ids` (in that order)."""
+        if self.config.seed_ids is None:
+            return seeds
+        by_id = {t.id: t for t in seeds}
+        missing = [i for i in self.config.seed_ids if i not in by_id]
+        if missing:
+            raise RunError(f"seed_ids names tasks the {self.config.domain} seed loader did not return: {missing[:5]} "
+                           f"(options {self.config.domain_options}); check the ids or domain_options")
+        if not self.config.seed_ids:
+            raise RunError("seed_ids is an empty list; leave it out (null) to use every seed task")
+        return [by_id[i] for i in self.config.seed_ids]
 
     # ------------------------------------------------------------------ events
 
@@ -162,6 +179,7 @@ class CoEvolution:
             str(self.run_dir / ".trainer" / "agent"), seed=cfg.seed,
             bf16=uses_bf16_autocast(agent_settings, resolve_device(agent_settings.device)),
             reference_name_or_path=agent_settings.name_or_path,
+            report=trainer_report_arguments(cfg.tracking, self.run_dir, "agent"),
         )
         ref_model = None
         if cfg.mode == "genenv" and env_settings.lora is None:
@@ -174,6 +192,7 @@ class CoEvolution:
             gradient_accumulation_steps=cfg.env.gradient_accumulation_steps,
             gradient_checkpointing=env_settings.gradient_checkpointing,
             max_length=cfg.env.rwr_max_length,
+            report=trainer_report_arguments(cfg.tracking, self.run_dir, "env"),
         )
         self.env_generator = make_generator(
             cfg.env.generation, self.env_updater.model, self.env_tokenizer, env_settings.name_or_path, cfg.seed
@@ -410,7 +429,7 @@ class CoEvolution:
         successes = {tid: [a.score.success for a in atts] for tid, atts in result.attempts.items()}
         p_hat_task = curriculum.p_hat_per_task(successes) if successes else {}
         check_epoch(epoch, new_tasks, train_tasks, successes, cfg.agent.num_generations, p_hat_task)
-        faulty = {tid for tid, atts in result.attempts.items() if atts and all(_plugin_fault(a.score) for a in atts)}
+        faulty = {tid for tid, atts in result.attempts.items() if atts and all(is_plugin_fault(a.score) for a in atts)}
         scored = [c for c in candidates if c.valid and (c.duplicate_of or c.task.id) not in faulty]  # type: ignore[union-attr]
         env_records = self._env_records(epoch, scored, p_hat_task, successes)
 
@@ -426,8 +445,9 @@ class CoEvolution:
         scored_new = [t for t in new_tasks if t.id not in faulty]
         record = self._metrics_record(epoch, candidates, new_tasks, rejections, scored_new, p_hat_task, env_records, result, env_result, gen_stats)
         record["agent_padding"] = padding
-        record["score_errors"] = sum(_plugin_fault(a.score) for atts in result.attempts.values() for a in atts)
+        record["score_errors"] = sum(is_plugin_fault(a.score) for atts in result.attempts.values() for a in atts)
         record["valid_unscored"] = len(new_tasks) - len(scored_new)
+        record["plugin_faults"] = self.domain.take_faults() | self.registry.take_faults()
         self._epochs_without_valid = self._epochs_without_valid + 1 if record["valid"] == 0 and cfg.mode in ("genenv", "random") else 0
         record["epochs_without_valid"] = self._epochs_without_valid
         self.stats = AgentStats(
@@ -702,11 +722,6 @@ class CoEvolution:
         if [r.get("epoch") for r in live] == list(range(1, self.epoch + 1)):
             return live
         return saved
-
-
-def _plugin_fault(score: Score) -> bool:
-    """Whether a score is the engine's stand-in for a scorer that raised (not a bad output)."""
-    return bool(score.error) and score.error.startswith("plugin ")
 
 
 class _PhaseTimer:
