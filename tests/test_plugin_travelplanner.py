@@ -216,7 +216,7 @@ def test_hard_checks_fail_on_broken_plans(samples):
     score = tp.workbench_score(with_query(easy, local={"house rule": "visitors"}), gold_text(easy))
     assert score.correct  # Cozy Loft only forbids parties
     score = tp.workbench_score(with_query(easy, local={"house rule": "parties"}), gold_text(easy))
-    assert score.correct  # official quirk: the evaluator tests the value 'parities', so 'parties' never fails
+    assert _failed(score) == {"valid_room_rule"}  # Cozy Loft says "No parties" (official code since ed379c4)
     p = copy.deepcopy(medium.spec["gold_plan"]); p[0]["dinner"] = "-"  # the only Chinese restaurant
     assert _failed(score_plan(medium, p)) == {"valid_cuisine"}
     p = copy.deepcopy(hard.spec["gold_plan"])
@@ -336,6 +336,19 @@ def test_parse_rejections(samples):
     assert [r.code for r in tp.workbench_validate_task(odd)] == ["schema"]
 
 
+def test_render_and_reference_round_trip(samples):
+    for task in samples:
+        reference = tp.workbench_reference_output(task)
+        assert tp.workbench_score(task, reference).correct
+        parsed = tp.workbench_parse_task(tp.workbench_render_task(task), [task])
+        assert parsed.spec["query"] == task.spec["query"] and tp.workbench_validate_task(parsed) == []
+        assert parsed.spec["gold_plan"] == task.spec["gold_plan"]  # the example's gold still passes
+    # a generated query that the example's plan does not satisfy gets no gold plan
+    poor = tp.workbench_parse_task(_generation(samples, budget=10), samples)
+    assert poor.spec["gold_plan"] is None and tp.workbench_reference_output(poor) is None
+    assert tp.workbench_render_task(Task(domain="travelplanner", prompt="p", spec={})) is None
+
+
 def test_seed_tasks_validate(samples):
     assert all(tp.workbench_validate_task(t) == [] for t in samples)
 
@@ -378,6 +391,72 @@ def test_registry_and_domain_wrapper(samples):
     assert isinstance(domain.parse_task("garbage", tasks), Rejection)
     assert domain.validate(tasks[0]) == []
     assert domain.report_section(tasks, [gold_text(t) for t in tasks], scores).title == "TravelPlanner"
+
+
+# --- the official city list (Reasonable City Route) -------------------------------------------------------------------
+
+
+CITY_LINES = "Pittsburgh\tPennsylvania\nColumbus\tOhio\nDayton\tOhio\nCleveland\tOhio\nBoston\tMassachusetts\nPortland\tMaine"
+
+
+@pytest.fixture()
+def city_file(tmp_path, monkeypatch) -> Path:
+    monkeypatch.delenv("WORKBENCH_BENCHMARK_DATA", raising=False)
+    monkeypatch.delenv(tp.cities.ENV_VAR, raising=False)
+    path = tmp_path / "citySet_with_states.txt"
+    path.write_text(CITY_LINES)  # the official file has no trailing newline
+    return path
+
+
+def _cleveland_plan(task: Task) -> str:
+    """The hard sample's plan with Dayton (in the sandbox) swapped for Cleveland (a real Ohio city it lacks)."""
+    plan = copy.deepcopy(task.spec["gold_plan"])
+    for day in plan:
+        for key in ("current_city", "transportation"):
+            day[key] = day[key].replace("Dayton", "Cleveland")
+    return json.dumps(plan)
+
+
+def test_city_list_reader(city_file, tmp_path):
+    assert tp.cities.load_city_list(city_file)["Cleveland"] == "Ohio"
+    bad = tmp_path / "bad.txt"
+    bad.write_text("Austin\tTexas\nno tab here\n")
+    with pytest.raises(ValueError, match=r"bad\.txt:2: expected 'City<TAB>State'"):
+        tp.cities.load_city_list(bad)
+    with pytest.raises(ValueError, match=r"cannot be read.*city_list.*WORKBENCH_TRAVELPLANNER_CITY_LIST"):
+        tp.cities.load_city_list(tmp_path / "missing.txt")
+    with pytest.raises(ValueError, match="missing.txt"):
+        tp.workbench_seed_tasks({"city_list": str(tmp_path / "missing.txt")})
+
+
+def test_city_list_option_decides_reasonable_city(samples, city_file):
+    hard = samples[2]
+    approx = tp.workbench_score(hard, _cleveland_plan(hard))
+    assert approx.metrics["is_reasonable_visiting_city"] == 0.0 and approx.metrics["city_list_official"] == 0.0
+    seeded = tp.workbench_seed_tasks({"city_list": str(city_file)})
+    assert seeded[2].meta["city_list"] == str(city_file.resolve())
+    official = tp.workbench_score(seeded[2], _cleveland_plan(hard))
+    assert official.metrics["is_reasonable_visiting_city"] == 1.0 and official.metrics["city_list_official"] == 1.0
+    # tasks generated from a seed keep its city list
+    generated = tp.workbench_parse_task(_generation(seeded), seeded)
+    assert isinstance(generated, Task) and generated.meta["city_list"] == str(city_file.resolve())
+    agg = tp.workbench_aggregate([hard, seeded[2]], [approx, official])
+    assert agg["city_list_official"] == 0.5
+    section = tp.workbench_report_section([hard, seeded[2]], ["", ""], [approx, official])
+    assert {r["city_list"]: r["n"] for r in section.tables["protocol"]} == {"official": 1, tp.cities.APPROXIMATION: 1}
+
+
+def test_city_list_from_environment(samples, city_file, monkeypatch, tmp_path):
+    hard = samples[2]
+    monkeypatch.setenv(tp.cities.ENV_VAR, str(city_file))
+    assert tp.workbench_score(hard, _cleveland_plan(hard)).metrics["is_reasonable_visiting_city"] == 1.0
+    monkeypatch.delenv(tp.cities.ENV_VAR)
+    shared = tmp_path / "bench" / "travelplanner" / "official"
+    shared.mkdir(parents=True)
+    (shared / "citySet_with_states.txt").write_text(CITY_LINES.replace("Cleveland\tOhio", "Cleveland\tMichigan"))
+    monkeypatch.setenv("WORKBENCH_BENCHMARK_DATA", str(tmp_path / "bench"))
+    score = tp.workbench_score(hard, _cleveland_plan(hard))
+    assert score.metrics["city_list_official"] == 1.0 and score.metrics["is_reasonable_visiting_city"] == 0.0
 
 
 # --- real data ---------------------------------------------------------------------------------------------------------

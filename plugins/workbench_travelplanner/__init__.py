@@ -18,15 +18,16 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
 
 from workbench import AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, hookimpl
 
-from . import loaders, metrics
+from . import cities, loaders, metrics
 from .evaluator import COMMONSENSE_KEYS, HARD_KEYS, PAPER_NAMES, evaluate_plan, get_total_cost
-from .parsing import PlanParseError, parse_json_object, parse_plan
+from .parsing import PlanParseError, parse_json_object, parse_plan, unencodable_text
 from .sandbox import Sandbox, normalize_reference
 
 NAME = "travelplanner"
@@ -34,6 +35,7 @@ VERSION = "1.0"
 ENV_VAR = "WORKBENCH_TRAVELPLANNER_DATA"
 SAMPLES = Path(__file__).with_name("samples.jsonl")
 MAX_GENERATION_CHARS = 20_000
+MAX_SPEC_CHARS = 4_000_000  # a real task (query + sandbox) is 10-60 KB of JSON
 MAX_PEOPLE = 20
 
 SYSTEM = (
@@ -124,7 +126,12 @@ def render_reference(reference: dict[str, Any]) -> str:
 
 
 def make_task(query: dict[str, Any], reference: dict[str, Any], gold: list[dict[str, Any]] | None = None,
-              task_id: str = "", source: str = "seed") -> Task:
+              task_id: str = "", source: str = "seed", city_list: str | None = None) -> Task:
+    """A task from query fields, a sandbox and an optional gold plan. `city_list` (a path
+    to the official citySet_with_states.txt) is kept in `meta` for the scorer."""
+    meta: dict[str, Any] = {"level": query.get("level"), "days": query.get("days")}
+    if city_list:
+        meta[cities.OPTION] = city_list
     prompt = (
         f"Given information:\n{render_reference(reference)}\n\n"
         f"Query: {query['query']}\n\n{OUTPUT_INSTRUCTION}"
@@ -136,16 +143,16 @@ def make_task(query: dict[str, Any], reference: dict[str, Any], gold: list[dict[
         spec={"query": query, "reference_information": reference, "gold_plan": gold},
         id=task_id,
         source=source,
-        meta={"level": query.get("level"), "days": query.get("days")},
+        meta=meta,
     )
 
 
 def tasks_from_file(path: str | Path, ref_info_path: str | Path | None = None, limit: int | None = None,
-                    source: str = "seed") -> list[Task]:
+                    source: str = "seed", city_list: str | None = None) -> list[Task]:
     items = loaders.load_items(path, ref_info_path)
     if limit is not None:
         items = items[: int(limit)]
-    return [make_task(it["query"], it["reference"], it["gold"], it["id"], source) for it in items]
+    return [make_task(it["query"], it["reference"], it["gold"], it["id"], source, city_list) for it in items]
 
 
 # --- hooks ------------------------------------------------------------------------------------------
@@ -164,11 +171,18 @@ def workbench_domain_info() -> DomainInfo:
 
 @hookimpl
 def workbench_seed_tasks(options: dict[str, Any]) -> list[Task]:
-    """Seeds from `data_path` (or $WORKBENCH_TRAVELPLANNER_DATA), else the built-in samples."""
+    """Seeds from `data_path` (or $WORKBENCH_TRAVELPLANNER_DATA), else the built-in samples.
+    `city_list` names the official citySet_with_states.txt for the Reasonable City Route check."""
     path = options.get("data_path") or os.environ.get(ENV_VAR) or SAMPLES
     limit = options.get("limit")
+    city_list = options.get(cities.OPTION)
+    if city_list is not None:
+        if not isinstance(city_list, str) or not city_list:
+            raise ValueError(f"domain option '{cities.OPTION}' must be the path of citySet_with_states.txt")
+        cities.load_city_list(city_list)  # fail now, naming the file, rather than at the first score
+        city_list = str(Path(city_list).resolve())
     try:
-        return tasks_from_file(path, options.get("ref_info_path"), limit)
+        return tasks_from_file(path, options.get("ref_info_path"), limit, city_list=city_list)
     except OSError as exc:
         raise ValueError(f"data_path {str(path)!r} cannot be read: {exc}") from None
 
@@ -231,6 +245,9 @@ def workbench_parse_task(text: str, examples: list[Task]) -> Task | Rejection:
         obj = parse_json_object(text, MAX_GENERATION_CHARS)
     except PlanParseError as exc:
         return Rejection("parse_error", str(exc))
+    if unencodable_text(obj):
+        return Rejection("encoding", "the task holds text that is not valid Unicode (a lone surrogate such as "
+                                     "\\ud800); write plain UTF-8 text")
     query = obj.get("query") if isinstance(obj.get("query"), dict) else obj
     shown = [t for t in examples if t.spec.get("reference_information")][:3]
     if not shown:
@@ -240,13 +257,57 @@ def workbench_parse_task(text: str, examples: list[Task]) -> Task | Rejection:
         return Rejection("no_sandbox", f"'sandbox' must be an example number from 1 to {len(shown)}, got {str(pick)[:20]!r}")
     try:
         normalized = loaders.normalize_query(query, literal=False)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:
         return Rejection("schema", str(exc)[:300])
     raw_local = query.get("local_constraint")
     problems = _local_problems(raw_local) if isinstance(raw_local, dict) else []  # before unknown keys drop
     if problems:
         return problems[0]
-    return make_task(normalized, shown[pick - 1].spec["reference_information"], None, source="generated")
+    example = shown[pick - 1]
+    city_list = example.meta.get(cities.OPTION) if isinstance(example.meta, dict) else None
+    task = make_task(normalized, example.spec["reference_information"], None, source="generated", city_list=city_list)
+    return _with_example_gold(task, example, city_list)
+
+
+def _with_example_gold(task: Task, example: Task, city_list: str | None) -> Task:
+    """The generated task, carrying the example's gold plan when that plan still passes every
+    check of the new query (so `workbench_reference_output` has an answer for it)."""
+    gold = example.spec.get("gold_plan")
+    if not isinstance(gold, list) or not gold:
+        return task
+    try:
+        if not evaluate_output(task, json.dumps(gold))[0].correct:
+            return task
+    except (TypeError, ValueError):
+        return task
+    return make_task(task.spec["query"], task.spec["reference_information"], gold, source="generated", city_list=city_list)
+
+
+@hookimpl
+def workbench_render_task(task: Task) -> str | None:
+    """The environment's format, `{"sandbox": 1, "query": {...}}`: parsed with this task as
+    example 1, it gives back the same query on the same sandbox."""
+    spec = task.spec if isinstance(task.spec, dict) else {}
+    if not isinstance(spec.get("query"), dict) or not spec.get("reference_information"):
+        return None
+    try:
+        return json.dumps({"sandbox": 1, "query": spec["query"]}, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return None
+
+
+@hookimpl
+def workbench_reference_output(task: Task) -> str | None:
+    """The gold plan as the JSON list the agent prompt asks for, when it passes the checks
+    (a few official gold plans do not pass against their own sandbox: those give None)."""
+    gold = task.spec.get("gold_plan") if isinstance(task.spec, dict) else None
+    if not isinstance(gold, list) or not gold:
+        return None
+    try:
+        text = json.dumps([day for day in gold if day], ensure_ascii=False)
+        return text if evaluate_output(task, text)[0].correct else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _date_problems(dates: list[str], days: int) -> list[Rejection]:
@@ -301,9 +362,23 @@ def _sandbox_problems(query: dict[str, Any], reference: dict[str, Any]) -> list[
     return out
 
 
+def _spec_size(spec: dict[str, Any]) -> int:
+    """Characters of the spec as JSON (linear; deep nesting counts as oversize)."""
+    try:
+        return len(json.dumps(spec, default=str))
+    except (RecursionError, ValueError, TypeError):
+        return MAX_SPEC_CHARS + 1
+
+
 def validate_spec(spec: Any) -> list[Rejection]:
     if not isinstance(spec, dict) or not isinstance(spec.get("query"), dict):
         return [Rejection("schema", "spec must hold a 'query' object")]
+    size = _spec_size(spec)
+    if size > MAX_SPEC_CHARS:
+        return [Rejection("size", f"the task spec is {size} characters of JSON, more than {MAX_SPEC_CHARS}")]
+    if unencodable_text(spec):
+        return [Rejection("encoding", "the task holds text that is not valid Unicode (a lone surrogate such as "
+                                      "\\ud800); write plain UTF-8 text")]
     try:
         reference = normalize_reference(spec.get("reference_information"))
     except (ValueError, TypeError) as exc:
@@ -311,7 +386,7 @@ def validate_spec(spec: Any) -> list[Rejection]:
     raw = spec["query"]
     try:
         query = loaders.normalize_query(raw, literal=False)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:
         return [Rejection("schema", str(exc)[:300])]
     out = []
     days = query["days"]
@@ -346,25 +421,32 @@ def workbench_validate_task(task: Task) -> list[Rejection]:
 
 
 def evaluate_output(task: Task, output: str) -> tuple[Score, dict[str, str]]:
-    """The Score of one output and the messages of the checks that failed."""
+    """The Score of one output and the messages of the checks that failed. The output's
+    size and encoding are checked before anything else reads it (`parse_plan`)."""
+    city_states, protocol = cities.resolve_city_list(task.meta)
     try:
         plan = parse_plan(output)
     except PlanParseError as exc:
-        return metrics.undelivered(f"not delivered: {exc}"), {"delivery": str(exc)}
-    query = task.spec["query"]
-    sandbox = Sandbox(task.spec["reference_information"])
+        return metrics.undelivered(f"not delivered: {exc}", protocol), {"delivery": str(exc)}
+    try:  # a task that skipped validation still gets a typed query and a checked sandbox
+        query = loaders.normalize_query(task.spec["query"], literal=False)
+        sandbox = Sandbox(normalize_reference(task.spec["reference_information"]), city_states)
+    except (KeyError, TypeError, AttributeError, ValueError, OverflowError) as exc:
+        message = f"task spec cannot be scored ({type(exc).__name__}: {exc}); validate the task first"[:300]
+        return metrics.undelivered(message, protocol), {"task": message}
     record = evaluate_plan(query, plan, sandbox)
     total = None
     if record["hard"] is not None:
         try:
             total = get_total_cost(query, plan, sandbox)
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+            total = total if math.isfinite(total) else None
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, ArithmeticError):
             total = None
     failed = {PAPER_NAMES[k]: str(msg) for k, (ok, msg) in record["commonsense"].items() if ok is False}
     failed.update({PAPER_NAMES[k]: str(msg) for k, (ok, msg) in (record["hard"] or {}).items() if ok is False})
     if record["hard"] is None:
         failed["hard constraints"] = "not checked: Complete Information or Within Sandbox failed"
-    return metrics.score_plan(query, record, total), failed
+    return metrics.score_plan(query, record, total, protocol), failed
 
 
 @hookimpl

@@ -1,12 +1,14 @@
 """The TravelPlanner constraint checks, ported from the official evaluator.
 
-Source followed: OSU-NLP-Group/TravelPlanner, `evaluation/commonsense_constraint.py`,
+Source followed: OSU-NLP-Group/TravelPlanner at commit da7c1d4, `evaluation/commonsense_constraint.py`,
 `evaluation/hard_constraint.py` and `utils/func.py` (MIT). Every check keeps the official
 string logic, quirks included (for example a `current_city` without "from" is iterated
-character by character in "within current city", and the house rule "parties" is only
-enforced when spelled "parities", as in the official code). The one systematic change is
-the database: lookups go to the query's `Sandbox` instead of the global CSV files, and the
-city -> state map is derived from the sandbox (see README "Known deviations").
+character by character in "within current city"); the house rule "parties" is enforced as
+in the current code (upstream commit ed379c4 fixed the old 'parities' typo). The one
+systematic change is the database: lookups go to the query's `Sandbox` instead of the
+global CSV files. The city -> state map is the official `citySet_with_states.txt` when one
+is supplied (`cities.py`), else an approximation derived from the sandbox (README "Known
+deviations").
 
 Each check returns `(passed, message)` where `passed` is True, False, or None (the
 constraint does not apply to this query). A check that the official code would crash on
@@ -16,7 +18,6 @@ constraint does not apply to this query). A check that the official code would c
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Callable
 
 from .sandbox import Sandbox
@@ -60,29 +61,95 @@ HARD_CONSTRAINT_FIELD = {
 ORIGIN_STATE = "(origin)"
 UNFILLED_DAY = "You don't need to fill in the information for this or later days."
 
-_FROM_TO = re.compile(r"from\s+(.+?)\s+to\s+([^,]+)(?=[,\s]|$)")
-_NAME_CITY = re.compile(r"(.*?),\s*([^,]+)(\(\w[\w\s]*\))?$")
-_PAREN = re.compile(r"^(.*?)\([^)]*\)")
+# The official helpers are regular expressions that backtrack polynomially (a current_city of
+# "from" + 2,000 spaces took 99 s). The functions below give the same groups in linear time;
+# tests/test_travelplanner_linear.py checks them against these patterns on generated text.
+FROM_TO_PATTERN = r"from\s+(.+?)\s+to\s+([^,]+)(?=[,\s]|$)"  # re.search, commonsense_constraint.py
+NAME_CITY_PATTERN = r"(.*?),\s*([^,]+)(\(\w[\w\s]*\))?$"  # re.search, utils/func.py get_valid_name_city
+PAREN_PATTERN = r"^(.*?)\([^)]*\)"  # re.search, utils/func.py extract_before_parenthesis
 
 
 # --- utils/func.py and shared helpers ---------------------------------------------------------
 
 
+def _text(value: Any) -> str:
+    if not isinstance(value, str):  # the official re.search raises TypeError here too
+        raise TypeError(f"expected text, got {type(value).__name__}")
+    return value
+
+
 def extract_before_parenthesis(s: str) -> str:
-    match = _PAREN.search(s)
-    return match.group(1) if match else s
+    """Text before the first '(' that has a ')' somewhere after it (on the first line)."""
+    s = _text(s)
+    open_at = s.find("(")
+    if open_at < 0 or "\n" in s[:open_at] or s.find(")", open_at + 1) < 0:
+        return s
+    return s[:open_at]
 
 
 def get_valid_name_city(info: str) -> tuple[str, str]:
-    match = _NAME_CITY.search(info)
-    if match:
-        return match.group(1).strip(), extract_before_parenthesis(match.group(2).strip()).strip()
-    return "-", "-"
+    """('Name', 'City') from 'Name, City' (the last comma splits), or ('-', '-')."""
+    info = _text(info)
+    comma = info.rfind(",")
+    if comma < 0 or comma == len(info) - 1:
+        return "-", "-"
+    name = info[info.rfind("\n", 0, comma) + 1:comma]
+    rest = info[comma + 1:]
+    city = rest.lstrip() or rest[-1:]
+    return name.strip(), extract_before_parenthesis(city.strip()).strip()
+
+
+def _run_ends(text: str) -> list[int]:
+    """ends[i]: the first index >= i that is not whitespace (len(text) at the end)."""
+    n = len(text)
+    ends = [n] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        ends[i] = ends[i + 1] if text[i].isspace() else i
+    return ends
 
 
 def extract_from_to(text: str) -> tuple[str | None, str | None]:
-    match = _FROM_TO.search(text)
-    return match.groups() if match else (None, None)
+    """('A', 'B') from '... from A to B, ...' exactly as the official pattern
+    `from\\s+(.+?)\\s+to\\s+([^,]+)(?=[,\\s]|$)` finds them, in linear time; (None, None)
+    when it would not match."""
+    text = _text(text)
+    start = text.find("from")
+    if start < 0 or "to" not in text:
+        return None, None
+    n = len(text)
+    ends = _run_ends(text)
+
+    def tail(k: int) -> int | None:
+        """Where group 2 starts when group 1 may end at k (`\\s+to\\s+` then `[^,]+`), else None."""
+        run_end = ends[k]
+        if run_end == k or not text.startswith("to", run_end):
+            return None
+        after = run_end + 2
+        stop = ends[after]
+        if stop == after:
+            return None
+        if stop < n and text[stop] != ",":
+            return stop
+        return stop - 1 if stop - after >= 2 else None
+
+    next_end = [n + 1] * (n + 2)  # next_end[i]: the smallest k >= i where group 1 may end
+    next_newline = [n] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        next_end[i] = i if tail(i) is not None else next_end[i + 1]
+        next_newline[i] = i if text[i] == "\n" else next_newline[i + 1]
+    while start >= 0:
+        first = start + 4
+        spaces_end = ends[first] if first <= n else first
+        for begin in range(spaces_end, first, -1):  # `\\s+` greedy, then giving back
+            if begin >= n:
+                continue
+            k = next_end[begin + 1]
+            if k <= n and k <= next_newline[begin]:
+                city2_start = tail(k)
+                comma = text.find(",", city2_start)
+                return text[begin:k], text[city2_start:comma if comma >= 0 else n]
+        start = text.find("from", start + 1)
+    return None, None
 
 
 def count_consecutive_values(values: list[Any]) -> list[tuple[Any, int]]:
@@ -116,9 +183,13 @@ def _days(question: dict[str, Any], plan: list[Any]) -> range:
 
 
 def city_state_map(question: dict[str, Any], sandbox: Sandbox) -> dict[str, str]:
-    """Stand-in for `citySet_with_states.txt`: every sandbox city is a valid city; the
-    cities with attraction/restaurant/accommodation sections lie in the destination
-    (`dest` is the state for 5- and 7-day trips), other cities (the origin) do not."""
+    """The official `citySet_with_states.txt` map when the sandbox carries it (see
+    `cities.py`); otherwise an approximation derived from the sandbox: every sandbox city
+    is a valid city; the cities with attraction/restaurant/accommodation sections lie in
+    the destination (`dest` is the state for 5- and 7-day trips), other cities (the
+    origin) do not. The approximation rejects real cities the sandbox does not name."""
+    if sandbox.city_states is not None:
+        return sandbox.city_states
     mapping = {city: ORIGIN_STATE for city in sandbox.known_cities()}
     for city in sandbox.section_cities:
         if city != question.get("org"):
@@ -291,7 +362,7 @@ def is_valid_accommodation(question: dict[str, Any], plan: list[Any], sandbox: S
             return False, "No Accommodation Info."
         stays.append(unit["accommodation"])
     for name_city, nights in count_consecutive_values(stays):
-        if name_city and name_city not in ["-", ""]:
+        if name_city not in ["-", ""]:  # official: a None or non-text stay crashes; here it fails
             found = sandbox.accommodation(*get_valid_name_city(name_city))
             if len(found) == 1 and nights < (found[0].get("minimum nights") or 0):
                 return False, f"The accommodation {name_city} do not obey the minumum nights rule."
@@ -403,7 +474,7 @@ def get_total_cost(question: dict[str, Any], plan: list[Any], sandbox: Sandbox) 
 
 HOUSE_RULE_FORBIDDEN = {
     "smoking": "No smoking",
-    "parities": "No parties",  # sic: the official code spells the value "parities"
+    "parties": "No parties",  # upstream commit ed379c4 fixed the old 'parities' typo
     "children under 10": "No children under 10",
     "visitors": "No visitors",
     "pets": "No pets",
@@ -500,7 +571,7 @@ HARD_CHECKS: dict[str, Callable[[dict[str, Any], list[Any], Sandbox], Result]] =
 def _run(check: Callable[..., Result], question: dict[str, Any], plan: list[Any], sandbox: Sandbox) -> Result:
     try:
         return check(question, plan, sandbox)
-    except (KeyError, TypeError, IndexError, AttributeError, ValueError) as exc:
+    except (KeyError, TypeError, IndexError, AttributeError, ValueError, ArithmeticError) as exc:
         return False, f"plan entry could not be checked ({type(exc).__name__}: {exc})"[:300]
 
 

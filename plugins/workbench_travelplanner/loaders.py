@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -104,13 +105,17 @@ def _literal(value: Any, what: str, literal: bool = True) -> Any:
 def _number(value: Any, what: str, integer: bool = True) -> Any:
     if isinstance(value, bool):
         raise ValueError(f"{what} must be a number, not a boolean")
-    if isinstance(value, (int, float)):
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
         number = value
     else:
         try:
             number = float(str(value).replace(",", "").replace("$", "").strip())
-        except ValueError:
+        except (ValueError, OverflowError):
             raise ValueError(f"{what} must be a number, got {str(value)[:40]!r}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{what} must be a finite number, got {number!r}")
     if integer:
         if number != int(number):
             raise ValueError(f"{what} must be a whole number, got {number!r}")

@@ -13,6 +13,7 @@ from typing import Any
 
 from workbench import ReportSection, Score, Task
 
+from .cities import APPROXIMATION, OFFICIAL
 from .evaluator import (
     COMMONSENSE_KEYS,
     HARD_KEYS,
@@ -29,12 +30,16 @@ HARD_MICRO = "Hard Constraint Micro Pass Rate"
 HARD_MACRO = "Hard Constraint Macro Pass Rate"
 FINAL = "Final Pass Rate"
 OFFICIAL_METRICS = (DELIVERY, CS_MICRO, CS_MACRO, HARD_MICRO, HARD_MACRO, FINAL)
+CITY_LIST_METRIC = "city_list_official"  # 1 when Reasonable City Route used citySet_with_states.txt
 
 
-def score_plan(question: dict[str, Any], record: dict[str, Any], total_cost: float | None = None) -> Score:
-    """A Score from `evaluator.evaluate_plan`'s record (the plan was parsed and delivered)."""
+def score_plan(question: dict[str, Any], record: dict[str, Any], total_cost: float | None = None,
+               protocol: str = APPROXIMATION) -> Score:
+    """A Score from `evaluator.evaluate_plan`'s record (the plan was parsed and delivered).
+    `protocol` says which city list the Reasonable City Route check used (`cities.py`)."""
     commonsense, hard = record["commonsense"] or {}, record["hard"]
-    metrics: dict[str, float] = {"delivered": float(record["delivered"]), "hard_evaluated": float(hard is not None)}
+    metrics: dict[str, float] = {"delivered": float(record["delivered"]), "hard_evaluated": float(hard is not None),
+                                 CITY_LIST_METRIC: float(protocol == OFFICIAL)}
     for key, (passed, _) in commonsense.items():
         metrics[key] = float(bool(passed))
     for key, (passed, _) in (hard or {}).items():
@@ -49,9 +54,10 @@ def score_plan(question: dict[str, Any], record: dict[str, Any], total_cost: flo
     return Score(reward=passed / len(applicable), correct=final, metrics=metrics)
 
 
-def undelivered(error: str) -> Score:
+def undelivered(error: str, protocol: str = APPROXIMATION) -> Score:
     return Score(0.0, False, {"delivered": 0.0, "hard_evaluated": 0.0, "commonsense_pass": 0.0,
-                              "hard_pass": 0.0, "final_pass": 0.0}, error=error)
+                              "hard_pass": 0.0, "final_pass": 0.0, CITY_LIST_METRIC: float(protocol == OFFICIAL)},
+                 error=error)
 
 
 def _rate(num: float, den: float) -> float:
@@ -75,7 +81,16 @@ def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
     out[HARD_MACRO] = _rate(sum(s.metrics.get("hard_pass", 0.0) for s in scores), n)
     out[FINAL] = _rate(sum(s.metrics.get("final_pass", 0.0) for s in scores), n)
     out["reward_mean"] = sum(s.reward for s in scores) / n
+    out[CITY_LIST_METRIC] = _rate(sum(s.metrics.get(CITY_LIST_METRIC, 0.0) for s in scores), n)
     return out
+
+
+def protocol_table(scores: list[Score]) -> list[dict[str, Any]]:
+    """Which city list the Reasonable City Route verdicts came from, with item counts."""
+    official = sum(1 for s in scores if s.metrics.get(CITY_LIST_METRIC, 0.0) == 1.0)
+    rows = [{"check": "Reasonable City Route", "city_list": label, "n": count}
+            for label, count in ((OFFICIAL, official), (APPROXIMATION, len(scores) - official)) if count]
+    return rows
 
 
 def constraint_table(tasks: list[Task], scores: list[Score]) -> list[dict[str, Any]]:
@@ -107,19 +122,29 @@ def breakdown(tasks: list[Task], scores: list[Score], field: str) -> list[dict[s
     return rows
 
 
+def _printable(text: Any) -> str:
+    """Text that UTF-8 can store: lone surrogates (from undecodable model output) become \\udXXX."""
+    return str(text).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def report_section(tasks: list[Task], outputs: list[str], scores: list[Score],
                    messages: dict[int, dict[str, str]]) -> ReportSection:
     """`messages` maps the index of each example failure to its failed checks' messages."""
     metrics = aggregate(tasks, scores)
     failures = [
         {"id": tasks[i].id, "level": tasks[i].spec.get("query", {}).get("level"), "error": scores[i].error,
-         "failed": why, "output": (outputs[i] or "")[:300]}
+         "failed": {_printable(k): _printable(v) for k, v in why.items()}, "output": _printable((outputs[i] or "")[:300])}
         for i, why in sorted(messages.items())
     ][:5]
     lines = [f"| {k} | {metrics.get(k, 0.0):.1%} |" for k in OFFICIAL_METRICS]
     markdown = "| metric | value |\n| --- | --- |\n" + "\n".join(lines)
-    note = ("Pass rates follow OSU-NLP-Group/TravelPlanner evaluation/eval.py; hard constraints are only "
-            "checked when Complete Information and Within Sandbox pass.")
+    protocol = protocol_table(scores)
+    city_note = "; ".join(f"{row['city_list']} for {row['n']} item(s)" for row in protocol) or "no items"
+    note = ("Pass rates follow OSU-NLP-Group/TravelPlanner evaluation/eval.py (commit da7c1d4); hard constraints "
+            "are only checked when Complete Information and Within Sandbox pass. City list for Reasonable City "
+            f"Route: {city_note}" + ("" if all(r["city_list"] == OFFICIAL for r in protocol) else
+                                     " (the approximation rejects real cities the sandbox does not name; supply "
+                                     "citySet_with_states.txt for the official verdict)") + ".")
     return ReportSection(
         title="TravelPlanner",
         metrics=metrics,
@@ -127,6 +152,7 @@ def report_section(tasks: list[Task], outputs: list[str], scores: list[Score],
             "constraints": constraint_table(tasks, scores),
             "by_level": breakdown(tasks, scores, "level"),
             "by_days": breakdown(tasks, scores, "days"),
+            "protocol": protocol,
         },
         markdown=markdown + "\n\n" + note,
         failures=failures,

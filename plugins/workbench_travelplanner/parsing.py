@@ -16,6 +16,11 @@ format::
 Nothing is ever executed: JSON goes through `json.loads`, Python literals through
 `ast.literal_eval` (literals only) after a size cap and a bracket-depth pre-scan, and
 text with surrogate or replacement characters (undecodable bytes) is refused.
+
+Every step is linear in the text and the size cap comes first: the text format is cut line by
+line with string operations (a regex with overlapping whitespace classes took 34 s on one line
+of 4,000 spaces), and a parsed plan whose fields exceed MAX_FIELD_CHARS, or that holds lone
+surrogates from JSON escapes, is refused before the checks read it.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ MAX_OUTPUT_CHARS = 100_000
 MAX_DEPTH = 20
 MAX_DAYS = 30
 MAX_SCAN_STEPS = 2_000_000
+MAX_FIELD_CHARS = 2_000
+MAX_VALUES_PER_DAY = 2_000
 PLAN_KEYS = ("days", "current_city", "transportation", "breakfast", "attraction", "lunch", "dinner", "accommodation")
 TEXT_FIELDS = {
     "current city": "current_city",
@@ -42,9 +49,13 @@ TEXT_FIELDS = {
     "accommodation": "accommodation",
 }
 
-_DAY_HEADER = re.compile(r"^[\s#>*_\-]*day\s*(\d+)\s*[:.\-]?[\s*_]*$", re.IGNORECASE)
-_FIELD_LINE = re.compile(r"^[\s>*_\-•]*([A-Za-z ]+?)[\s*_]*:[\s*_]*(.*?)[\s*_]*$")
+_DAY_HEADER = re.compile(r"day\s*(\d{1,6})\s*[:.\-]?", re.IGNORECASE)  # matched whole, after stripping
+_FIELD_KEY = re.compile(r"[A-Za-z ]+")
+_HEADER_EDGE = "#>*_-"  # markdown decoration around a 'Day N:' header (besides whitespace)
+_FIELD_EDGE = ">*_-\u2022"  # bullets and emphasis before a field name
+_TRAIL = "*_"  # emphasis after a name or value
 _OPENERS = {"[": "]", "{": "}"}
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class PlanParseError(ValueError):
@@ -57,9 +68,34 @@ def check_text(text: Any, limit: int = MAX_OUTPUT_CHARS) -> str:
         raise PlanParseError(f"output is {type(text).__name__}, not text")
     if len(text) > limit:
         raise PlanParseError(f"output is {len(text)} characters, more than {limit}")
-    if "\ufffd" in text or any("\ud800" <= ch <= "\udfff" for ch in text):
+    if "\ufffd" in text or has_surrogates(text):
         raise PlanParseError("output contains undecodable (non-UTF-8) characters")
     return text
+
+
+def has_surrogates(text: str) -> bool:
+    """True when `text` holds a lone surrogate (U+D800..U+DFFF), which UTF-8 cannot encode."""
+    return _SURROGATE.search(text) is not None
+
+
+def unencodable_text(value: Any, limit: int = 5_000_000) -> bool:
+    """True when any string in a JSON-like value (keys included) holds a lone surrogate,
+    or the value has more than `limit` parts (too big to be a task). Iterative, linear."""
+    stack, seen = [value], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > limit:
+            return True
+        if isinstance(item, str):
+            if has_surrogates(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
 
 
 def max_depth(text: str) -> int:
@@ -136,23 +172,52 @@ def _as_plan(value: Any) -> list[dict[str, Any]] | None:
     return value
 
 
+def _strip_edges(text: str, lead: str, trail: str) -> str:
+    """`text` without leading whitespace/`lead` characters and trailing whitespace/`trail`
+    characters, in one linear pass from each end (a regex with two overlapping classes
+    backtracks polynomially on long runs of spaces)."""
+    i, j = 0, len(text)
+    while i < j and (text[i].isspace() or text[i] in lead):
+        i += 1
+    while j > i and (text[j - 1].isspace() or text[j - 1] in trail):
+        j -= 1
+    return text[i:j]
+
+
+def _day_header(line: str) -> int | None:
+    """N for a 'Day N:' header line (markdown decoration allowed), else None."""
+    match = _DAY_HEADER.fullmatch(_strip_edges(line, _HEADER_EDGE, _TRAIL))
+    return int(match.group(1)) if match else None
+
+
+def _field_line(line: str) -> tuple[str, str] | None:
+    """(field name, value) for a 'Name: value' line, else None. The name is letters and
+    spaces before the first colon; bullets and emphasis around both are dropped."""
+    head, colon, value = _strip_edges(line, _FIELD_EDGE, "").partition(":")
+    name = _strip_edges(head, "", _TRAIL)
+    if not colon or not _FIELD_KEY.fullmatch(name):
+        return None
+    return name, _strip_edges(value, _TRAIL, _TRAIL)
+
+
 def parse_text_plan(text: str) -> list[dict[str, Any]] | None:
-    """The official 'Day N:' text format -> day dicts; None when no day block is found."""
+    """The official 'Day N:' text format -> day dicts; None when no day block is found.
+    Linear in the text: each line is cut with string operations, never a backtracking regex."""
     plan: list[dict[str, Any]] = []
     current: dict[str, Any] | None = None
     for line in text.splitlines():
-        header = _DAY_HEADER.match(line)
-        if header:
-            current = {"days": int(header.group(1))}
+        day = _day_header(line)
+        if day is not None:
+            current = {"days": day}
             plan.append(current)
             if len(plan) > MAX_DAYS:
                 return None
             continue
-        field = _FIELD_LINE.match(line)
-        if current is not None and field:
-            key = TEXT_FIELDS.get(field.group(1).strip().lower())
+        field = _field_line(line) if current is not None else None
+        if field:
+            key = TEXT_FIELDS.get(field[0].strip().lower())
             if key and key not in current:
-                current[key] = field.group(2).strip()
+                current[key] = field[1].strip()
     plan = [day for day in plan if len(day) > 1]
     for day in plan:
         attraction = day.get("attraction")
@@ -160,6 +225,38 @@ def parse_text_plan(text: str) -> list[dict[str, Any]] | None:
         if attraction and attraction != "-" and not attraction.endswith(";"):
             day["attraction"] = attraction + ";"
     return plan or None
+
+
+def _plan_problem(plan: list[dict[str, Any]]) -> str | None:
+    """Why a parsed plan cannot be scored safely, or None. Field texts are capped (the
+    official checks run backtracking regexes over them; real fields are under 300
+    characters) and must be valid Unicode (no lone surrogates from '\\ud800' escapes)."""
+    for number, day in enumerate(plan, 1):
+        stack: list[Any] = [day]
+        seen = 0
+        while stack:
+            value = stack.pop()
+            seen += 1
+            if seen > MAX_VALUES_PER_DAY:
+                return f"day {number} holds more than {MAX_VALUES_PER_DAY} values"
+            if isinstance(value, dict):
+                stack.extend(value.keys())
+                stack.extend(value.values())
+            elif isinstance(value, (list, tuple, set, frozenset)):
+                stack.extend(value)
+            elif isinstance(value, str):
+                if len(value) > MAX_FIELD_CHARS:
+                    return f"day {number} has a text of {len(value)} characters, more than {MAX_FIELD_CHARS}"
+                if has_surrogates(value):
+                    return f"day {number} has text that is not valid Unicode (a lone surrogate such as \\ud800)"
+    return None
+
+
+def _checked(plan: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    problem = _plan_problem(plan)
+    if problem:
+        raise PlanParseError(problem)
+    return plan
 
 
 def parse_plan(text: Any) -> list[dict[str, Any]]:
@@ -170,10 +267,10 @@ def parse_plan(text: Any) -> list[dict[str, Any]]:
     for span in balanced_spans(text):
         plan = _as_plan(load_structure(span))
         if plan is not None:
-            return plan
+            return _checked(plan)
     plan = parse_text_plan(text)
     if plan is not None:
-        return plan
+        return _checked(plan)
     raise PlanParseError("no plan found: expected a JSON list of day objects or 'Day 1:' blocks")
 
 

@@ -23,6 +23,8 @@ import re
 from typing import Any
 
 MAX_REFERENCE_CHARS = 8_000_000
+MAX_DESCRIPTION_CHARS = 300  # real descriptions are under 60 characters
+MAX_ENTRIES = 1_000  # real sandboxes have under 30 descriptions
 NO_INFO = "No valid information."
 
 # Known column names of each table kind, in the order pandas prints them.
@@ -121,15 +123,26 @@ def _table_kind(description: str) -> str | None:
     return head if head in TABLE_COLUMNS else None
 
 
+def _check_description(desc: str) -> None:
+    if len(desc) > MAX_DESCRIPTION_CHARS:
+        raise ValueError(f"reference description {desc[:60]!r}... is {len(desc)} characters, "
+                         f"more than {MAX_DESCRIPTION_CHARS}")
+
+
 def normalize_reference(ref: Any) -> dict[str, Any]:
-    """Reference information in any supported shape -> `{description: records | sentence}`."""
+    """Reference information in any supported shape -> `{description: records | sentence}`.
+    Raises ValueError for a bad shape, more than MAX_ENTRIES descriptions or a description
+    longer than MAX_DESCRIPTION_CHARS (checked before any pattern reads them)."""
     if isinstance(ref, str):
         ref = parse_literal(ref, "reference_information")
+    if isinstance(ref, (dict, list)) and len(ref) > MAX_ENTRIES:
+        raise ValueError(f"reference information has {len(ref)} entries, more than {MAX_ENTRIES}")
     if isinstance(ref, dict):
         out = {}
         for key, value in ref.items():
             if not isinstance(key, str) or not isinstance(value, (str, list)):
                 raise ValueError(f"reference entry {str(key)[:80]!r} is not a description with records or text")
+            _check_description(key)
             if isinstance(value, list) and not all(isinstance(r, dict) for r in value):
                 raise ValueError(f"reference entry {key[:80]!r} has records that are not objects")
             out[key] = value
@@ -140,6 +153,7 @@ def normalize_reference(ref: Any) -> dict[str, Any]:
             if not isinstance(item, dict) or "Description" not in item or "Content" not in item:
                 raise ValueError("reference list items must be {'Description', 'Content'} objects")
             desc, content = str(item["Description"]), item["Content"]
+            _check_description(desc)
             if isinstance(content, list):
                 out[desc] = content
                 continue
@@ -169,8 +183,12 @@ def ground_distance(sentence: str) -> tuple[float | None, str | None]:
 class Sandbox:
     """The lookups the official evaluator makes, answered from one query's reference info."""
 
-    def __init__(self, reference: dict[str, Any]):
+    def __init__(self, reference: dict[str, Any], city_states: dict[str, str] | None = None):
+        """`city_states` is the official city -> state list (`citySet_with_states.txt`);
+        without it the Reasonable City Route check falls back to a map derived from the
+        sandbox (see `evaluator.city_state_map`)."""
         self.reference = reference
+        self.city_states = city_states
         self.restaurants: list[dict[str, Any]] = []
         self.attractions: list[dict[str, Any]] = []
         self.accommodations: list[dict[str, Any]] = []
