@@ -8,22 +8,11 @@ games and all variants is `python -m workbench_alfworld.agreement` (figure in th
 
 from __future__ import annotations
 
-import pytest
 
 from workbench_alfworld import agreement, games
+from alfworld_env import alfworld_data_dir, needs_alfworld  # noqa: F401 (alfworld_data_dir: an autouse fixture)
 
-pytestmark = pytest.mark.skipif(
-    not games.alfworld_available(), reason="alfworld/textworld not installed (pip install alfworld textworld)"
-)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def alfworld_data_dir(tmp_path_factory):
-    """Importing alfworld creates $ALFWORLD_DATA: keep it in a temp folder (with no games)."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ALFWORLD_DATA", str(tmp_path_factory.mktemp("alfworld_data")))
-    yield
-    mp.undo()
+pytestmark = needs_alfworld
 
 
 def test_variants_cover_each_perturbation():

@@ -14,20 +14,8 @@ import pytest
 
 import workbench_alfworld as alf
 from workbench import Task
-from workbench_alfworld import actions, games
-
-needs_alfworld = pytest.mark.skipif(
-    not games.alfworld_available(), reason="alfworld/textworld not installed (pip install alfworld textworld)"
-)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def alfworld_data_dir(tmp_path_factory):
-    """Importing alfworld creates $ALFWORLD_DATA: keep it in a temp folder (with no games)."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ALFWORLD_DATA", str(tmp_path_factory.mktemp("alfworld_data")))
-    yield
-    mp.undo()
+from workbench_alfworld import actions
+from alfworld_env import alfworld_data_dir, needs_alfworld  # noqa: F401 (alfworld_data_dir: an autouse fixture)
 
 
 def episode(task_type: str) -> Task:

@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 import workbench_alfworld as alf
 from workbench import Rejection, Score, Task
-from workbench_alfworld import games, grounding, taskspec
+from workbench_alfworld import games, taskspec
+from alfworld_env import alfworld_data_dir  # noqa: F401 (an autouse fixture)
 
 COUNTS: Counter = Counter()
 SECONDS = 5.0
@@ -33,13 +34,9 @@ ENGINE_SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check
 
 
 @pytest.fixture(scope="module", autouse=True)
-def alfworld_data_dir(tmp_path_factory):
-    """Importing alfworld creates $ALFWORLD_DATA: keep it in a temp folder (with no games)."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ALFWORLD_DATA", str(tmp_path_factory.mktemp("alfworld_data")))
+def write_counts():
+    """With WORKBENCH_FUZZ_COUNTS set, write the tried/clean counts there after the module."""
     yield
-    mp.undo()
-    grounding.close_all()
     path = os.environ.get("WORKBENCH_FUZZ_COUNTS")
     if path:
         with open(path, "w", encoding="utf-8") as handle:

@@ -17,20 +17,9 @@ import pytest
 import workbench_alfworld as alf
 from workbench import Rejection, Task
 from workbench_alfworld import games, grounding, taskspec
+from alfworld_env import alfworld_data_dir, needs_alfworld  # noqa: F401 (alfworld_data_dir: an autouse fixture)
 
-pytestmark = pytest.mark.skipif(
-    not games.alfworld_available(), reason="alfworld/textworld not installed (pip install alfworld textworld)"
-)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def alfworld_data_dir(tmp_path_factory):
-    """Importing alfworld creates $ALFWORLD_DATA: keep it in a temp folder (with no games)."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ALFWORLD_DATA", str(tmp_path_factory.mktemp("alfworld_data")))
-    yield
-    mp.undo()
-    grounding.close_all()
+pytestmark = needs_alfworld
 
 
 def seeds() -> list[Task]:

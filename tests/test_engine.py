@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
 import types
-from pathlib import Path
 
 import pytest
 import torch
+from engine_support import demo_variant
 
-from workbench import Rejection, Task, hookimpl
+from workbench import Rejection
 from workbench.config import ModelSettings
 from workbench.engine.checkpoint import latest_checkpoint
 from workbench.engine.loop import CoEvolution, RunError
@@ -113,28 +112,14 @@ def test_kl_cap_rolls_the_environment_update_back(make_config, tmp_path):
 
 
 def faulty_plugin(mode: str) -> types.ModuleType:
-    """The demo plugin with one hook replaced by a fault."""
-    import workbench_demo
-
-    module = types.ModuleType(f"faulty_{mode}")
-    for name in dir(workbench_demo):
-        if name.startswith("workbench_"):
-            setattr(module, name, getattr(workbench_demo, name))
-
-    @hookimpl
-    def workbench_domain_info():
-        info = workbench_demo.workbench_domain_info()
-        info.name = "faulty"
-        return info
-
-    module.workbench_domain_info = workbench_domain_info
+    """The demo plugin (domain "faulty") with one hook replaced by a fault."""
     if mode == "parse_raises":
-        module.workbench_parse_task = hookimpl(lambda text, examples: 1 / 0)
-    elif mode == "score_raises":
-        def score(task, output):
-            raise RuntimeError("scorer exploded")
-        module.workbench_score = hookimpl(score)
-    return module
+        return demo_variant("faulty", workbench_parse_task=lambda text, examples: 1 / 0)
+
+    def score(task, output):
+        raise RuntimeError("scorer exploded")
+
+    return demo_variant("faulty", workbench_score=score)
 
 
 @pytest.mark.parametrize("mode", ["parse_raises", "score_raises"])

@@ -5,57 +5,15 @@ exercises the path it names (RWR, in-band selection, duplicates) instead of skip
 
 from __future__ import annotations
 
-import types
-
 import pytest
 import torch
+from engine_support import ScriptedGenerator, demo_variant
 
-from workbench import Task, hookimpl
-from workbench.engine.generation import GenerationStats
+from workbench import Task
 from workbench.engine.invariants import InvariantError, check_epoch, check_run_folder, content_id
 from workbench.engine.loop import CoEvolution, RunError
 from workbench.plugins import load_registry
 from workbench.tasks import read_jsonl
-
-
-class ScriptedGenerator:
-    """Stands in for the environment model's sampling: returns the given texts in turn.
-    (The environment model itself still trains on them by RWR.)"""
-
-    def __init__(self, texts: list[str]):
-        self.texts = texts
-        self.calls = 0
-        self.stats = GenerationStats()
-
-    def generate(self, prompts, n=1, seed=None):
-        out = [[self.texts[(self.calls + i) % len(self.texts)]] for i in range(len(prompts))]
-        self.calls += len(prompts)
-        self.stats = GenerationStats(0.0, len(prompts), len(prompts), 0)
-        return out
-
-    def sync_weights(self, model):
-        pass
-
-
-def demo_variant(name: str, **hooks) -> types.ModuleType:
-    """The demo plugin under another domain name, with some hooks replaced."""
-    import workbench_demo
-
-    module = types.ModuleType(name)
-    for attr in dir(workbench_demo):
-        if attr.startswith("workbench_"):
-            setattr(module, attr, getattr(workbench_demo, attr))
-
-    @hookimpl
-    def workbench_domain_info():
-        info = workbench_demo.workbench_domain_info()
-        info.name = name
-        return info
-
-    module.workbench_domain_info = workbench_domain_info
-    for hook, fn in hooks.items():
-        setattr(module, hook, hookimpl(fn))
-    return module
 
 
 def test_invariant_checker_names_the_task():

@@ -27,6 +27,7 @@ except ImportError:  # the editable install predates the plugin: import it from 
 from workbench import AgentStats, Rejection, Score, Task
 from workbench.plugins import Domain, load_registry
 from workbench_alfworld import actions, games, taskspec
+from alfworld_env import alfworld_data_dir, needs_alfworld  # noqa: F401 (alfworld_data_dir: an autouse fixture)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "alfworld"
 FIXTURE_SPLIT = FIXTURES / "json_2.1.1" / "valid_unseen"
@@ -36,19 +37,6 @@ TWO_OBJ_PLAN = [
     "go to sofa 1", "take creditcard 2 from sofa 1", "go to armchair 1", "move creditcard 2 to armchair 1",
     "go to diningtable 1", "take creditcard 1 from diningtable 1", "go to armchair 1", "move creditcard 1 to armchair 1",
 ]
-
-needs_alfworld = pytest.mark.skipif(
-    not games.alfworld_available(), reason="alfworld/textworld not installed (pip install alfworld textworld)"
-)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def alfworld_data_dir(tmp_path_factory):
-    """Importing alfworld creates $ALFWORLD_DATA: keep it in a temp folder (with no games)."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ALFWORLD_DATA", str(tmp_path_factory.mktemp("alfworld_data")))
-    yield
-    mp.undo()
 
 
 @pytest.fixture

@@ -44,7 +44,7 @@ from workbench.engine import checkpoint as ckpt
 from workbench.engine import distributed as dist
 from workbench.engine.agent import AgentEpochResult, GRPOAgent
 from workbench.engine.generation import chat_prompt, make_generator, require_backends
-from workbench.engine.invariants import InvariantError, check_epoch, content_id
+from workbench.engine.invariants import check_epoch, content_id
 from workbench.engine.models import load_model, load_tokenizer, resolve_device, uses_bf16_autocast
 from workbench.engine.rwr import RWRExample, RWRUpdater, model_context_length
 from workbench.plugins import Domain, Registry, is_plugin_fault, load_registry
@@ -463,7 +463,8 @@ class CoEvolution:
             self.metrics.append(record)
             if self.is_main:
                 self._write_epoch_tasks(epoch, candidates, result)
-                ckpt.write_checkpoint(self.run_dir, epoch, self._fill_checkpoint, keep=cfg.keep_checkpoints)
+                if self._checkpoint_due(epoch):
+                    ckpt.write_checkpoint(self.run_dir, epoch, self._fill_checkpoint, keep=cfg.keep_checkpoints)
                 self._write_pools()
             dist.barrier()  # no rank runs ahead of a checkpoint it might need to resume from
         record["time"]["checkpoint"] = round(self._phase_times.get("checkpoint", 0.0), 4)
@@ -661,6 +662,13 @@ class CoEvolution:
     def _write_metrics(self) -> None:
         write_jsonl(self.run_dir / "metrics.jsonl", self.metrics)
 
+    def _checkpoint_due(self, epoch: int) -> bool:
+        """A model checkpoint every `checkpoint_every` epochs, after the configured last epoch,
+        and before a stop for epochs without a valid task (so that run resumes where it stopped).
+        Pools, metrics and epoch files are written every epoch regardless."""
+        stopping = self._epochs_without_valid >= self.config.max_epochs_without_valid
+        return epoch % self.config.checkpoint_every == 0 or epoch >= self.config.epochs or stopping
+
     def _fill_checkpoint(self, folder: Path) -> None:
         self.agent.model.save_pretrained(folder / "agent")
         self.agent_tokenizer.save_pretrained(folder / "agent")
@@ -704,8 +712,21 @@ class CoEvolution:
         if self.is_main:
             self._write_pools()  # discard anything a killed epoch wrote after this checkpoint
             self._write_metrics()
+            self._remove_epoch_files_after(self.epoch)
         self._emit({"type": "resumed", "epoch": self.epoch})
 
+
+    def _remove_epoch_files_after(self, epoch: int) -> None:
+        """Epoch files of epochs after the checkpoint (written before a kill, or by the epochs
+        between checkpoints with checkpoint_every > 1) describe a history the resumed run will
+        redo differently: remove them; the redone epochs write their own."""
+        for path in (self.run_dir / "epochs").glob("epoch_*.jsonl"):
+            try:
+                number = int(path.stem.removeprefix("epoch_"))
+            except ValueError:
+                continue
+            if number > epoch:
+                path.unlink(missing_ok=True)
 
     def _restored_metrics(self, saved: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The metrics of epochs 1..N at resume. The checkpoint's copy is written before an

@@ -1,0 +1,137 @@
+"""The chunked RWR loss and KL equal the unchunked computation, and hold far less logits memory."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from workbench.engine.rwr import chunked_nll_kl, last_hidden_states, output_layer
+
+
+def _model(seed, vocab=512, hidden=32):
+    torch.manual_seed(seed)
+    config = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=True)
+    return Qwen2ForCausalLM(config)
+
+
+def _batch(vocab=512, batch=3, seq=37, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab, (batch, seq), generator=g)
+    labels = ids.clone()
+    labels[:, :5] = -100  # the prompt
+    labels[1, 30:] = -100  # a shorter (padded) example
+    mask = torch.ones_like(ids)
+    mask[1, 30:] = 0
+    return {"input_ids": ids, "attention_mask": mask}, labels
+
+
+def _unchunked(model, ref, inputs, labels):
+    """The pre-chunking computation: full float32 log-softmax of both models."""
+    logp = F.log_softmax(model(**inputs).logits[:, :-1].float(), -1)
+    with torch.no_grad():
+        ref_logp = F.log_softmax(ref(**inputs).logits[:, :-1].float(), -1)
+    targets = labels[:, 1:]
+    mask = (targets != -100).float()
+    nll = (-logp.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1) * mask).sum(1)
+    kl = ((logp.exp() * (logp - ref_logp)).sum(-1) * mask).sum(1)
+    return nll, kl
+
+
+def _loss(nll, kl):
+    return nll.sum() / 10 + 0.1 * kl.sum()
+
+
+@pytest.mark.parametrize("chunk", [1, 8, 16, 36, 1024])
+def test_chunked_loss_and_gradients_equal_the_unchunked_computation(chunk):
+    model, ref = _model(0), _model(1).eval()
+    inputs, labels = _batch()
+    nll_full, kl_full = _unchunked(model, ref, inputs, labels)
+    _loss(nll_full, kl_full).backward()
+    grads_full = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+
+    with torch.no_grad():
+        ref_hidden = last_hidden_states(ref, inputs)
+    nll, kl, mask = chunked_nll_kl(last_hidden_states(model, inputs), output_layer(model), labels,
+                                   ref_hidden=ref_hidden, ref_head=output_layer(ref), chunk_size=chunk)
+    _loss(nll, kl).backward()
+    assert torch.allclose(nll, nll_full, rtol=1e-5, atol=1e-5)
+    assert torch.allclose(kl, kl_full, rtol=1e-4, atol=1e-6)
+    assert float(kl.detach().sum()) > 0 and mask.sum() == (labels[:, 1:] != -100).sum()
+    for name, p in model.named_parameters():
+        assert torch.allclose(p.grad, grads_full[name], rtol=1e-4, atol=1e-6), name
+
+
+def test_without_a_reference_only_the_nll_is_computed():
+    model = _model(0)
+    inputs, labels = _batch()
+    nll, kl, _ = chunked_nll_kl(last_hidden_states(model, inputs), output_layer(model), labels, chunk_size=4)
+    assert kl is None and torch.allclose(nll, _unchunked(model, _model(1), inputs, labels)[0].detach(), atol=1e-5)
+
+
+def test_a_chunk_size_below_one_is_refused():
+    model = _model(0)
+    inputs, labels = _batch()
+    with pytest.raises(ValueError, match="chunk_size"):
+        chunked_nll_kl(last_hidden_states(model, inputs), output_layer(model), labels, chunk_size=0)
+
+
+_PEAK_SCRIPT = """
+import resource, sys
+import torch
+sys.path.insert(0, {tests!r})
+from test_rwr_chunked import _batch, _loss, _model, _unchunked
+from workbench.engine.rwr import chunked_nll_kl, last_hidden_states, output_layer
+torch.set_num_threads(1)
+vocab, seq = 8192, 1024
+model, ref = _model(0, vocab=vocab), _model(1, vocab=vocab).eval()
+inputs, labels = _batch(vocab=vocab, batch=2, seq=seq)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+if sys.argv[1] == "unchunked":
+    _loss(*_unchunked(model, ref, inputs, labels)).backward()
+elif sys.argv[1] == "base":  # the forward and backward both variants share: no logits at all
+    with torch.no_grad():
+        ref_hidden = last_hidden_states(ref, inputs)
+    last_hidden_states(model, inputs).sum().backward()
+else:
+    with torch.no_grad():
+        ref_hidden = last_hidden_states(ref, inputs)
+    nll, kl, _ = chunked_nll_kl(last_hidden_states(model, inputs), output_layer(model), labels,
+                                ref_hidden=ref_hidden, ref_head=output_layer(ref), chunk_size=64)
+    _loss(nll, kl).backward()
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+"""
+
+
+def _peak_rss_growth(variant: str) -> int:
+    """Bytes by which the process's peak RSS grew during one loss + backward, in a fresh
+    interpreter. torch's CPU tensors bypass Python's allocator (tracemalloc does not see
+    them), but glibc serves these large buffers with mmap and returns them on free, so peak
+    RSS tracks the peak of live tensors."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = str(Path(__file__).parent)
+    # a fixed mmap threshold: every large tensor is its own mapping, returned to the OS on free
+    env = dict(os.environ, OMP_NUM_THREADS="1", MALLOC_MMAP_THRESHOLD_="131072")
+    out = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT.format(tests=tests), variant], capture_output=True,
+                         text=True, env=env, timeout=120, check=True)
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+def test_chunking_cuts_the_peak_memory_of_the_logits():
+    """Sequence 1024, vocabulary 8192, batch 2: one float32 [batch, seq, vocab] tensor is
+    64 MiB, and the unchunked loss + backward holds several at once (logits, log-softmax and
+    its exp for the model and the reference, their gradients); chunks of 64 positions hold
+    1/16 of that. The ratio is printed (pytest -s)."""
+    base = _peak_rss_growth("base")  # the transformer's own activations, the same in both
+    unchunked, chunked = _peak_rss_growth("unchunked") - base, _peak_rss_growth("chunked") - base
+    one_logits = 2 * 1023 * 8192 * 4
+    print(f"peak RSS growth over the shared forward/backward ({base / 2**20:.0f} MiB), vocab 8192, seq 1024, batch 2, "
+          f"chunk 64: unchunked {unchunked / 2**20:.0f} MiB, chunked {chunked / 2**20:.0f} MiB, "
+          f"ratio {unchunked / max(chunked, 1):.1f}x")
+    assert unchunked > 2 * one_logits, "the unchunked computation holds several full logits tensors"
+    assert chunked * 3 < unchunked
