@@ -151,7 +151,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         demo = prepare_domain_demo(args.domain, _option_values(args.option), progress=say)
         config = domain_demo_config(demo, mode=args.mode, epochs=args.epochs or 4, seed=args.seed)
     else:
-        agent_path, env_path = prepare_demo_models(progress=say)
+        agent_path, env_path = prepare_demo_models(progress=say, bars=True)
         config = demo_config(agent_path, env_path, mode=args.mode, epochs=args.epochs or 16, seed=args.seed)
     label = "" if config.domain == "arithmetic" else f"{config.domain}-"
     out = Path(args.out or f"runs/demo-{label}{args.mode}-{time.strftime('%Y%m%d-%H%M%S')}")

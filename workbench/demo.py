@@ -135,6 +135,7 @@ def warm_start(
     learning_rate: float,
     seed: int = 0,
     seed_count: int = 320,
+    bars: bool = False,
 ) -> Path:
     """Briefly fine-tune a copy of `base` so it writes the arithmetic domain's output format
     (the embedded default's warm start: a fixed number of passes over `seed_count` seeds)."""
@@ -150,9 +151,19 @@ def warm_start(
     else:
         examples = _env_examples(tok, domain, seeds, random.Random(seed), shown=3, include_self=False)
     updater = RWRUpdater(model, tok, str(out.parent / f".warm-{role}"), learning_rate=learning_rate, batch_size=32, epochs=steps_epochs, seed=seed)
+    if bars:
+        _show_progress_bar(updater)
     updater.update(examples)
     _save(updater.model, tok, out)
     return out
+
+
+def _show_progress_bar(updater: Any) -> None:
+    """The Trainer's own tqdm bar (steps, elapsed, estimate left) for a long warm start."""
+    from transformers.trainer_callback import ProgressCallback
+
+    updater.trainer.args.disable_tqdm = False
+    updater.trainer.add_callback(ProgressCallback)
 
 
 def _save(model: Any, tokenizer: Any, out: Path) -> None:
@@ -169,8 +180,9 @@ def _save(model: Any, tokenizer: Any, out: Path) -> None:
     tmp.rename(out)  # a cache folder is complete or absent, never half-written
 
 
-def prepare_demo_models(progress: Callable[[str], None] = print) -> tuple[Path, Path]:
-    """Build (or reuse from the cache) the warm-started arithmetic agent and environment models."""
+def prepare_demo_models(progress: Callable[[str], None] = print, bars: bool = False) -> tuple[Path, Path]:
+    """Build (or reuse from the cache) the warm-started arithmetic agent and environment models.
+    `bars` shows tqdm bars with an estimate for the warm starts (the CLI does; notebooks don't)."""
     domain = load_registry(allow=["workbench_demo"]).domain(DEMO_DOMAIN)
     spec = TinySpec()
     corpus = _corpus(domain)
@@ -181,12 +193,12 @@ def prepare_demo_models(progress: Callable[[str], None] = print) -> tuple[Path, 
     if (agent_dir / "config.json").exists() and (env_dir / "config.json").exists():
         progress(f"using cached demo models in {root}")
         return agent_dir, env_dir
-    progress("building the tiny Qwen2 model and tokenizer (offline)")
+    progress("training the tokenizer and building the tiny Qwen2 model (offline, a few seconds)")
     base = cached_tiny_model(corpus, spec)
     progress("warm-starting the agent on the seed tasks (60 passes)")
-    warm_start(base, agent_dir, domain, "agent", settings["agent_epochs"], settings["lr"])
+    warm_start(base, agent_dir, domain, "agent", settings["agent_epochs"], settings["lr"], bars=bars)
     progress("warm-starting the environment model on the seed tasks (4 passes)")
-    warm_start(base, env_dir, domain, "env", settings["env_epochs"], settings["lr"])
+    warm_start(base, env_dir, domain, "env", settings["env_epochs"], settings["lr"], bars=bars)
     return agent_dir, env_dir
 
 
