@@ -1,5 +1,7 @@
 """The chunked RWR loss and KL equal the unchunked computation, and hold far less logits memory."""
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -78,16 +80,22 @@ def test_a_chunk_size_below_one_is_refused():
 
 
 _PEAK_SCRIPT = """
-import resource, sys
+import re, sys
 import torch
 sys.path.insert(0, {tests!r})
 from test_rwr_chunked import _batch, _loss, _model, _unchunked
 from workbench.engine.rwr import chunked_nll_kl, last_hidden_states, output_layer
+
+def status(key):
+    return int(re.search(key + r":\\s+(\\d+) kB", open("/proc/self/status").read()).group(1)) * 1024
+
 torch.set_num_threads(1)
 vocab, seq = 8192, 1024
 model, ref = _model(0, vocab=vocab), _model(1, vocab=vocab).eval()
 inputs, labels = _batch(vocab=vocab, batch=2, seq=seq)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+with open("/proc/self/clear_refs", "w") as fh:  # reset the peak (VmHWM) to the current RSS
+    fh.write("5")
+before = status("VmRSS")
 if sys.argv[1] == "unchunked":
     _loss(*_unchunked(model, ref, inputs, labels)).backward()
 elif sys.argv[1] == "base":  # the forward and backward both variants share: no logits at all
@@ -100,28 +108,28 @@ else:
     nll, kl, _ = chunked_nll_kl(last_hidden_states(model, inputs), output_layer(model), labels,
                                 ref_hidden=ref_hidden, ref_head=output_layer(ref), chunk_size=64)
     _loss(nll, kl).backward()
-print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+print(status("VmHWM") - before)
 """
 
 
 def _peak_rss_growth(variant: str) -> int:
-    """Bytes by which the process's peak RSS grew during one loss + backward, in a fresh
-    interpreter. torch's CPU tensors bypass Python's allocator (tracemalloc does not see
-    them), but glibc serves these large buffers with mmap and returns them on free, so peak
-    RSS tracks the peak of live tensors."""
+    """Bytes by which the process's peak RSS (reset just before) grew during one loss +
+    backward, in a fresh interpreter. torch's CPU tensors bypass Python's allocator
+    (tracemalloc does not see them), but with a fixed mmap threshold glibc serves these large
+    buffers with mmap and returns them on free, so peak RSS tracks the peak of live tensors."""
     import os
     import subprocess
     import sys
     from pathlib import Path
 
     tests = str(Path(__file__).parent)
-    # a fixed mmap threshold: every large tensor is its own mapping, returned to the OS on free
     env = dict(os.environ, OMP_NUM_THREADS="1", MALLOC_MMAP_THRESHOLD_="131072")
     out = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT.format(tests=tests), variant], capture_output=True,
                          text=True, env=env, timeout=120, check=True)
     return int(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc/self/clear_refs to reset peak RSS")
 def test_chunking_cuts_the_peak_memory_of_the_logits():
     """Sequence 1024, vocabulary 8192, batch 2: one float32 [batch, seq, vocab] tensor is
     64 MiB, and the unchunked loss + backward holds several at once (logits, log-softmax and
@@ -135,3 +143,47 @@ def test_chunking_cuts_the_peak_memory_of_the_logits():
           f"ratio {unchunked / max(chunked, 1):.1f}x")
     assert unchunked > 2 * one_logits, "the unchunked computation holds several full logits tensors"
     assert chunked * 3 < unchunked
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_the_trainer_loss_and_measured_kl_do_not_depend_on_the_chunk(tiny_models, tmp_path, lora):
+    """Through WeightedSFTTrainer itself (a separate reference model, or LoRA with the adapters
+    switched off as the reference): loss, gradients and measure_kl agree across chunk sizes."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from workbench.engine.rwr import RWRExample, RWRUpdater, tokenize_rows
+
+    tok = AutoTokenizer.from_pretrained(tiny_models[1])
+    model = AutoModelForCausalLM.from_pretrained(tiny_models[1])
+    ref = None
+    if lora:
+        model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0))
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if "lora_B" in name:
+                    p.add_(0.05)
+    else:
+        ref = AutoModelForCausalLM.from_pretrained(tiny_models[1]).eval()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.01 * torch.randn_like(p))
+    updater = RWRUpdater(model, tok, str(tmp_path), learning_rate=1e-3, batch_size=2, ref_model=ref, kl_coef=0.1)
+    trainer = updater.trainer
+    examples = [RWRExample("Write a task:", "Task: 12 + 30 = ?", 1.5), RWRExample("Another:", "Task: 7 * 6", 0.5)]
+    rows, _ = tokenize_rows(tok, examples)
+    results = {}
+    for tokens in (3, 10**6):
+        trainer.logit_chunk_tokens = tokens
+        model.zero_grad(set_to_none=True)
+        loss = trainer.compute_loss(model, trainer.data_collator(rows))
+        loss.backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        results[tokens] = (float(loss), trainer.last_kl, grads, trainer.measure_kl(rows, 2))
+    (loss_a, kl_a, grads_a, measured_a), (loss_b, kl_b, grads_b, measured_b) = results[3], results[10**6]
+    assert kl_a > 0 and measured_a > 0
+    assert loss_a == pytest.approx(loss_b, rel=1e-5) and kl_a == pytest.approx(kl_b, rel=1e-4, abs=1e-7)
+    assert measured_a == pytest.approx(measured_b, rel=1e-4, abs=1e-7)
+    assert grads_a.keys() == grads_b.keys() and grads_a
+    for name in grads_a:
+        assert torch.allclose(grads_a[name], grads_b[name], rtol=1e-4, atol=1e-6), name

@@ -70,6 +70,11 @@ class GenerationSettings:
     batch_size: int = _f(32, "Prompts per generate() call (transformers backend).")
     vllm_gpu_memory_utilization: float = _f(0.3, "Share of GPU memory vLLM may take (colocated with training).")
     vllm_max_model_length: int | None = _f(None, "vLLM context length (prompt + generation); None = the model's own.")
+    cache_implementation: str | None = _f(
+        None,
+        "transformers backend: the KV cache kind passed to generate (e.g. 'static': preallocated, the fast "
+        "path with torch.compile on CUDA); None = transformers' default dynamic cache.",
+    )
 
 
 @dataclass
@@ -182,6 +187,12 @@ class RunConfig:
         "Time budget in seconds of one plugin call (parse, validate, score, prompts, listeners); a call "
         "past it is abandoned (its thread cannot be killed) and counted as a plugin_timeout fault. 0 = no budget.",
     )
+    checkpoint_every: int = _f(
+        1,
+        "Write a model checkpoint (weights, optimizer states) every N epochs and after the last one; pools, "
+        "metrics and epoch files are still written every epoch. A killed run resumes from the last checkpoint "
+        "and redoes the epochs after it. Raise it when checkpoints are a large share of an epoch (big models).",
+    )
 
     def __post_init__(self) -> None:
         validate(self)
@@ -222,6 +233,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
     "pool.base_per_epoch": (0, math.inf, True, False, "use a count >= 0"),
     "pool.history_per_epoch": (0, math.inf, True, False, "use a count >= 0"),
     "pool.max_new_per_epoch": (0, math.inf, True, False, "use a count >= 0"),
+    "checkpoint_every": (1, math.inf, True, False, "checkpoint at least every epoch: use 1 or more"),
 }
 
 

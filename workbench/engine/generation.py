@@ -97,6 +97,7 @@ class TransformersGenerator:
                     max_new_tokens=self.settings.max_new_tokens,
                     pad_token_id=self.tokenizer.pad_token_id,
                     eos_token_id=self.tokenizer.eos_token_id,
+                    **decode_cache_arguments(self.settings),
                 )
                 completion_ids = out[:, batch["input_ids"].shape[1] :]
                 new_tokens += int((completion_ids != self.tokenizer.pad_token_id).sum())
@@ -105,6 +106,33 @@ class TransformersGenerator:
             self.model.train(was_training)
         self.stats = GenerationStats(time.perf_counter() - start, len(prompts), len(outputs), new_tokens)
         return [outputs[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+
+def decode_cache_arguments(settings: GenerationSettings) -> dict[str, Any]:
+    """generate() keywords for the KV cache. `use_cache=True` always: gradient checkpointing
+    sets `model.config.use_cache = False` for training (models.load_model), and without the
+    cache every decode step re-runs the whole prefix. `cache_implementation` (e.g. "static")
+    only when configured.
+
+    LoRA adapters are not merged for generation: each adapted linear adds two small matmuls
+    per decode step (a few extra kernel launches per layer), and merging into a bfloat16 base
+    and unmerging afterwards does not restore the base exactly (rounding), which would drift
+    the frozen weights every epoch."""
+    kwargs: dict[str, Any] = {"use_cache": True}
+    if settings.cache_implementation:
+        kwargs["cache_implementation"] = settings.cache_implementation
+    return kwargs
+
+
+def check_cache_implementation(settings: GenerationSettings) -> None:
+    """Refuse a `cache_implementation` this transformers does not know, naming the valid ones."""
+    from transformers.generation.configuration_utils import ALL_CACHE_IMPLEMENTATIONS
+
+    if settings.cache_implementation and settings.cache_implementation not in ALL_CACHE_IMPLEMENTATIONS:
+        raise GenerationError(
+            f"generation.cache_implementation = {settings.cache_implementation!r} is not a transformers cache; use one "
+            f"of {sorted(ALL_CACHE_IMPLEMENTATIONS)} (e.g. 'static'), or leave it out for the default dynamic cache"
+        )
 
 
 class VLLMGenerator:
@@ -213,6 +241,7 @@ def vllm_available() -> bool:
 
 def make_generator(settings: GenerationSettings, model: Any, tokenizer: Any, model_path: str = "", seed: int = 0) -> Generator:
     if settings.backend == "transformers":
+        check_cache_implementation(settings)
         return TransformersGenerator(settings, model, tokenizer)
     if settings.backend == "vllm":
         if not vllm_available():

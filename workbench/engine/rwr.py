@@ -8,7 +8,11 @@ The environment update of GenEnv (DESIGN.md step 6) is weighted SFT of pi_env on
 where NLL_i is the mean token negative log-likelihood of the completion (prompt tokens are
 masked), w_i are the normalised RWR weights rescaled to mean 1, and the KL is the exact
 per-position KL over the vocabulary, averaged over completion tokens, against the frozen
-initial model.
+initial model. Both are computed from the final hidden states over chunks of sequence
+positions holding about LOGIT_CHUNK_TOKENS tokens of the micro-batch (`chunked_nll_kl`, each
+chunk under torch.utils.checkpoint), so the float32 [batch, seq, vocab] logits and
+log-softmax are never materialised whole: exact, with logits memory bounded by the chunk
+instead of growing with batch x sequence length.
 
 The KL cap (DESIGN.md step 6) bounds the model that is KEPT: after an update the KL of the
 updated model is measured on the update's own examples (a no-grad pass); if it exceeds
@@ -39,12 +43,18 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 from datasets import Dataset
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 
 from workbench.engine.models import checkpointing_arguments
 
 log = logging.getLogger(__name__)
+
+# Tokens (batch x positions) whose logits exist at once in the RWR loss and KL (see
+# `chunked_nll_kl`): 1024 tokens x a 152k vocabulary in float32 is 0.62 GB per tensor, against
+# 4.7 GB per tensor for a micro-batch of 8 sequences of 1000 tokens unchunked.
+LOGIT_CHUNK_TOKENS = 1024
 
 
 @dataclass
@@ -144,9 +154,11 @@ class _KLCap(TrainerCallback):
 class WeightedSFTTrainer(Trainer):
     """Weighted SFT with an optional KL penalty toward a frozen reference model."""
 
-    def __init__(self, *args: Any, ref_model: Any = None, kl_coef: float = 0.0, max_kl: float | None = None, **kwargs: Any):
+    def __init__(self, *args: Any, ref_model: Any = None, kl_coef: float = 0.0, max_kl: float | None = None,
+                 logit_chunk_tokens: int = LOGIT_CHUNK_TOKENS, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.ref_model = ref_model
+        self.logit_chunk_tokens = logit_chunk_tokens
         self.kl_coef = kl_coef
         self.max_kl = max_kl
         self.last_kl: float | None = None
@@ -160,6 +172,7 @@ class WeightedSFTTrainer(Trainer):
         self.remove_callback(PrinterCallback)  # figures are returned, not printed
 
     def _ref_logits(self, model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """The reference's full logits (for inspection and tests; training uses the chunked path)."""
         if self.kl_coef <= 0 and self.max_kl is None:
             return None
         with torch.no_grad():
@@ -178,36 +191,63 @@ class WeightedSFTTrainer(Trainer):
             value = self.accelerator.reduce(value.to(self.accelerator.device), reduction="mean")
         return float(value)
 
+    def _chunk_positions(self, labels: torch.Tensor) -> int:
+        """Sequence positions per logits chunk: about `logit_chunk_tokens` tokens of this batch."""
+        return max(1, self.logit_chunk_tokens // max(1, labels.shape[0]))
+
+    def _use_reference(self) -> bool:
+        return self.kl_coef > 0 or self.max_kl is not None
+
+    def _reference(self, model: Any) -> tuple[Any, Any] | None:
+        """(reference module, context manager factory) for the KL, or None without one.
+        Under LoRA the reference is the model itself with its adapters switched off."""
+        if not self._use_reference():
+            return None
+        if self.ref_model is not None:
+            return self.ref_model, contextlib.nullcontext
+        unwrapped = self.accelerator.unwrap_model(model)
+        if hasattr(unwrapped, "disable_adapter"):
+            return unwrapped, unwrapped.disable_adapter
+        return None
+
+    def _ref_hidden(self, model: Any, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, Any, Any] | None:
+        """The reference's final hidden states, its output layer and the context to call it in."""
+        reference = self._reference(model)
+        if reference is None:
+            return None
+        ref, context = reference
+        with torch.no_grad(), context():
+            hidden = last_hidden_states(ref, inputs)
+        return hidden, output_layer(ref), context
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # noqa: ANN001
         weights = inputs.pop("weight")
         labels = inputs.pop("labels")
-        outputs = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
-        logits = outputs.logits[:, :-1].float()
-        targets = labels[:, 1:]
-        mask = (targets != -100).float()
-        logp = F.log_softmax(logits, dim=-1)
-        token_nll = -logp.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1) * mask
-        example_nll = token_nll.sum(1) / mask.sum(1).clamp(min=1.0)
+        hidden = last_hidden_states(model, inputs)
+        ref = self._ref_hidden(model, inputs)
+        nll_sum, kl_sum, mask = chunked_nll_kl(
+            hidden, output_layer(self.accelerator.unwrap_model(model)), labels,
+            ref_hidden=None if ref is None else ref[0], ref_head=None if ref is None else ref[1],
+            ref_context=None if ref is None else ref[2], chunk_size=self._chunk_positions(labels),
+        )
+        example_nll = nll_sum / mask.sum(1).clamp(min=1.0)
         loss = (weights.to(example_nll.device) * example_nll).mean()
         self.last_nll = self._across_ranks(example_nll.mean())
-        ref_logits = self._ref_logits(model, inputs)
-        if ref_logits is not None:
-            ref_logp = F.log_softmax(ref_logits[:, :-1].float(), dim=-1)
-            token_kl = (logp.exp() * (logp - ref_logp)).sum(-1) * mask
-            kl = token_kl.sum() / mask.sum().clamp(min=1.0)
+        if kl_sum is not None:
+            kl = kl_sum.sum() / mask.sum().clamp(min=1.0)
             self.last_kl = self._across_ranks(kl)
             if self.kl_coef > 0:
                 loss = loss + self.kl_coef * kl
         if not math.isfinite(self._across_ranks(loss)):
             self.non_finite = True
-        return (loss, outputs) if return_outputs else loss
+        return (loss, None) if return_outputs else loss
 
     @torch.no_grad()
     def measure_kl(self, rows: list[dict[str, Any]], batch_size: int) -> float | None:
         """KL(current model || reference) per completion token over `rows`, without gradients.
         Every rank measures all rows (the weights are the same on every rank), so no collective
         is needed and all ranks reach the same verdict."""
-        if self.kl_coef <= 0 and self.max_kl is None:
+        if not self._use_reference():
             return None
         model = self.accelerator.unwrap_model(self.model)
         was_training = model.training
@@ -217,18 +257,90 @@ class WeightedSFTTrainer(Trainer):
         try:
             for i in range(0, len(rows), batch_size):
                 batch = {k: v.to(device) for k, v in self.data_collator(rows[i : i + batch_size]).items()}
-                ref_logits = self._ref_logits(model, batch)
-                if ref_logits is None:
+                ref = self._ref_hidden(model, batch)
+                if ref is None:
                     return None
-                logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-                logp = F.log_softmax(logits[:, :-1].float(), dim=-1)
-                ref_logp = F.log_softmax(ref_logits[:, :-1].float(), dim=-1)
-                mask = (batch["labels"][:, 1:] != -100).float()
-                total += float(((logp.exp() * (logp - ref_logp)).sum(-1) * mask).sum())
+                hidden = last_hidden_states(model, batch)
+                _, kl_sum, mask = chunked_nll_kl(
+                    hidden, output_layer(model), batch["labels"], ref_hidden=ref[0], ref_head=ref[1],
+                    ref_context=ref[2], chunk_size=self._chunk_positions(batch["labels"]),
+                )
+                total += float(kl_sum.sum())
                 tokens += float(mask.sum())
         finally:
             model.train(was_training)
         return total / tokens if tokens else 0.0
+
+
+def last_hidden_states(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The final (normed) hidden states [batch, seq, hidden] from a forward pass through
+    `model` itself (so DDP/accelerate wrappers see the call), with the output layer applied to
+    the last position only (`logits_to_keep=1`): the full logits are never built here."""
+    out = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
+                output_hidden_states=True, logits_to_keep=1, use_cache=False)
+    return out.hidden_states[-1]
+
+
+def output_layer(model: Any) -> Any:
+    """The model's output projection (lm_head), through peft and accelerate wrappers."""
+    head = model.get_output_embeddings()
+    if head is None:
+        raise TypeError(f"{type(model).__name__} has no output embeddings; RWR needs a causal LM with an lm_head")
+    return head
+
+
+def _chunk_terms(hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, head: Any,
+                 ref_hidden: torch.Tensor | None, ref_head: Any, ref_context: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-example sums of token NLL and of the exact KL over the vocabulary for one chunk of
+    positions. The logits exist only inside this function."""
+    logp = F.log_softmax(head(hidden).float(), dim=-1)
+    nll = (-logp.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1) * mask).sum(1)
+    if ref_hidden is None:
+        return nll, torch.zeros_like(nll)
+    with torch.no_grad(), ref_context():
+        ref_logp = F.log_softmax(ref_head(ref_hidden).float(), dim=-1)
+    kl = ((logp.exp() * (logp - ref_logp)).sum(-1) * mask).sum(1)
+    return nll, kl
+
+
+def chunked_nll_kl(
+    hidden: torch.Tensor,
+    head: Any,
+    labels: torch.Tensor,
+    ref_hidden: torch.Tensor | None = None,
+    ref_head: Any = None,
+    ref_context: Any = None,
+    chunk_size: int = 1024,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """Per-example sums of the completion tokens' NLL and (with a reference) of the exact
+    per-position KL(model || reference), computed over chunks of `chunk_size` positions.
+
+    Position t predicts labels[t + 1] (prompt tokens are -100 and masked). Each chunk's
+    float32 logits and log-softmax are built, reduced and freed before the next chunk; with
+    gradients on, each chunk runs under `torch.utils.checkpoint`, so the backward pass
+    recomputes that chunk's logits instead of keeping [batch, seq, vocab] alive. The result
+    equals the unchunked computation (same terms, summed in a different order).
+    Returns (nll_sum [batch], kl_sum [batch] or None, mask [batch, seq - 1])."""
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+    targets = labels[:, 1:].to(hidden.device)
+    mask = (targets != -100).float()
+    positions = targets.shape[1]
+    context = ref_context or contextlib.nullcontext
+    nll_total = hidden.new_zeros(hidden.shape[0], dtype=torch.float32)
+    kl_total = hidden.new_zeros(hidden.shape[0], dtype=torch.float32)
+    grad = torch.is_grad_enabled() and hidden.requires_grad
+    for start in range(0, positions, chunk_size):
+        stop = min(start + chunk_size, positions)
+        args = (hidden[:, start:stop], targets[:, start:stop], mask[:, start:stop], head,
+                None if ref_hidden is None else ref_hidden[:, start:stop], ref_head, context)
+        if grad:
+            nll, kl = torch.utils.checkpoint.checkpoint(_chunk_terms, *args, use_reentrant=False)
+        else:
+            nll, kl = _chunk_terms(*args)
+        nll_total = nll_total + nll
+        kl_total = kl_total + kl
+    return nll_total, (None if ref_hidden is None else kl_total), mask
 
 
 class RWRUpdater:

@@ -1,0 +1,510 @@
+"""The real co-evolution loop at real model shapes, with per-phase throughput, MFU and memory.
+
+    python benchmarks/gpu_scale.py --shape 1.5b --epochs 2            # on a CUDA GPU
+    python benchmarks/gpu_scale.py --shape tiny --epochs 1 --device cpu
+
+Random-weight Qwen2 models of the 0.5B / 1.5B / 7B shapes are built offline (nothing is
+downloaded; throughput and memory do not depend on the weights) with the tiny demo
+tokenizer, and N epochs of `workbench.engine.loop.CoEvolution` run on a synthetic domain
+defined here (registered through `load_registry(extra_plugins=...)`): every generation is a
+valid task and scores vary with the agent's output, so generation, GRPO, RWR and
+checkpointing all run. Printed per epoch and phase:
+
+- seconds, and the share of the epoch;
+- tokens/s (generation: new tokens; agent and env_update: tokens trained on);
+- generation tokens/s as a fraction of the bandwidth-bound decode limit: one decode step must
+  read every weight once, so at B sequences in flight the limit is
+  B * copy_bandwidth / weight_bytes, with copy_bandwidth measured in this run (a large
+  tensor copy, read + write bytes / seconds);
+- training MFU: model FLOPs / seconds / peak FLOP/s, with model FLOPs per token
+  2P (forward) + 2P (input gradients) + 2T (weight gradients) for P parameters of which T
+  train: 6P for full fine-tuning, about 4P under LoRA (recomputation under gradient
+  checkpointing is not counted, by the usual MFU convention). The agent phase includes its
+  rollouts, so its MFU is a lower bound on the GRPO step's;
+  peak from --peak-tflops, else a per-device default (PEAK_TFLOPS, dense bf16 from the
+  vendor's data sheet), else a matmul measured in this run;
+- peak GPU memory per phase (torch.cuda.max_memory_allocated / max_memory_reserved).
+
+`--decode-bench` adds a `model.generate` microbenchmark on the environment model at
+`--decode-batch` (default 64 on CUDA) with the dynamic cache, the static cache and (with
+`--compare-no-cache`) no KV cache, for the issue's batch-64 figures. The last line printed is
+`RESULT {json}` with everything; `--json PATH` writes it too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+SHAPES: dict[str, dict[str, int]] = {
+    # hidden, layers, heads, KV heads, MLP width: Qwen2.5-0.5B / 1.5B / 7B's config.json
+    "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=192),
+    "0.5b": dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2, intermediate_size=4864),
+    "1.5b": dict(hidden_size=1536, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2, intermediate_size=8960),
+    "7b": dict(hidden_size=3584, num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4, intermediate_size=18944),
+}
+# Dense bf16 tensor-core peak (no sparsity), TFLOP/s, from the vendors' data sheets; matched
+# against torch.cuda.get_device_name(). Unknown devices (and CPUs) use a measured matmul.
+PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "H800": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}
+DOMAIN = "gpu_scale_synthetic"
+WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau".split()
+
+
+# ---------------------------------------------------------------------------- the synthetic domain
+
+
+def synthetic_plugin(prompt_words: int = 24) -> Any:
+    """A domain whose every generation is a valid task and whose scores vary with the output:
+    reward = a hash of (task, output) in [0, 1], success when it is >= 0.5."""
+    import types
+
+    from workbench.hookspecs import hookimpl
+    from workbench.tasks import DomainInfo, Score, Task
+
+    filler = " ".join(WORDS[i % len(WORDS)] for i in range(prompt_words))
+
+    @hookimpl
+    def workbench_domain_info():
+        return DomainInfo(name=DOMAIN, version="1", description="synthetic load for benchmarks/gpu_scale.py",
+                          task_schema={"type": "object"})
+
+    @hookimpl
+    def workbench_seed_tasks(options):
+        return [Task(domain=DOMAIN, prompt=f"Task {i}: {filler}", spec={"salt": i}, id=f"seed-{i}") for i in range(32)]
+
+    @hookimpl
+    def workbench_environment_prompt(examples, stats):
+        shown = "\n".join(t.prompt for t in examples)
+        return f"Write one new task like these.\n{shown}\n{filler}"
+
+    @hookimpl
+    def workbench_parse_task(text, examples):
+        return Task(domain=DOMAIN, prompt=(text.strip() or "(empty)")[:2000], spec={"salt": len(text)})
+
+    @hookimpl
+    def workbench_validate_task(task):
+        return []
+
+    @hookimpl
+    def workbench_score(task, output):
+        digest = hashlib.sha256(f"{task.prompt}\x00{output}".encode("utf-8", "replace")).digest()
+        reward = digest[0] / 255.0
+        return Score(reward, reward >= 0.5)
+
+    module = types.ModuleType("gpu_scale_synthetic_plugin")
+    for name, fn in list(locals().items()):
+        if name.startswith("workbench_"):
+            setattr(module, name, fn)
+    return module
+
+
+# ---------------------------------------------------------------------------- models
+
+
+def build_shape(shape: str, out_dir: Path, vocab_size: int | None, dtype: torch.dtype, device: torch.device) -> Path:
+    """Save a random-weight Qwen2 of `shape` with the tiny demo tokenizer to `out_dir` (cached)."""
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    from workbench.demo import _corpus
+    from workbench.engine.tiny import TinySpec, train_tokenizer
+    from workbench.plugins import load_registry
+    from workbench.tasks import restore_plain_modes
+
+    if (out_dir / "config.json").exists():
+        return out_dir
+    demo = load_registry(allow=["workbench_demo"]).domain("arithmetic")
+    tokenizer = train_tokenizer(_corpus(demo), TinySpec().vocab_size)
+    config = Qwen2Config(
+        vocab_size=max(vocab_size or 0, len(tokenizer)),
+        max_position_embeddings=32768,
+        tie_word_embeddings=shape in ("tiny", "0.5b", "1.5b"),  # as the real Qwen2.5 configs
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        **SHAPES[shape],
+    )
+    torch.manual_seed(0)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            model = Qwen2ForCausalLM(config)
+    finally:
+        torch.set_default_dtype(previous)
+    model.generation_config = GenerationConfig(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, do_sample=True)
+    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}-"))
+    tokenizer.save_pretrained(tmp)
+    model.save_pretrained(tmp)
+    del model
+    restore_plain_modes(tmp)
+    os.replace(tmp, out_dir)
+    return out_dir
+
+
+def count_params(model: Any) -> tuple[int, int]:
+    """(all parameters, trainable parameters), tied weights counted once."""
+    seen: set[int] = set()
+    total = trainable = 0
+    for p in model.parameters():
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        total += p.numel()
+        trainable += p.numel() if p.requires_grad else 0
+    return total, trainable
+
+
+def weight_bytes(model: Any) -> int:
+    seen: set[int] = set()
+    size = 0
+    for p in model.parameters():
+        if id(p) not in seen:
+            seen.add(id(p))
+            size += p.numel() * p.element_size()
+    return size
+
+
+# ---------------------------------------------------------------------------- hardware figures
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def copy_bandwidth(device: torch.device, mib: int | None = None, repeats: int = 5) -> float:
+    """Bytes/s of a large tensor copy (read + write), best of `repeats`."""
+    mib = mib or (1024 if device.type == "cuda" else 128)
+    src = torch.empty(mib * 2**20, dtype=torch.uint8, device=device).fill_(1)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    best = math.inf
+    for _ in range(repeats):
+        _sync(device)
+        start = time.perf_counter()
+        dst.copy_(src)
+        _sync(device)
+        best = min(best, time.perf_counter() - start)
+    return 2 * src.numel() / best
+
+
+def matmul_flops(device: torch.device, n: int | None = None, repeats: int = 5) -> float:
+    """FLOP/s of an n x n matmul (bf16 on CUDA, fp32 on CPU), best of `repeats`."""
+    n = n or (8192 if device.type == "cuda" else 512)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    a @ b
+    best = math.inf
+    for _ in range(repeats):
+        _sync(device)
+        start = time.perf_counter()
+        a @ b
+        _sync(device)
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best
+
+
+def peak_flops(device: torch.device, given_tflops: float | None) -> tuple[float, str]:
+    """(peak FLOP/s, where it came from)."""
+    if given_tflops:
+        return given_tflops * 1e12, "--peak-tflops"
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        for key, tflops in PEAK_TFLOPS.items():
+            if key in name:
+                return tflops * 1e12, f"data sheet ({key}, dense bf16)"
+    return matmul_flops(device), "measured matmul"
+
+
+# ---------------------------------------------------------------------------- the run
+
+
+def run_config(args: argparse.Namespace, model_path: Path, lora: bool) -> Any:
+    from workbench.config import (
+        AgentSettings,
+        CurriculumSettings,
+        EnvSettings,
+        GenerationSettings,
+        LoraSettings,
+        ModelSettings,
+        PoolSettings,
+        RunConfig,
+    )
+
+    adapters = LoraSettings(r=64, alpha=128, target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+
+    def model() -> ModelSettings:
+        return ModelSettings(
+            name_or_path=str(model_path), device=args.device,
+            dtype="bfloat16" if lora and args.device != "cpu" else "auto",
+            lora=adapters if lora else None,
+            gradient_checkpointing=args.shape != "tiny",
+            offload_when_idle=args.offload,
+        )
+
+    n = args.num_generations
+    return RunConfig(
+        domain=DOMAIN,
+        epochs=args.epochs,
+        seed=0,
+        agent=AgentSettings(model=model(), learning_rate=1e-5, num_generations=n, per_device_batch_size=args.agent_batch or n * 2,
+                            gradient_accumulation_steps=1, max_completion_length=args.completion_length),
+        env=EnvSettings(model=model(), learning_rate=5e-6, tasks_per_epoch=args.tasks, examples_per_prompt=2,
+                        generation=GenerationSettings(max_new_tokens=args.env_tokens, batch_size=args.gen_batch,
+                                                      cache_implementation=args.cache_implementation),
+                        batch_size=args.rwr_batch, kl_coef=0.1, max_kl=1e9),
+        curriculum=CurriculumSettings(k_min=1.0),  # every generation reaches the RWR update
+        pool=PoolSettings(base_per_epoch=4, history_per_epoch=4, max_new_per_epoch=args.tasks),
+        checkpoint_every=args.checkpoint_every,
+    )
+
+
+class PhaseMemory:
+    """Listens to the loop's phase events and records peak CUDA memory per phase."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.current: str | None = None
+        self.peaks: dict[str, dict[str, float]] = {}
+
+    def _close(self) -> None:
+        if self.current is not None and self.device.type == "cuda":
+            self.peaks[self.current] = {
+                "max_allocated_mib": torch.cuda.max_memory_allocated(self.device) / 2**20,
+                "max_reserved_mib": torch.cuda.max_memory_reserved(self.device) / 2**20,
+            }
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if event.get("type") == "phase":
+            self._close()
+            self.current = event["phase"]
+
+    def finish(self) -> dict[str, dict[str, float]]:
+        self._close()
+        self.current = None
+        peaks, self.peaks = self.peaks, {}
+        return peaks
+
+
+def _tokens(tokenizer: Any, text: str) -> int:
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def phase_figures(run: Any, record: dict[str, Any], hw: dict[str, Any], memory: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
+    """Per-phase seconds, tokens/s, bandwidth fraction and MFU from one epoch's metrics."""
+    from workbench.engine.generation import chat_prompt
+
+    times = record["time"]
+    epoch_s = times["epoch"]
+    cfg = run.config
+    phases: dict[str, dict[str, Any]] = {}
+
+    gen_s = times.get("generate", 0.0)
+    gen_tokens = record.get("gen_tokens") or 0
+    in_flight = min(cfg.env.generation.batch_size, cfg.env.tasks_per_epoch)
+    limit = in_flight * hw["copy_bandwidth"] / hw["env_weight_bytes"]
+    phases["generate"] = {"seconds": gen_s, "tokens": gen_tokens, "tokens_per_s": gen_tokens / gen_s if gen_s else None,
+                          "bw_limit_tokens_per_s": limit, "sequences_in_flight": in_flight}
+    phases["generate"]["frac_of_bw_limit"] = (phases["generate"]["tokens_per_s"] or 0.0) / limit
+
+    # agent: every completion is trained on with its prompt (GRPO), and was generated first
+    agent_s = times.get("agent", 0.0)
+    prompt_tokens = [_tokens(run.agent_tokenizer, chat_prompt(run.agent_tokenizer, run.domain.agent_messages(t))) for t in run.seeds[:8]]
+    completions = record["agent_tasks"] * cfg.agent.num_generations
+    completion_mean = record.get("agent_completion_tokens_mean") or 0.0
+    agent_tokens = completions * (sum(prompt_tokens) / len(prompt_tokens) + completion_mean)
+    phases["agent"] = {"seconds": agent_s, "tokens": agent_tokens, "tokens_per_s": agent_tokens / agent_s if agent_s else None,
+                       "mfu": hw["agent_flops_per_token"] * agent_tokens / agent_s / hw["peak_flops"] if agent_s else None,
+                       "note": "includes the rollouts' generation: a lower bound on the GRPO step's MFU"}
+
+    env_s = times.get("env_update", 0.0)
+    upd = record.get("env_update") or {}
+    examples = upd.get("examples") or 0
+    env_prompt = sum(_tokens(run.env_tokenizer, chat_prompt(run.env_tokenizer, c.context)) for c in run.last_candidates[:8])
+    env_prompt_mean = env_prompt / max(1, min(8, len(run.last_candidates)))
+    gen_mean = gen_tokens / max(1, record["candidates"])
+    env_tokens = examples * (env_prompt_mean + gen_mean) * cfg.env.rwr_epochs
+    phases["env_update"] = {"seconds": env_s, "tokens": env_tokens, "tokens_per_s": env_tokens / env_s if env_s else None,
+                            "mfu": hw["env_flops_per_token"] * env_tokens / env_s / hw["peak_flops"] if env_s else None,
+                            "note": "model FLOPs of the weighted-SFT step; the KL passes (reference + measured KL) are extra work not counted"}
+
+    ckpt_s = times.get("checkpoint", 0.0)
+    phases["checkpoint"] = {"seconds": ckpt_s, "share_of_epoch": ckpt_s / epoch_s if epoch_s else None}
+    for name, fig in phases.items():
+        fig["share_of_epoch"] = fig["seconds"] / epoch_s if epoch_s else None
+        fig.update(memory.get(name, {}))
+    return phases
+
+
+def decode_bench(model: Any, tokenizer: Any, device: torch.device, batch: int, new_tokens: int, bw: float,
+                 compare_no_cache: bool) -> dict[str, Any]:
+    """model.generate at `batch` sequences: dynamic cache, static cache, optionally no cache."""
+    prompts = [f"Write task {i}: " + " ".join(WORDS) for i in range(batch)]
+    inputs = tokenizer(prompts, return_tensors="pt", padding=True).to(device)
+    limit = batch * bw / weight_bytes(model)
+    variants = {"dynamic": {"use_cache": True}, "static": {"use_cache": True, "cache_implementation": "static"}}
+    if compare_no_cache:
+        variants["no_cache"] = {"use_cache": False}
+    was_training = model.training
+    model.eval()
+    out: dict[str, Any] = {"batch": batch, "new_tokens": new_tokens, "bw_limit_tokens_per_s": limit}
+    try:
+        for name, kwargs in variants.items():
+            with torch.no_grad():
+                # min_new_tokens: every sequence decodes exactly new_tokens (eos suppressed)
+                gen = dict(do_sample=True, max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=tokenizer.pad_token_id, **kwargs)
+                model.generate(**inputs, **dict(gen, max_new_tokens=2, min_new_tokens=2))  # warm-up
+                _sync(device)
+                start = time.perf_counter()
+                model.generate(**inputs, **gen)
+                _sync(device)
+                seconds = time.perf_counter() - start
+            tps = batch * new_tokens / seconds
+            out[name] = {"seconds": seconds, "tokens_per_s": tps, "frac_of_bw_limit": tps / limit}
+    finally:
+        model.train(was_training)
+    if "no_cache" in out:
+        out["cache_speedup"] = out["dynamic"]["tokens_per_s"] / out["no_cache"]["tokens_per_s"]
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shape", choices=sorted(SHAPES), required=True)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument("--peak-tflops", type=float, default=None,
+                        help=f"peak FLOP/s for MFU, in TFLOP/s; default: data sheet for {sorted(PEAK_TFLOPS)}, else a measured matmul")
+    parser.add_argument("--vocab-size", type=int, default=None,
+                        help="pad the embedding and lm_head to this vocabulary (e.g. 151936, Qwen2.5's) so weight bytes and "
+                             "logits match the real model; default: the tiny demo tokenizer's vocabulary. Generated ids "
+                             "beyond the tokenizer decode to nothing (the synthetic domain accepts any text)")
+    parser.add_argument("--lora", action=argparse.BooleanOptionalAction, default=None,
+                        help="LoRA r64 on all linear layers (default: on for 7b, off otherwise)")
+    parser.add_argument("--offload", action=argparse.BooleanOptionalAction, default=None, help="offload_when_idle (default: on for 7b)")
+    parser.add_argument("--tasks", type=int, default=None, help="environment generations per epoch (default 16; tiny 8)")
+    parser.add_argument("--gen-batch", type=int, default=None, help="environment generation batch (default 16; tiny 8)")
+    parser.add_argument("--env-tokens", type=int, default=None, help="environment max_new_tokens (default 256; tiny 16)")
+    parser.add_argument("--completion-length", type=int, default=None, help="agent max_completion_length (default 1024; tiny 16)")
+    parser.add_argument("--num-generations", type=int, default=None, help="GRPO group size (default 8; tiny 4)")
+    parser.add_argument("--agent-batch", type=int, default=None, help="agent per-device batch (default 2 x num_generations)")
+    parser.add_argument("--rwr-batch", type=int, default=4)
+    parser.add_argument("--checkpoint-every", type=int, default=1)
+    parser.add_argument("--cache-implementation", default=None, help="environment generation's KV cache (e.g. static)")
+    parser.add_argument("--decode-bench", action="store_true", help="also time model.generate at --decode-batch")
+    parser.add_argument("--decode-batch", type=int, default=None, help="default 64 on CUDA, 8 on CPU")
+    parser.add_argument("--decode-tokens", type=int, default=None, help="new tokens in the decode benchmark (default 128; CPU 32)")
+    parser.add_argument("--compare-no-cache", action="store_true", help="decode benchmark: also without the KV cache")
+    parser.add_argument("--workdir", type=Path, default=None, help="models and the run folder (default: a temporary folder)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the RESULT object here")
+    args = parser.parse_args(argv)
+    tiny = args.shape == "tiny"
+    for name, big, small in [("tasks", 16, 8), ("gen_batch", 16, 8), ("env_tokens", 256, 16), ("completion_length", 1024, 16),
+                             ("num_generations", 8, 4)]:
+        if getattr(args, name) is None:
+            setattr(args, name, small if tiny else big)
+    if args.epochs < 1:
+        parser.error("--epochs must be at least 1")
+    lora = args.lora if args.lora is not None else args.shape == "7b"
+    args.offload = args.offload if args.offload is not None else args.shape == "7b"
+
+    from workbench.engine.loop import CoEvolution
+    from workbench.engine.models import resolve_device
+    from workbench.plugins import load_registry
+
+    device = resolve_device(args.device)
+    root = args.workdir or Path(tempfile.mkdtemp(prefix="gpu-scale-"))
+    root.mkdir(parents=True, exist_ok=True)
+    build_dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    vocab_tag = f"-v{args.vocab_size}" if args.vocab_size else ""
+    model_path = build_shape(args.shape, root / f"qwen2-{args.shape}{vocab_tag}-{str(build_dtype).split('.')[-1]}", args.vocab_size,
+                             build_dtype, device)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+    hw: dict[str, Any] = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({os.cpu_count()} cores, "
+                          f"{torch.get_num_threads()} torch threads)", "copy_bandwidth": copy_bandwidth(device)}
+    hw["peak_flops"], hw["peak_source"] = peak_flops(device, args.peak_tflops)
+
+    registry = load_registry(builtins=False, entry_points=False, extra_plugins=[(DOMAIN, synthetic_plugin())])
+    cfg = run_config(args, model_path, lora)
+    run_dir = root / "run"
+    if run_dir.exists():
+        import shutil
+
+        shutil.rmtree(run_dir)
+    build_start = time.perf_counter()
+    run = CoEvolution(cfg, run_dir, registry=registry)
+    setup_s = time.perf_counter() - build_start
+    env_total, env_trainable = count_params(run.env_updater.model)
+    agent_total, agent_trainable = count_params(run.agent.model)
+    # model FLOPs per trained token: forward 2P, input gradients 2P, weight gradients 2T (6P for full fine-tuning)
+    hw.update(env_weight_bytes=weight_bytes(run.env_updater.model),
+              env_flops_per_token=4 * env_total + 2 * env_trainable, agent_flops_per_token=4 * agent_total + 2 * agent_trainable)
+    memory = PhaseMemory(device)
+    run.subscribe(memory)
+    result: dict[str, Any] = {
+        "shape": args.shape, "device": hw["device"], "lora": lora, "offload_when_idle": args.offload, "setup_seconds": setup_s,
+        "params": {"agent": agent_total, "agent_trainable": agent_trainable, "env": env_total, "env_trainable": env_trainable},
+        "hardware": {"copy_bandwidth_gb_per_s": hw["copy_bandwidth"] / 1e9, "peak_tflops": hw["peak_flops"] / 1e12,
+                     "peak_source": hw["peak_source"], "env_weight_gb": hw["env_weight_bytes"] / 1e9},
+        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "epochs": [],
+    }
+    print(f"gpu_scale: shape {args.shape} on {hw['device']}; params agent {agent_total / 1e6:.1f}M (trainable {agent_trainable / 1e6:.1f}M), "
+          f"env {env_total / 1e6:.1f}M; copy bandwidth {hw['copy_bandwidth'] / 1e9:.1f} GB/s; peak {hw['peak_flops'] / 1e12:.1f} TFLOP/s "
+          f"({hw['peak_source']}); setup {setup_s:.1f} s", flush=True)
+    for _ in range(args.epochs):
+        record = run.step()
+        phases = phase_figures(run, record, hw, memory.finish())
+        result["epochs"].append({
+            "epoch": record["epoch"], "seconds": record["time"]["epoch"], "phases": phases,
+            "candidates": record["candidates"], "valid": record["valid"], "p_hat": record["p_hat"],
+            "agent_steps": record["agent_steps"], "env_examples": (record.get("env_update") or {}).get("examples"),
+        })
+        print(f"epoch {record['epoch']}: {record['time']['epoch']:.2f} s", flush=True)
+        for name, fig in phases.items():
+            parts = [f"  phase={name}", f"seconds={fig['seconds']:.3f}", f"share={fig['share_of_epoch']:.1%}"]
+            if fig.get("tokens_per_s") is not None:
+                parts.append(f"tokens_per_s={fig['tokens_per_s']:.1f}")
+            if "frac_of_bw_limit" in fig:
+                parts.append(f"frac_of_bw_limit={fig['frac_of_bw_limit']:.4f} (limit {fig['bw_limit_tokens_per_s']:.0f} tokens/s)")
+            if fig.get("mfu") is not None:
+                parts.append(f"mfu={fig['mfu']:.4f}")
+            if "max_allocated_mib" in fig:
+                parts.append(f"max_allocated_mib={fig['max_allocated_mib']:.0f} max_reserved_mib={fig['max_reserved_mib']:.0f}")
+            print(" ".join(parts), flush=True)
+    if args.decode_bench:
+        batch = args.decode_batch or (64 if device.type == "cuda" else 8)
+        tokens = args.decode_tokens or (128 if device.type == "cuda" else 32)
+        run._offload(idle="agent")  # the env model on its device, as in the generate phase
+        bench = decode_bench(run.env_updater.model, run.env_tokenizer, device, batch, tokens, hw["copy_bandwidth"], args.compare_no_cache)
+        result["decode"] = bench
+        for name in ("dynamic", "static", "no_cache"):
+            if name in bench:
+                print(f"  decode={name} batch={batch} tokens_per_s={bench[name]['tokens_per_s']:.1f} "
+                      f"frac_of_bw_limit={bench[name]['frac_of_bw_limit']:.4f}", flush=True)
+        if "cache_speedup" in bench:
+            print(f"  decode cache_speedup={bench['cache_speedup']:.2f}", flush=True)
+    line = json.dumps(result, default=float)
+    if args.json:
+        args.json.write_text(line + "\n")
+    print("RESULT " + line, flush=True)
+    return result
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

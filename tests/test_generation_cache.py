@@ -1,0 +1,56 @@
+"""Generation uses the KV cache whatever the training settings, and a static cache works."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.config import GenerationSettings, ModelSettings
+from workbench.engine.generation import GenerationError, make_generator
+from workbench.engine.models import load_model, load_tokenizer
+
+
+def _decode_widths(model):
+    """Record the sequence width of every forward call of `model` (the decode steps)."""
+    widths = []
+
+    def hook(module, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if ids is not None:
+            widths.append(ids.shape[1])
+
+    handle = model.register_forward_pre_hook(hook, with_kwargs=True)
+    return widths, handle
+
+
+def test_generation_uses_the_kv_cache_even_with_gradient_checkpointing(tiny_models):
+    settings = ModelSettings(name_or_path=str(tiny_models[1]), device="cpu", gradient_checkpointing=True)
+    model = load_model(settings, "env.model")
+    tok = load_tokenizer(settings, "env.model")
+    assert model.config.use_cache is False, "training setup turns the cache off in the model config"
+    model.train()  # as the trainers leave it
+    generator = make_generator(GenerationSettings(max_new_tokens=6, batch_size=2), model, tok)
+    widths, handle = _decode_widths(model)
+    try:
+        generator.generate(["Write a task.", "Another one."], n=1, seed=0)
+    finally:
+        handle.remove()
+    assert len(widths) >= 2 and widths[0] > 1
+    assert all(w == 1 for w in widths[1:]), f"decode steps after the prompt must feed one token each: {widths}"
+    assert model.training, "the model is back in training mode afterwards"
+
+
+def test_a_static_cache_generates(tiny_models):
+    settings = ModelSettings(name_or_path=str(tiny_models[1]), device="cpu")
+    model = load_model(settings, "env.model", trainable=False)
+    tok = load_tokenizer(settings, "env.model")
+    generator = make_generator(GenerationSettings(max_new_tokens=8, batch_size=4, cache_implementation="static"), model, tok)
+    out = generator.generate(["Write a task.", "Another one.", "A third."], n=2, seed=1)
+    assert [len(o) for o in out] == [2, 2, 2]
+    assert generator.stats.new_tokens > 0 and all(isinstance(t, str) for o in out for t in o)
+
+
+def test_an_unknown_cache_implementation_is_refused(tiny_models):
+    settings = ModelSettings(name_or_path=str(tiny_models[1]), device="cpu")
+    tok = load_tokenizer(settings, "env.model")
+    with pytest.raises(GenerationError, match="cache_implementation = 'statik'.*static"):
+        make_generator(GenerationSettings(cache_implementation="statik"), None, tok)

@@ -1,0 +1,64 @@
+"""benchmarks/gpu_scale.py at the tiny shape on the CPU: every phase runs and its figures are sane."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_scale.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("gpu_scale", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_shapes_are_the_qwen2_5_configs():
+    shapes = load_script().SHAPES
+    assert shapes["0.5b"] == dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2, intermediate_size=4864)
+    assert shapes["1.5b"] == dict(hidden_size=1536, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2, intermediate_size=8960)
+    assert shapes["7b"] == dict(hidden_size=3584, num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4, intermediate_size=18944)
+
+
+def test_tiny_shape_runs_every_phase_on_cpu(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
+    out_json = tmp_path / "result.json"
+    result = load_script().main(["--shape", "tiny", "--epochs", "2", "--device", "cpu", "--workdir", str(tmp_path / "work"),
+                                 "--checkpoint-every", "2", "--decode-bench", "--compare-no-cache", "--json", str(out_json)])
+    printed = capsys.readouterr().out
+    for phase in ("generate", "agent", "env_update", "checkpoint"):
+        assert f"phase={phase} seconds=" in printed
+    assert "frac_of_bw_limit=" in printed and "mfu=" in printed and "decode=static" in printed
+    last = printed.strip().splitlines()[-1]
+    assert last.startswith("RESULT ") and json.loads(last[len("RESULT "):]) == json.loads(out_json.read_text())
+
+    assert result["hardware"]["copy_bandwidth_gb_per_s"] > 0.1 and result["hardware"]["peak_tflops"] > 0.001
+    assert result["params"]["env"] == result["params"]["agent"] > 50_000
+    assert [e["epoch"] for e in result["epochs"]] == [1, 2]
+    for epoch in result["epochs"]:
+        assert epoch["valid"] == epoch["candidates"] == 8, "every synthetic generation is a valid task"
+        assert len(set(epoch["p_hat"])) > 1, "scores vary, so the curriculum has something to weigh"
+        assert epoch["agent_steps"] > 0 and epoch["env_examples"] > 0, "GRPO and RWR both trained"
+        phases = epoch["phases"]
+        assert sum(p["share_of_epoch"] for p in phases.values()) <= 1.0 + 1e-6
+        gen = phases["generate"]
+        assert gen["seconds"] > 0 and gen["tokens"] > 0 and 0 < gen["frac_of_bw_limit"] < 1
+        for name in ("agent", "env_update"):
+            assert phases[name]["tokens_per_s"] > 0 and 0 < phases[name]["mfu"] < 1, name
+        assert "max_allocated_mib" not in gen, "no CUDA memory figures on the CPU"
+    checkpoints = tmp_path / "work" / "run" / "checkpoints"
+    assert sorted(p.name for p in checkpoints.glob("epoch_*")) == ["epoch_0002"], "checkpoint_every 2: only epoch 2"
+    assert result["epochs"][0]["phases"]["checkpoint"]["seconds"] < result["epochs"][1]["phases"]["checkpoint"]["seconds"]
+    decode = result["decode"]
+    for name in ("dynamic", "static", "no_cache"):
+        assert decode[name]["tokens_per_s"] > 0 and 0 < decode[name]["frac_of_bw_limit"] < 1
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(SystemExit):
+        load_script().main(["--shape", "13b"])
