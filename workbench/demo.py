@@ -26,8 +26,9 @@ plugin can render and answer, sizes the tokenizer and the context from their len
 warm-starts in rounds until the environment writes valid tasks for most of its
 samples (75% at temperature 0.8, prompts showing varied agent statistics as a run does) and the agent solves at
 least a fifth of its attempts on the seeds (so p_hat has somewhere to go), or the round budget
-is spent. Runs use n = 4, 16 generated tasks per epoch (sampled at temperature 0.8) and the same
-k_min 0.3 override.
+is spent. Runs use n = 4, 16 generated tasks per epoch (sampled at temperature 0.8), an
+environment learning rate of 3e-4 (1e-3, the arithmetic demo's, broke the longer formats within
+three updates: ALFWorld's valid share fell from 7 to 2 of 16) and the same k_min 0.3 override.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ log = logging.getLogger(__name__)
 DEMO_DOMAIN = "arithmetic"
 WARM_START_VERSION = 7
 DOMAIN_SEEDS = 12
+AGENT_STEPS_PER_ROUND, ENV_STEPS_PER_ROUND = 30, 60  # optimizer steps of one warm-start round (batch 4)
 VALID_TARGET = 0.75  # share of the warm-started environment's samples that must be valid tasks
 ENV_TEMPERATURE = 0.8  # the domain demos' environment sampling temperature (warm start and runs)
 
@@ -299,7 +301,8 @@ def prepare_domain_demo(
     corpus = _corpus(domain, chosen, examples_per_prompt=1)
     recipe = {"v": WARM_START_VERSION, "domain": name, "version": domain.info.version, "seeds": [t.id for t in chosen],
               "vocab": 2048, "hidden": 64, "layers": 2, "lr": 3e-3, "rounds": max_rounds,
-              "valid_target": VALID_TARGET, "temperature": ENV_TEMPERATURE}
+              "valid_target": VALID_TARGET, "temperature": ENV_TEMPERATURE,
+              "steps_per_round": [AGENT_STEPS_PER_ROUND, ENV_STEPS_PER_ROUND]}
     key = hashlib.sha1(json.dumps([recipe, corpus], sort_keys=True).encode()).hexdigest()[:10]
     root = cache_root() / f"demo-{name}-{key}"
     agent_dir, env_dir, facts_path = root / "agent", root / "env", root / "demo.json"
@@ -325,8 +328,13 @@ def prepare_domain_demo(
     tok.padding_side = "left"  # batched generation of a decoder-only model
     rng = random.Random(0)
 
-    agent = RWRUpdater(AutoModelForCausalLM.from_pretrained(base), tok, str(root / ".warm-agent"), learning_rate=recipe["lr"], batch_size=4, epochs=10, seed=0)
-    env = RWRUpdater(AutoModelForCausalLM.from_pretrained(base), tok, str(root / ".warm-env"), learning_rate=recipe["lr"], batch_size=4, epochs=20, seed=0)
+    # a round is a number of optimizer steps, whatever the seed count (3 long TravelPlanner seeds
+    # need as many steps as 12 short Bamboogle ones)
+    steps_per_epoch = math.ceil(len(chosen) / 4)
+    agent = RWRUpdater(AutoModelForCausalLM.from_pretrained(base), tok, str(root / ".warm-agent"), learning_rate=recipe["lr"],
+                       batch_size=4, epochs=math.ceil(AGENT_STEPS_PER_ROUND / steps_per_epoch), seed=0)
+    env = RWRUpdater(AutoModelForCausalLM.from_pretrained(base), tok, str(root / ".warm-env"), learning_rate=recipe["lr"],
+                     batch_size=4, epochs=math.ceil(ENV_STEPS_PER_ROUND / steps_per_epoch), seed=0)
     env_gen = TransformersGenerator(GenerationSettings(max_new_tokens=max_new_tokens, batch_size=12, temperature=ENV_TEMPERATURE), env.model, tok)
     agent_gen = TransformersGenerator(GenerationSettings(max_new_tokens=max_completion, batch_size=16), agent.model, tok)
     history: list[dict[str, Any]] = []
@@ -393,7 +401,7 @@ def domain_demo_config(demo: DomainDemo, mode: str = "genenv", epochs: int = 4, 
         ),
         env=EnvSettings(
             model=ModelSettings(name_or_path=str(demo.env_path), device="cpu"),
-            learning_rate=1e-3,
+            learning_rate=3e-4,
             tasks_per_epoch=16,
             examples_per_prompt=1,
             generation=GenerationSettings(max_new_tokens=demo.max_new_tokens, batch_size=16, temperature=ENV_TEMPERATURE),
