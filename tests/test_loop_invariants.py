@@ -91,14 +91,33 @@ def test_completion_length_is_reported_every_epoch(make_config, tmp_path):
     assert all(r["agent_completion_tokens_mean"] is not None for r in records)
 
 
-def test_scorer_errors_are_counted_and_kept_out_of_the_curriculum(make_config, tmp_path):
-    """Regression: a scorer that raised looked like a weak agent (zero reward, no metric)."""
+def _faulty_score(kind: str):
+    import threading
+
+    from workbench import Score
 
     def score(task, output):
-        raise RuntimeError("scorer exploded")
+        if kind == "raises":
+            raise RuntimeError("scorer exploded")
+        if kind == "hangs":
+            threading.Event().wait(60)
+        if kind == "nan":
+            s = Score(0.5, None)
+            s.reward = float("nan")  # changed after the Score checked it
+            return s
+        s = Score(1.0, True)
+        s.reward = 5.0
+        return s
 
-    registry = load_registry(builtins=False, entry_points=False, extra_plugins=[("bad_scorer", demo_variant("bad_scorer", workbench_score=score))])
-    cfg = make_config(domain="bad_scorer", curriculum__k_min=1.0)
+    return score
+
+
+@pytest.mark.parametrize("kind", ["raises", "hangs", "nan", "five"])
+def test_scorer_faults_are_counted_and_kept_out_of_the_curriculum(make_config, tmp_path, kind):
+    """Regression: a scorer that raised looked like a weak agent (zero reward, no metric); one
+    returning NaN or 5.0 was trained on, then killed the run; one that hung hung the run."""
+    registry = load_registry(builtins=False, entry_points=False, extra_plugins=[("bad_scorer", demo_variant("bad_scorer", workbench_score=_faulty_score(kind)))])
+    cfg = make_config(domain="bad_scorer", curriculum__k_min=1.0, plugin_timeout_s=0.5)
     run = CoEvolution(cfg, tmp_path / "run", registry=registry)
     run.env_generator = ScriptedGenerator(["Task: 1 + 2", "Task: 3 * 3"])
     record = run.step()
@@ -106,6 +125,9 @@ def test_scorer_errors_are_counted_and_kept_out_of_the_curriculum(make_config, t
     assert record["score_errors"] == attempts > 0
     assert record["valid_unscored"] == record["valid_distinct"] == 2
     assert record["in_band_for_env"] == 0 and record["env_update"] is None, "unscored tasks must not steer the environment"
+    code = {"raises": "plugin_error", "hangs": "plugin_timeout", "nan": "bad_score", "five": "bad_score"}[kind]
+    assert record["plugin_faults"].get(f"score:{code}", 0) > 0, record["plugin_faults"]
+    assert record["agent_reward_mean"] == 0.0
 
 
 def test_prompts_longer_than_the_models_context_are_refused_up_front(make_config, tmp_path):
