@@ -131,7 +131,8 @@ def checkpointing_is_enabled(model: Any) -> bool:
 # TRL 1.16 (the newest) calls transformers 5's deprecated checkpointing aliases itself, on every
 # generation step (trl/models/utils.py: `unwrap_model_for_generation` and
 # `disable_gradient_checkpointing` read `model.is_gradient_checkpointing` and call
-# `gradient_checkpointing_disable/enable`), checkpointing on or off. The workbench's own code uses
+# `gradient_checkpointing_disable/enable`), checkpointing on or off, and peft 0.x's PeftModel reads
+# `is_gradient_checkpointing` when it wraps a model. The workbench's own code uses
 # only the new names (tests/test_deprecations.py checks it with warnings as errors), and
 # pyproject.toml bounds transformers below 6, where the aliases are removed.
 _TRL_ALIAS_WARNINGS = r"`(is_gradient_checkpointing|gradient_checkpointing_enable|gradient_checkpointing_disable)` is deprecated and will be removed in v6"
