@@ -39,7 +39,9 @@ def test_lora_trains_only_adapters_and_the_env_reference_is_the_base(make_config
     base = load_model(ModelSettings(name_or_path=str(tiny_models[1]), device="cpu"), "env.model", trainable=False)
     ids = torch.tensor([[1, 2, 3, 4, 5]])
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-    ref = run.env_updater.trainer._ref_logits(env, inputs)
+    reference, context = run.env_updater.trainer._reference(env)  # what the KL is computed against
+    with torch.no_grad(), context():
+        ref = reference(**inputs).logits
     with torch.no_grad():
         assert torch.allclose(ref, base(**inputs).logits, atol=1e-5)
         assert not torch.allclose(env(**inputs).logits, ref, atol=1e-5)

@@ -171,19 +171,6 @@ class WeightedSFTTrainer(Trainer):
         self.add_callback(_KLCap(self))
         self.remove_callback(PrinterCallback)  # figures are returned, not printed
 
-    def _ref_logits(self, model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
-        """The reference's full logits (for inspection and tests; training uses the chunked path)."""
-        if self.kl_coef <= 0 and self.max_kl is None:
-            return None
-        with torch.no_grad():
-            if self.ref_model is not None:
-                return self.ref_model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).logits
-            unwrapped = self.accelerator.unwrap_model(model)
-            if hasattr(unwrapped, "disable_adapter"):  # LoRA: the base model is the reference
-                with unwrapped.disable_adapter():
-                    return unwrapped(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).logits
-        return None
-
     def _across_ranks(self, value: torch.Tensor) -> float:
         """The mean of a scalar over all processes (a collective: every rank calls it each step)."""
         value = value.detach()
