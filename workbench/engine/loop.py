@@ -282,15 +282,22 @@ class CoEvolution:
 
     # ------------------------------------------------------------------ context lengths
 
-    def _tokens(self, tokenizer: Any, prompt: Any) -> int:
-        return len(tokenizer(chat_prompt(tokenizer, prompt), add_special_tokens=False)["input_ids"])
+    def _tokens(self, tokenizer: Any, prompt: Any, limit: int | None = None) -> int:
+        """Tokens of `prompt` with the chat template applied. With `limit`, a text whose UTF-8
+        bytes are within it is not tokenized (a byte-level BPE token covers at least one byte,
+        a special token several), so the per-task checks cost nothing in the common case."""
+        text = chat_prompt(tokenizer, prompt)
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if limit is not None and size <= limit:
+            return size
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def _env_prompt_fits(self, context: str) -> bool | str:
         """True, or why this environment prompt plus its generation cannot fit the env model."""
         limit = model_context_length(self.env_updater.model)
         if limit is None:
             return True
-        need = self._tokens(self.env_tokenizer, context) + self.config.env.generation.max_new_tokens
+        need = self._tokens(self.env_tokenizer, context, limit - self.config.env.generation.max_new_tokens) + self.config.env.generation.max_new_tokens
         if need <= limit:
             return True
         return (f"the environment prompt ({need - self.config.env.generation.max_new_tokens} tokens) plus "
@@ -301,7 +308,8 @@ class CoEvolution:
         limit = model_context_length(self.agent.model)
         if limit is None:
             return []
-        need = self._tokens(self.agent_tokenizer, self.domain.agent_messages(task)) + self.config.agent.max_completion_length
+        room = limit - self.config.agent.max_completion_length
+        need = self._tokens(self.agent_tokenizer, self.domain.agent_messages(task), room) + self.config.agent.max_completion_length
         if need <= limit:
             return []
         return [Rejection("too_long_for_agent", f"prompt plus agent.max_completion_length is {need} tokens; the agent's context is {limit}")]
@@ -430,7 +438,7 @@ class CoEvolution:
         p_hat_task = curriculum.p_hat_per_task(successes) if successes else {}
         check_epoch(epoch, new_tasks, train_tasks, successes, cfg.agent.num_generations, p_hat_task)
         faulty = {tid for tid, atts in result.attempts.items() if atts and all(is_plugin_fault(a.score) for a in atts)}
-        scored = [c for c in candidates if c.valid and (c.duplicate_of or c.task.id) not in faulty]  # type: ignore[union-attr]
+        scored = [c for c in candidates if c.valid and c.task.id not in faulty]  # type: ignore[union-attr]
         env_records = self._env_records(epoch, scored, p_hat_task, successes)
 
         env_result = None
