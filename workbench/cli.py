@@ -139,20 +139,13 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from workbench.demo import demo_config, prepare_demo_models
+    from workbench.demo import demo_run_config
     from workbench.engine.loop import CoEvolution
     from workbench.reports.summary import write_summary
 
     start = time.perf_counter()
-    say = lambda m: print(f"[demo] {m}", flush=True)  # noqa: E731
-    if args.domain and args.domain != "arithmetic":
-        from workbench.demo import domain_demo_config, prepare_domain_demo
-
-        demo = prepare_domain_demo(args.domain, _option_values(args.option), progress=say)
-        config = domain_demo_config(demo, mode=args.mode, epochs=args.epochs or 4, seed=args.seed)
-    else:
-        agent_path, env_path = prepare_demo_models(progress=say, bars=True)
-        config = demo_config(agent_path, env_path, mode=args.mode, epochs=args.epochs or 16, seed=args.seed)
+    config = demo_run_config(args.domain, args.mode, args.epochs, args.seed, _option_values(args.option),
+                             progress=lambda m: print(f"[demo] {m}", flush=True), bars=True)
     label = "" if config.domain == "arithmetic" else f"{config.domain}-"
     out = Path(args.out or f"runs/demo-{label}{args.mode}-{time.strftime('%Y%m%d-%H%M%S')}")
     config = _apply_track(config, args, out)

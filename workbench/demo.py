@@ -415,3 +415,21 @@ def domain_demo_config(demo: DomainDemo, mode: str = "genenv", epochs: int = 4, 
         static_variations_per_seed=1.0,
     )
 
+
+def demo_run_config(
+    domain: str = DEMO_DOMAIN,
+    mode: str = "genenv",
+    epochs: int | None = None,
+    seed: int = 0,
+    options: dict[str, Any] | None = None,
+    progress: Callable[[str], None] = print,
+    bars: bool = False,
+) -> RunConfig:
+    """The demo's run config on any domain, building (or reusing) its warm-started tiny models:
+    the arithmetic default (16 epochs by default) or another domain (4 epochs by default).
+    The CLI's `workbench demo` and the dashboard both start from here."""
+    if domain == DEMO_DOMAIN:
+        agent, env = prepare_demo_models(progress=progress, bars=bars)
+        return demo_config(agent, env, mode=mode, epochs=epochs or 16, seed=seed)
+    demo = prepare_domain_demo(domain, options, progress=progress)
+    return domain_demo_config(demo, mode=mode, epochs=epochs or 4, seed=seed)

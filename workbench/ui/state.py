@@ -140,15 +140,15 @@ class RunController:
         self.state.alpha, self.state.k_min = config.curriculum.alpha, config.curriculum.k_min
 
     def _default_make_run(self, state: RunState) -> Any:
-        from workbench.demo import DEMO_DOMAIN, domain_demo_config, prepare_demo_models, prepare_domain_demo
+        from workbench.demo import DEMO_DOMAIN, demo_run_config, prepare_demo_models
         from workbench.engine.loop import CoEvolution
 
         agent, env = state.agent_path, state.env_path
         if state.domain != DEMO_DOMAIN and not (agent and env):
             # another domain: tiny models warm-started on its own seeds, sized for its prompts
             state.phase = f"preparing the {state.domain} demo models"
-            demo = prepare_domain_demo(state.domain, progress=lambda m: setattr(state, "phase", m))
-            config = apply_overrides(domain_demo_config(demo, mode=state.mode, epochs=state.epochs), self.overrides)
+            config = demo_run_config(state.domain, state.mode, state.epochs, progress=lambda m: setattr(state, "phase", m))
+            config = apply_overrides(config, self.overrides)
         else:
             if not agent or not env:
                 state.phase = "preparing demo models"
