@@ -14,7 +14,7 @@ checkpointing all run. Printed per epoch and phase:
 - tokens/s (generation: new tokens; agent and env_update: tokens trained on);
 - generation tokens/s as a fraction of the bandwidth-bound decode limit: one decode step must
   read every weight once, so at B sequences in flight the limit is
-  B * copy_bandwidth / weight_bytes, with copy_bandwidth measured in this run (a large
+  B * copy_bandwidth / (2 bytes x parameters: the weights read once in bfloat16), with copy_bandwidth measured in this run (a large
   tensor copy, read + write bytes / seconds);
 - training MFU: model FLOPs / seconds / peak FLOP/s, with model FLOPs per token
   2P (forward) + 2P (input gradients) + 2T (weight gradients) for P parameters of which T
@@ -164,6 +164,12 @@ def count_params(model: Any) -> tuple[int, int]:
     return total, trainable
 
 
+def decode_bytes(model: Any) -> int:
+    """Bytes one decode step must read at least: every weight once, in bfloat16 (or the stored
+    dtype if smaller). fp32 master weights under autocast read more; the limit does not excuse that."""
+    return min(weight_bytes(model), 2 * count_params(model)[0])
+
+
 def weight_bytes(model: Any) -> int:
     seen: set[int] = set()
     size = 0
@@ -249,23 +255,25 @@ def run_config(args: argparse.Namespace, model_path: Path, lora: bool) -> Any:
             name_or_path=str(model_path), device=args.device,
             dtype="bfloat16" if lora and args.device != "cpu" else "auto",
             lora=adapters if lora else None,
-            gradient_checkpointing=args.shape != "tiny",
+            gradient_checkpointing=args.shape != "tiny" or bool(os.environ.get("GPU_SCALE_TINY_CHECKPOINTING")),
             offload_when_idle=args.offload,
         )
 
     n = args.num_generations
     return RunConfig(
         domain=DOMAIN,
-        epochs=args.epochs,
+        epochs=max(1, args.epochs),
         seed=0,
         agent=AgentSettings(model=model(), learning_rate=1e-5, num_generations=n, per_device_batch_size=args.agent_batch or n * 2,
-                            gradient_accumulation_steps=1, max_completion_length=args.completion_length),
+                            gradient_accumulation_steps=1, max_completion_length=args.completion_length,
+                            cache_implementation=args.agent_cache_implementation),
         env=EnvSettings(model=model(), learning_rate=5e-6, tasks_per_epoch=args.tasks, examples_per_prompt=2,
                         generation=GenerationSettings(max_new_tokens=args.env_tokens, batch_size=args.gen_batch,
                                                       cache_implementation=args.cache_implementation),
                         batch_size=args.rwr_batch, kl_coef=0.1, max_kl=1e9),
         curriculum=CurriculumSettings(k_min=1.0),  # every generation reaches the RWR update
-        pool=PoolSettings(base_per_epoch=4, history_per_epoch=4, max_new_per_epoch=args.tasks),
+        pool=PoolSettings(base_per_epoch=args.pool_base, history_per_epoch=args.pool_history,
+                          max_new_per_epoch=args.tasks if args.max_new is None else args.max_new),
         checkpoint_every=args.checkpoint_every,
     )
 
@@ -350,12 +358,19 @@ def phase_figures(run: Any, record: dict[str, Any], hw: dict[str, Any], memory: 
 
 
 def decode_bench(model: Any, tokenizer: Any, device: torch.device, batch: int, new_tokens: int, bw: float,
-                 compare_no_cache: bool) -> dict[str, Any]:
+                 compare_no_cache: bool, compile_static: bool = False) -> dict[str, Any]:
     """model.generate at `batch` sequences: dynamic cache, static cache, optionally no cache."""
     prompts = [f"Write task {i}: " + " ".join(WORDS) for i in range(batch)]
     inputs = tokenizer(prompts, return_tensors="pt", padding=True).to(device)
-    limit = batch * bw / weight_bytes(model)
-    variants = {"dynamic": {"use_cache": True}, "static": {"use_cache": True, "cache_implementation": "static"}}
+    limit = batch * bw / decode_bytes(model)
+    # "static" without torch.compile: generate() compiles a static-cache decode on its own, which on a
+    # lent H100 took over a minute at the 1.5B shape (the run ran out of time); --decode-compile adds it
+    variants: dict[str, dict[str, Any]] = {
+        "dynamic": {"use_cache": True},
+        "static": {"use_cache": True, "cache_implementation": "static", "disable_compile": True},
+    }
+    if compile_static:
+        variants["static_compiled"] = {"use_cache": True, "cache_implementation": "static"}
     if compare_no_cache:
         variants["no_cache"] = {"use_cache": False}
     was_training = model.training
@@ -376,9 +391,46 @@ def decode_bench(model: Any, tokenizer: Any, device: torch.device, batch: int, n
             out[name] = {"seconds": seconds, "tokens_per_s": tps, "frac_of_bw_limit": tps / limit}
     finally:
         model.train(was_training)
+    if device.type == "cuda" and next(model.parameters()).dtype == torch.float32:
+        # fully trained models keep fp32 master weights: how fast would a bfloat16 copy decode?
+        import copy
+
+        half = copy.deepcopy(model).to(torch.bfloat16)
+        try:
+            sub = decode_bench(half, tokenizer, device, batch, new_tokens, bw, False, compile_static)
+        finally:
+            del half
+            torch.cuda.empty_cache()
+        for name in ("dynamic", "static", "static_compiled"):
+            if name in sub:
+                out[f"{name}_bf16_copy"] = sub[name]
     if "no_cache" in out:
         out["cache_speedup"] = out["dynamic"]["tokens_per_s"] / out["no_cache"]["tokens_per_s"]
     return out
+
+
+def profile_generate(run: Any, device: torch.device, out: Path) -> dict[str, Any]:
+    """One environment generate() call (the loop's own generator and prompts) under
+    torch.profiler: the operator table by device time goes to `out`; returns the totals."""
+    from torch.profiler import ProfilerActivity, profile
+
+    run._offload(idle="agent")
+    batch = run.config.env.generation.batch_size
+    contexts = [c.context for c in run.last_candidates][:batch] or [
+        [{"role": "user", "content": f"Write task {i}: " + " ".join(WORDS)}] for i in range(batch)]
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    _sync(device)
+    start = time.perf_counter()
+    with profile(activities=activities) as prof:
+        run.env_generator.generate(contexts, 1)
+        _sync(device)
+    wall = time.perf_counter() - start
+    events = prof.key_averages()
+    sort = "cuda_time_total" if device.type == "cuda" else "cpu_time_total"
+    out.write_text(events.table(sort_by=sort, row_limit=40))
+    device_us = sum(getattr(e, "self_device_time_total", 0.0) for e in events)
+    return {"wall_seconds": wall, "device_busy_seconds": device_us / 1e6, "device_busy_share": device_us / 1e6 / wall if wall else None,
+            "new_tokens": run.env_generator.stats.new_tokens, "table": str(out)}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -404,9 +456,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rwr-batch", type=int, default=4)
     parser.add_argument("--checkpoint-every", type=int, default=1)
     parser.add_argument("--cache-implementation", default=None, help="environment generation's KV cache (e.g. static)")
+    parser.add_argument("--agent-cache-implementation", default=None, help="the agent's rollout KV cache (e.g. static)")
+    parser.add_argument("--pool-base", type=int, default=4, help="seed tasks in each epoch's agent mixture")
+    parser.add_argument("--pool-history", type=int, default=4, help="earlier generated tasks in each epoch's agent mixture")
+    parser.add_argument("--max-new", type=int, default=None, help="new generated tasks in the agent mixture (default --tasks)")
+    parser.add_argument("--profile-generate", type=Path, default=None,
+                        help="after the epochs, profile one environment generate() call with torch.profiler and write "
+                             "its table of operators (by device time) here")
     parser.add_argument("--decode-bench", action="store_true", help="also time model.generate at --decode-batch")
     parser.add_argument("--decode-batch", type=int, default=None, help="default 64 on CUDA, 8 on CPU")
     parser.add_argument("--decode-tokens", type=int, default=None, help="new tokens in the decode benchmark (default 128; CPU 32)")
+    parser.add_argument("--decode-compile", action="store_true",
+                        help="decode benchmark: also the static cache with generate()'s own torch.compile (slow to warm up)")
     parser.add_argument("--compare-no-cache", action="store_true", help="decode benchmark: also without the KV cache")
     parser.add_argument("--workdir", type=Path, default=None, help="models and the run folder (default: a temporary folder)")
     parser.add_argument("--json", type=Path, default=None, help="also write the RESULT object here")
@@ -416,8 +477,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                              ("num_generations", 8, 4)]:
         if getattr(args, name) is None:
             setattr(args, name, small if tiny else big)
-    if args.epochs < 1:
-        parser.error("--epochs must be at least 1")
+    if args.epochs < 0 or (args.epochs == 0 and not (args.decode_bench or args.profile_generate)):
+        parser.error("--epochs must be at least 1 (0 only with --decode-bench or --profile-generate)")
     lora = args.lora if args.lora is not None else args.shape == "7b"
     args.offload = args.offload if args.offload is not None else args.shape == "7b"
 
@@ -425,6 +486,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from workbench.engine.models import resolve_device
     from workbench.plugins import load_registry
 
+    if os.environ.get("GPU_SCALE_STACKS"):  # where a slow set-up spends its time: all stacks every N seconds
+        import faulthandler
+
+        faulthandler.dump_traceback_later(float(os.environ["GPU_SCALE_STACKS"]), repeat=True)
+    started = time.perf_counter()
     device = resolve_device(args.device)
     root = args.workdir or Path(tempfile.mkdtemp(prefix="gpu-scale-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -432,6 +498,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     vocab_tag = f"-v{args.vocab_size}" if args.vocab_size else ""
     model_path = build_shape(args.shape, root / f"qwen2-{args.shape}{vocab_tag}-{str(build_dtype).split('.')[-1]}", args.vocab_size,
                              build_dtype, device)
+    print(f"gpu_scale: model ready at {model_path} ({time.perf_counter() - started:.1f} s)", flush=True)
     if device.type == "cuda":
         torch.cuda.empty_cache()
 
@@ -452,7 +519,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     env_total, env_trainable = count_params(run.env_updater.model)
     agent_total, agent_trainable = count_params(run.agent.model)
     # model FLOPs per trained token: forward 2P, input gradients 2P, weight gradients 2T (6P for full fine-tuning)
-    hw.update(env_weight_bytes=weight_bytes(run.env_updater.model),
+    hw.update(env_weight_bytes=decode_bytes(run.env_updater.model), env_stored_bytes=weight_bytes(run.env_updater.model),
               env_flops_per_token=4 * env_total + 2 * env_trainable, agent_flops_per_token=4 * agent_total + 2 * agent_trainable)
     memory = PhaseMemory(device)
     run.subscribe(memory)
@@ -460,7 +527,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "shape": args.shape, "device": hw["device"], "lora": lora, "offload_when_idle": args.offload, "setup_seconds": setup_s,
         "params": {"agent": agent_total, "agent_trainable": agent_trainable, "env": env_total, "env_trainable": env_trainable},
         "hardware": {"copy_bandwidth_gb_per_s": hw["copy_bandwidth"] / 1e9, "peak_tflops": hw["peak_flops"] / 1e12,
-                     "peak_source": hw["peak_source"], "env_weight_gb": hw["env_weight_bytes"] / 1e9},
+                     "peak_source": hw["peak_source"], "env_weight_gb_bf16": hw["env_weight_bytes"] / 1e9,
+                     "env_weight_gb_stored": hw["env_stored_bytes"] / 1e9},
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "epochs": [],
     }
@@ -487,13 +555,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if "max_allocated_mib" in fig:
                 parts.append(f"max_allocated_mib={fig['max_allocated_mib']:.0f} max_reserved_mib={fig['max_reserved_mib']:.0f}")
             print(" ".join(parts), flush=True)
+    if args.profile_generate:
+        result["profile"] = profile_generate(run, device, args.profile_generate)
+        print(f"  profile: {result['profile']}", flush=True)
     if args.decode_bench:
         batch = args.decode_batch or (64 if device.type == "cuda" else 8)
         tokens = args.decode_tokens or (128 if device.type == "cuda" else 32)
         run._offload(idle="agent")  # the env model on its device, as in the generate phase
-        bench = decode_bench(run.env_updater.model, run.env_tokenizer, device, batch, tokens, hw["copy_bandwidth"], args.compare_no_cache)
+        bench = decode_bench(run.env_updater.model, run.env_tokenizer, device, batch, tokens, hw["copy_bandwidth"], args.compare_no_cache,
+                             args.decode_compile)
         result["decode"] = bench
-        for name in ("dynamic", "static", "no_cache"):
+        for name in ("dynamic", "static", "static_compiled", "no_cache", "dynamic_bf16_copy", "static_bf16_copy",
+                     "static_compiled_bf16_copy"):
             if name in bench:
                 print(f"  decode={name} batch={batch} tokens_per_s={bench[name]['tokens_per_s']:.1f} "
                       f"frac_of_bw_limit={bench[name]['frac_of_bw_limit']:.4f}", flush=True)

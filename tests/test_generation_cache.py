@@ -54,3 +54,37 @@ def test_an_unknown_cache_implementation_is_refused(tiny_models):
     tok = load_tokenizer(settings, "env.model")
     with pytest.raises(GenerationError, match="cache_implementation = 'statik'.*static"):
         make_generator(GenerationSettings(cache_implementation="statik"), None, tok)
+
+
+def _agent(tiny_models, tmp_path, **settings):
+    from workbench.config import AgentSettings
+    from workbench.engine.agent import GRPOAgent
+    from workbench.tasks import Score
+
+    model_settings = ModelSettings(name_or_path=str(tiny_models[0]), device="cpu", gradient_checkpointing=True)
+    agent_settings = AgentSettings(model=model_settings, num_generations=2, per_device_batch_size=2, max_completion_length=6, **settings)
+    model = load_model(model_settings, "agent.model")
+    tok = load_tokenizer(model_settings, "agent.model")
+    return GRPOAgent(agent_settings, model, tok, lambda task, out: Score(float(len(out) % 2), bool(len(out) % 2)), str(tmp_path))
+
+
+def test_agent_rollouts_use_the_kv_cache_under_gradient_checkpointing(tiny_models, tmp_path):
+    """TRL turns checkpointing off around generate; on a lent H100 the rollouts' stacks showed
+    the layers' plain forward. Here: every decode step after the prompt feeds one token."""
+    from workbench.tasks import Task
+
+    agent = _agent(tiny_models, tmp_path, cache_implementation="static")
+    assert agent.trainer.generation_config.cache_implementation == "static"
+    widths, handle = _decode_widths(agent.model)
+    try:
+        result = agent.train_epoch([Task(domain="d", prompt="Say a word.", spec={}, id="t1")], lambda t: [{"role": "user", "content": t.prompt}])
+    finally:
+        handle.remove()
+    assert len(result.attempts["t1"]) == 2
+    decode = [w for w in widths if w == 1]
+    assert decode, f"no one-token decode steps: the rollout re-ran the prefix every step ({widths})"
+
+
+def test_an_unknown_agent_cache_implementation_is_refused(tiny_models, tmp_path):
+    with pytest.raises(GenerationError, match="agent.cache_implementation = 'statik'"):
+        _agent(tiny_models, tmp_path, cache_implementation="statik")

@@ -105,3 +105,30 @@ def test_a_checkpoint_from_before_manifests_is_accepted_with_a_warning(run_dir, 
     with caplog.at_level(logging.WARNING):
         assert latest_checkpoint(run_dir) == newest
     assert any("not verified" in r.message for r in caplog.records)
+
+
+def test_a_full_disk_refuses_the_checkpoint_clearly_and_keeps_the_last_one(run_dir):
+    """On a lent H100 a 1.5B full fine-tuning run (about 37 GB a checkpoint, two kept) filled the
+    disk and died with torch's zip-writer error; now the error says what to do and nothing is lost."""
+    import errno
+
+    def fill_until_full(folder: Path) -> None:
+        (folder / "agent").mkdir()
+        (folder / "agent" / "model.safetensors").write_bytes(b"x" * 10)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(CheckpointError, match="does not fit on the disk.*epoch_0002 is intact.*keep_checkpoints"):
+        write_checkpoint(run_dir, 3, fill_until_full, keep=2)
+    assert latest_checkpoint(run_dir).name == "epoch_0002"
+    assert not list((run_dir / "checkpoints").glob(".epoch_*"))
+
+
+def test_too_little_free_space_is_refused_before_writing(run_dir, monkeypatch):
+    import shutil
+
+    usage = shutil.disk_usage(run_dir)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=10))
+    filled = []
+    with pytest.raises(CheckpointError, match=r"GB needed \(the size of the last one\)"):
+        write_checkpoint(run_dir, 3, filled.append, keep=2)
+    assert filled == [] and latest_checkpoint(run_dir).name == "epoch_0002"

@@ -95,6 +95,11 @@ class AgentSettings:
     vllm_gpu_memory_utilization: float = _f(0.3, "colocate mode: share of GPU memory TRL's vLLM engine may take.")
     vllm_max_model_length: int | None = _f(None, "colocate mode: vLLM context length (prompt + completion); None = the model's.")
     vllm_enable_sleep_mode: bool = _f(False, "colocate mode: vLLM releases its GPU memory while the agent trains.")
+    cache_implementation: str | None = _f(
+        None,
+        "Rollouts without vLLM: the KV cache kind TRL passes to generate (e.g. 'static'); None = transformers' "
+        "default dynamic cache.",
+    )
 
 
 @dataclass

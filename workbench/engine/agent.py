@@ -25,6 +25,7 @@ from transformers import PrinterCallback
 
 from workbench.config import AgentSettings
 from workbench.engine import distributed as dist
+from workbench.engine.generation import check_cache_implementation
 from workbench.engine.models import checkpointing_arguments
 from workbench.tasks import Score, Task
 
@@ -81,6 +82,7 @@ class GRPOAgent:
         self._attempts: dict[str, list[Attempt]] = defaultdict(list)
         self._scoring_seconds = 0.0
         vllm_kwargs = vllm_arguments(settings)
+        check_cache_implementation(settings.cache_implementation, "agent.cache_implementation")
         args = GRPOConfig(
             output_dir=output_dir,
             per_device_train_batch_size=settings.per_device_batch_size,
@@ -92,6 +94,7 @@ class GRPOAgent:
             num_train_epochs=1,
             beta=settings.kl_beta,
             temperature=settings.temperature,
+            cache_implementation=settings.cache_implementation,
             logging_steps=1,
             **(report or {"report_to": []}),
             save_strategy="no",

@@ -15,6 +15,7 @@ checkpoint written before manifests existed is accepted with a warning.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -134,6 +135,21 @@ def verify_checkpoint(folder: str | os.PathLike[str], hashes: bool = True) -> No
             raise CheckpointError(f"checkpoint {folder}: file {name} is corrupt (its sha256 differs from the manifest)")
 
 
+def folder_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+def _disk_full(root: Path, epoch: int, needed: int, previous: list[Path]) -> str:
+    free = shutil.disk_usage(root).free
+    kept = f"the checkpoint of {previous[-1].name} is intact and resumable" if previous else "no earlier checkpoint exists"
+    return (
+        f"the checkpoint of epoch {epoch} does not fit on the disk of {root}: about {needed / 1e9:.1f} GB needed "
+        f"(the size of the last one), {free / 1e9:.1f} GB free; {kept}. Free disk space, lower keep_checkpoints "
+        "(the disk holds keep_checkpoints + 1 of them while one is written), raise checkpoint_every, or train LoRA "
+        "adapters (a checkpoint then holds the adapters only), and resume with --resume"
+    )
+
+
 def write_checkpoint(run_dir: Path, epoch: int, fill: Callable[[Path], None], keep: int = 2) -> Path:
     """Create the checkpoint of `epoch`: `fill(tmp_dir)` writes its contents, the manifest
     records them, then it is renamed into place and LATEST updated. Older checkpoints beyond
@@ -145,7 +161,19 @@ def write_checkpoint(run_dir: Path, epoch: int, fill: Callable[[Path], None], ke
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
-    fill(tmp)
+    previous = sorted(p for p in root.glob("epoch_*") if p.is_dir())
+    needed = folder_bytes(previous[-1]) if previous else 0  # the last checkpoint's size: this one's, near enough
+    if needed and shutil.disk_usage(root).free < needed:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise CheckpointError(_disk_full(root, epoch, needed, previous))
+    try:
+        fill(tmp)
+    except Exception as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        # torch.save reports a full disk as a RuntimeError from its zip writer, not as ENOSPC
+        if needed and shutil.disk_usage(root).free < needed or getattr(exc, "errno", None) == errno.ENOSPC:
+            raise CheckpointError(_disk_full(root, epoch, needed, previous)) from exc
+        raise
     restore_plain_modes(tmp)  # weights files come out 0600 from safetensors whatever the umask
     write_manifest(tmp)
     atomic_write_text(tmp / COMPLETE, json.dumps({"epoch": epoch}))

@@ -124,13 +124,13 @@ def decode_cache_arguments(settings: GenerationSettings) -> dict[str, Any]:
     return kwargs
 
 
-def check_cache_implementation(settings: GenerationSettings) -> None:
+def check_cache_implementation(value: str | None, field: str = "generation.cache_implementation") -> None:
     """Refuse a `cache_implementation` this transformers does not know, naming the valid ones."""
     from transformers.generation.configuration_utils import ALL_CACHE_IMPLEMENTATIONS
 
-    if settings.cache_implementation and settings.cache_implementation not in ALL_CACHE_IMPLEMENTATIONS:
+    if value and value not in ALL_CACHE_IMPLEMENTATIONS:
         raise GenerationError(
-            f"generation.cache_implementation = {settings.cache_implementation!r} is not a transformers cache; use one "
+            f"{field} = {value!r} is not a transformers cache; use one "
             f"of {sorted(ALL_CACHE_IMPLEMENTATIONS)} (e.g. 'static'), or leave it out for the default dynamic cache"
         )
 
@@ -241,7 +241,7 @@ def vllm_available() -> bool:
 
 def make_generator(settings: GenerationSettings, model: Any, tokenizer: Any, model_path: str = "", seed: int = 0) -> Generator:
     if settings.backend == "transformers":
-        check_cache_implementation(settings)
+        check_cache_implementation(settings.cache_implementation)
         return TransformersGenerator(settings, model, tokenizer)
     if settings.backend == "vllm":
         if not vllm_available():
