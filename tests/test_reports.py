@@ -10,9 +10,10 @@ import re
 import pytest
 
 from workbench.cli import main
-from workbench.plugins import load_registry
+from workbench.evaluation import evaluate_tasks
+from workbench.registry import load_registry
 from workbench.reports.report import render_report, write_report
-from workbench.reports.sources import evaluate_tasks, load_eval
+from workbench.reports.sources import load_eval
 from workbench.ui.state import apply_overrides
 from conftest import SMALL_OVERRIDES  # shared fast-run settings
 
@@ -69,6 +70,14 @@ def eval_dir(tmp_path_factory, registry):
     return root
 
 
+def _row(page: str, label: str) -> dict[str, str]:
+    """The comparison table's row `label`, as {column title: cell text}."""
+    table = page[page.index("<th>method / run</th>"):]
+    columns = re.findall(r"<th>(.*?)</th>", table[: table.index("</thead>")])
+    row = re.search(rf"<td>{re.escape(label)}</td>(.*?)</tr>", table).group(1)
+    return dict(zip(columns[1:], re.findall(r"<td>(.*?)</td>", row)))
+
+
 def _images(page: str) -> list[bytes]:
     return [base64.b64decode(m) for m in re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)]
 
@@ -79,10 +88,16 @@ def test_report_from_one_demo_run(runs, tmp_path, registry):
     assert page.startswith("<!DOCTYPE html>") and "</html>" in page
     assert "laid out like the paper&#x27;s Table 1" in page
     assert "GenEnv (ours: demo-genenv)" in page
-    for label in ("Qwen2.5-7B-Instruct (Base) [paper, Table 1]", "GenEnv 7B [paper, Table 1]", "54.5", "53.6", "GenEnv-Static [paper]"):
-        assert label in page
-    for column in ("ALFWorld", "BFCL", "API-Bank", "Bamboogle", "TravelPlanner", "average"):
-        assert f"<th>{column}</th>" in page
+    referenced = [d.info for d in registry.domains.values() if d.info.paper_reference]
+    assert referenced, "the built-in benchmark plugins declare the paper's numbers"
+    for info in referenced:  # every installed domain's published numbers, under its own title
+        assert f"<th>{info.title}</th>" in page
+        for method in info.paper_reference:
+            assert f"{method} [paper]" in page
+    assert "<th>average</th>" in page
+    row = re.search(r"<td>GenEnv 7B \[paper\]</td>(.*?)</tr>", page).group(1)
+    published = [i.paper_reference["GenEnv 7B"][i.headline] for i in referenced if "GenEnv 7B" in i.paper_reference]
+    assert re.findall(r"<td>(.*?)</td>", row)[-1] == f"{sum(published) / len(published):.1f}"
     images = _images(page)
     assert len(images) == 2 and all(img.startswith(b"\x89PNG") for img in images)
     assert "Per-epoch curriculum figures of demo-genenv (genenv)" in page
@@ -94,7 +109,7 @@ def test_report_from_one_demo_run(runs, tmp_path, registry):
         assert "no valid generated task was attempted" in page
     assert "http://" not in page and "https://" not in page, "the report must open offline"
     md = md_path.read_text()
-    assert "| method / run |" in md and "[paper, Table 1]" in md
+    assert "| method / run |" in md and "GenEnv 7B [paper]" in md
     figures = re.findall(r"\]\((one_figures/[^)]+)\)", md)
     assert figures and all((tmp_path / f).exists() for f in figures)
 
@@ -113,10 +128,9 @@ def test_report_from_evaluation_folders_uses_each_plugins_section(eval_dir, regi
     report = render_report([eval_dir], registry=registry)
     page = report.html
     assert "fake-model (ours)" in page
-    row = re.search(r"<td>fake-model \(ours\)</td>(.*?)</tr>", page).group(1)
-    cells = re.findall(r"<td>(.*?)</td>", row)
-    assert cells[3] == "50.0", cells  # Bamboogle column: EM of alternating right/wrong answers
-    assert cells[-2] == "50.0" and cells[-1] == "50.0", cells  # arithmetic column and the average
+    cells = _row(page, "fake-model (ours)")
+    assert cells["Bamboogle"] == "50.0", cells  # EM of alternating right/wrong answers
+    assert cells["Arithmetic (demo)"] == "50.0" and cells["average"] == "50.0", cells
     assert "Bamboogle: by answer type" in page and "Bamboogle: example failures" in page
     assert "no idea" in page  # an example failure shows the output
     assert "<th>headline metric</th>" in page and "<td>em</td>" in page
@@ -131,8 +145,7 @@ def test_run_with_eval_subfolder_fills_its_table1_row(runs, tmp_path, registry):
     tasks = domain.seed_tasks({})[:4]
     evaluate_tasks(domain, tasks, _gold_generate(domain, tasks), run / "eval" / "bamboogle", model="x")
     page = render_report([run], registry=registry).html
-    row = re.search(r"<td>GenEnv-Random \(ours: run-copy\)</td>(.*?)</tr>", page).group(1)
-    assert re.findall(r"<td>(.*?)</td>", row)[3] == "50.0"
+    assert _row(page, "GenEnv-Random (ours: run-copy)")["Bamboogle"] == "50.0"
 
 
 def test_eval_folder_without_tasks_falls_back_to_its_aggregate(tmp_path, registry):
@@ -144,6 +157,54 @@ def test_eval_folder_without_tasks_falls_back_to_its_aggregate(tmp_path, registr
     source = load_eval(tmp_path / "ev", registry)
     assert source.benchmark == "arithmetic" and abs(source.section.metrics["accuracy"] - 1 / 3) < 1e-9
     assert len(source.section.failures) == 2
+
+
+def _info(name, **fields):
+    from workbench.tasks import DomainInfo, MetricInfo
+
+    metrics = [MetricInfo(m) for m in fields.pop("metric_names", [])]
+    return DomainInfo(name=name, version="1", description="", task_schema={}, metrics=metrics, **fields)
+
+
+def _ev(benchmark, **aggregate):
+    from pathlib import Path
+
+    from workbench.reports.sources import EvalSource
+    from workbench.tasks import ReportSection
+
+    return EvalSource(benchmark, Path("/nowhere") / benchmark, {"benchmark": benchmark, **aggregate},
+                      ReportSection(title=benchmark), "m")
+
+
+def test_headline_comes_from_the_domain_and_falls_back_generically():
+    from workbench.reports.report import headline
+
+    infos = {"qa": _info("qa", title="Q&A", metric_names=["em", "f1"], headline="f1")}
+    assert headline(_ev("qa", em=0.25, f1=0.5), infos) == ("Q&A", "f1", 50.0)
+    assert headline(_ev("QA", em=0.25), infos) == ("Q&A", "em", 25.0)  # headline absent: generic order
+    assert headline(_ev("not-installed", reward_mean=0.1, success_rate=0.75), infos) == ("not-installed", "success_rate", 75.0)
+    assert headline(_ev("nothing", n=3), infos) == ("nothing", "-", None)
+
+
+def test_comparison_table_takes_columns_and_paper_rows_from_domain_info():
+    from workbench.reports.report import comparison_table, reference_table
+
+    infos = {
+        "a": _info("a", title="Alpha", metric_names=["acc"], headline="acc",
+                   paper_reference={"Base": {"acc": 10.0}, "Ours 7B": {"acc": 30.0}, "Variant": {"other": 5.0}}),
+        "b": _info("b", title="Beta", headline="em", paper_reference={"Base": {"em": 20.0}, "Ours 7B": {"em": 50.0}}),
+        "c": _info("c", title="Gamma"),
+    }
+    table = comparison_table([], [_ev("c", accuracy=0.5), _ev("b", em=0.4)], infos)
+    assert table.columns == ["method / run", "Alpha", "Beta", "Gamma", "average"]
+    rows = {row[0]: row[1:] for row in table.rows}
+    assert rows["m (ours)"] == [None, 40.0, 50.0, 45.0]
+    assert rows["Base [paper]"] == [10.0, 20.0, None, 15.0] and rows["Ours 7B [paper]"] == [30.0, 50.0, None, 40.0]
+    assert "Variant [paper]" not in rows  # no headline number: only in the reference table
+    assert table.row_classes == ["ours", "paper", "paper"]
+    reference = reference_table(infos)
+    assert ["Alpha", "Variant [paper]", "other", 5.0] in reference.rows and len(reference.rows) == 5
+    assert reference_table({"c": infos["c"]}) is None
 
 
 def test_cli_report_and_bad_sources(runs, tmp_path, capsys):

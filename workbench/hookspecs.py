@@ -21,6 +21,14 @@ Register it through the `workbench` entry-point group in your package's metadata
 Required domain hooks: `workbench_domain_info`, `workbench_seed_tasks`,
 `workbench_environment_prompt`, `workbench_parse_task`, `workbench_validate_task`,
 `workbench_score`. All others are optional. `plugins/workbench_demo` is the worked example.
+
+Each hook's docstring states its rules: what `workbench check-plugin` (`workbench.conformance`)
+checks is exactly what is written there. The registry (`workbench.registry.Domain`) wraps
+every per-task call in a time budget and turns an exception into a counted fault, so hook
+bodies need no try/except of their own; `workbench.plugin_support` holds the plumbing every
+plugin needs (option parsing, grouped means, example failures). Hooks are grouped by phase:
+identity, seeds and data, environment generation, validation, agent and scoring, reports,
+run lifecycle.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from typing import Any
 
 import pluggy
 
-from workbench.tasks import AgentStats, DomainInfo, Interaction, Rejection, ReportSection, Score, Task
+from workbench.tasks import AgentStats, DomainInfo, Interaction, MetricInfo, Rejection, ReportSection, Score, Task
 
 PROJECT = "workbench"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -62,13 +70,31 @@ CROSS_CUTTING_HOOKS = ("workbench_extra_validators", "workbench_run_start", "wor
 
 @hookspec(firstresult=True)
 def workbench_domain_info() -> DomainInfo:
-    """Name, version, description and task schema of this domain plugin.
+    """Who this domain is and what its reports show, as a `DomainInfo`.
 
-    The name must be unique among loaded plugins; it is what configs and the CLI use.
+    Rules (checked at load and by `workbench check-plugin`):
+
+    * `name`: a non-empty string without white space, unique among loaded plugins (configs,
+      the CLI and every task's `domain` field use it);
+    * `version`: a non-empty string; `description`: a string;
+    * `task_schema`: a valid JSON Schema (a dict) that every task's `spec` should match;
+    * `title`: the benchmark's display name in reports (defaults to `name`);
+    * `metrics`: `MetricInfo` entries with distinct names, one per aggregate metric the
+      domain declares (aggregation "mean", "rate", "sum" or "count"; `higher_is_better`),
+      each a key `workbench_aggregate` returns when the data has it (a per-category metric
+      only when its category is present);
+    * `headline`: None, or the metric a comparison table shows in percent: one of `metrics`
+      when any are declared, and a key of `workbench_aggregate`'s answer for every non-empty
+      list of tasks (without a headline,
+      reports take the first of accuracy, em, success_rate, reward_mean that is present);
+    * `paper_reference`: published numbers as `{method: {metric: value}}`, values in percent
+      (0 to 100). The number stored under `headline` is the one a comparison table shows;
+      the same method name in several domains makes one row across them.
+    * `multi_turn`: True only with `workbench_make_interaction` implemented.
     """
 
 
-# --- Seed data (before the first epoch, and for evaluation) ------------------------------
+# --- Seeds and benchmark data (before the first epoch, and for evaluation) -----------------
 
 
 @hookspec(firstresult=True)
@@ -76,29 +102,40 @@ def workbench_seed_tasks(options: dict[str, Any]) -> list[Task]:
     """The seed tasks of the domain: the base data of `D_train` and the examples the
     environment prompt is built from.
 
-    `options` is the run config's `domain_options` mapping (for example `data_path` or
-    `limit`). Without a data path a plugin returns its own small built-in samples.
-    Raise `ValueError` with a message naming the bad option or file when data cannot be read.
+    `options` is the run config's `domain_options` mapping, or `--option KEY=VALUE` pairs
+    from the command line; read it with `workbench.plugin_support` (`limit_option`,
+    `path_option(options, "data_path", ENV_VAR)`, `int_option`, `list_option`), which accept
+    both typed values and strings and raise `OptionError` (a `ValueError`) naming the option.
+    Without a data path a plugin returns its own small built-in samples.
+
+    Rules: return a non-empty list of `Task`; every task's `domain` is this plugin's name,
+    its `prompt` a non-empty string and its `spec` a JSON-serialisable dict (that should
+    match `task_schema`); two different tasks never share an `id` (scores are matched by
+    id); the seeds pass this plugin's own `workbench_validate_task` (if none does,
+    validation is broken). Raise `ValueError` with a message naming the bad option or file
+    when data cannot be read.
     """
 
 
 @hookspec(firstresult=True)
 def workbench_load_benchmark(path: Path) -> list[Task]:
-    """Load an official evaluation file (or folder) of the benchmark as tasks with gold specs.
+    """Optional: load an official evaluation file (or folder) of the benchmark as tasks with
+    gold specs.
 
     Each task's `id` is the record's own id, or its 0-based position in the file as a string
-    when the official format has none. Raise `ValueError` naming the file and record on bad data.
+    when the official format has none. Rule: a malformed file raises `ValueError` (or
+    `OSError`) naming the file and the record, never anything else and never silently loads.
     """
 
 
 @hookspec(firstresult=True)
 def workbench_read_predictions(path: Path) -> dict[str, str] | None:
-    """Read a predictions file in a benchmark-specific format (for example TravelPlanner's
+    """Optional: read a predictions file in a benchmark-specific format (for example a
     submission format), returning id -> raw output text. Return None to fall back to the
-    standard JSON Lines `{"id", "output"}` reader."""
+    standard JSON Lines `{"id", "output"}` reader. Raise `ValueError` naming the file on bad data."""
 
 
-# --- Generation (the environment model writes tasks) ------------------------------------
+# --- Environment generation (the environment model writes tasks) ---------------------------
 
 
 @hookspec(firstresult=True)
@@ -106,8 +143,9 @@ def workbench_environment_prompt(examples: list[Task], stats: AgentStats) -> str
     """The instruction given to the environment model to write ONE new task.
 
     `examples` are seed or recent tasks to imitate; `stats` the agent's recent success
-    (its `alpha` is the target success rate). Return plain text: the engine applies the
-    model's chat template.
+    (its `alpha` is the target success rate; before the first epoch its figures are None).
+    Rule: return a non-empty string, both before the first epoch and with statistics. Plain
+    text: the engine applies the model's chat template.
     """
 
 
@@ -115,20 +153,25 @@ def workbench_environment_prompt(examples: list[Task], stats: AgentStats) -> str
 def workbench_parse_task(text: str, examples: list[Task]) -> Task | Rejection:
     """Turn the environment model's raw text into a Task, or a Rejection saying why not.
 
-    `examples` are the tasks the prompt showed. Never execute the text. The engine fills
-    in `env_context`, `env_text` and `source` afterwards.
+    `examples` are the tasks the prompt showed. The engine fills in `env_context`,
+    `env_text` and `source` afterwards. Rules: never execute the text; never raise, whatever
+    the text (empty, truncated JSON, other fields, control characters, 5000 characters):
+    return a `Rejection(code, message)`; garbage must not come out as a task that passes
+    `workbench_validate_task`; the text of a seed task (`workbench_render_task`, else its
+    `env_text`, else its example in the environment prompt) parses back into a task that
+    passes validation.
     """
 
 
 @hookspec(firstresult=True)
 def workbench_render_task(task: Task) -> str | None:
     """Optional: the text an environment model would write for `task`, in the format
-    `workbench_parse_task` reads, so that parsing it (with `examples=[task]`) gives back an
-    equivalent task. Return None for a task that cannot be written that way.
+    `workbench_parse_task` reads.
 
-    Used to warm-start a small environment model on the seed tasks (`workbench demo
-    --domain NAME`: the environment learns to write this domain's format) and by the
-    conformance checker's round trip. Never raise for a task of this domain.
+    Rules: parsing the text with `task` first among `examples` gives back an equivalent
+    task that passes validation; return None for a task that cannot be written that way;
+    never raise for a task of this domain. Used to warm-start a small environment model on
+    the seed tasks (`workbench demo --domain NAME`) and by the conformance checker's round trip.
     """
 
 
@@ -137,8 +180,12 @@ def workbench_render_task(task: Task) -> str | None:
 
 @hookspec(firstresult=True)
 def workbench_validate_task(task: Task) -> list[Rejection]:
-    """Check a parsed task against the domain's schema and semantics. Return every reason
-    it is unusable (empty list when valid). Must not raise for bad tasks."""
+    """Check a parsed task against the domain's schema and semantics.
+
+    Rules: return a list of `Rejection`, every reason the task is unusable (empty when
+    valid); never raise for a bad task (a spec of the wrong shape is a Rejection); reject a
+    task with an empty prompt and an empty spec; accept the plugin's own seed tasks.
+    """
 
 
 @hookspec
@@ -147,23 +194,29 @@ def workbench_extra_validators(task: Task, domain: str) -> list[Rejection]:
     banned content). All answers are collected; return an empty list to accept."""
 
 
-# --- Agent (rollouts and scoring) ----------------------------------------------------------
+# --- Agent and scoring -----------------------------------------------------------------
 
 
 @hookspec(firstresult=True)
 def workbench_agent_prompt(task: Task) -> list[dict[str, str]]:
-    """Optional: the chat messages the agent sees for this task. Default: `task.messages()`."""
+    """Optional: the chat messages the agent sees for this task. Default: `task.messages()`.
+    Rule: a non-empty list of `{"role", "content"}` dicts whose content is a string. If it
+    raises, times out or returns the wrong type, a generated task is rejected; a seed or
+    history task falls back to `task.messages()`."""
 
 
 @hookspec(firstresult=True)
 def workbench_score(task: Task, output: str) -> Score:
-    """Score one raw agent output against a task. Reward in [0, 1] with named submetrics.
+    """Score one raw agent output against a task.
 
-    An output that cannot be parsed scores 0 with `error` set; never raise for bad output,
-    never `eval` it. If the hook raises, runs past the time budget (`plugin_timeout_s`) or
-    returns an invalid Score (reward outside [0, 1] or NaN), the engine scores the output 0
-    with `metrics["plugin_fault"] = 1.0` (`workbench.plugins.is_plugin_fault`), counts it in the
-    epoch's `score_errors` and keeps the task out of the environment's curriculum.
+    Rules: return a `Score` whose reward is a float in [0, 1] (not NaN) and whose `metrics`
+    map names to numbers; an output that cannot be parsed scores 0 with `error` set; never
+    raise for bad output, never `eval` it; an empty or garbage output is not a success.
+
+    If the hook raises, runs past the time budget (`plugin_timeout_s`) or returns an invalid
+    Score, the engine scores the output 0 with `metrics["plugin_fault"] = 1.0`
+    (`workbench.registry.is_plugin_fault`), counts it in the epoch's `score_errors` and keeps
+    the task out of the environment's curriculum: a plugin needs no try/except of its own.
     """
 
 
@@ -173,29 +226,44 @@ def workbench_reference_output(task: Task) -> str | None:
     answer, written the way the agent prompt asks for it), or None when the task has no single
     gold output.
 
-    Used to warm-start a small agent (`workbench demo --domain NAME`) and by the conformance
-    checker (the reference output must score a success). Never raise for a task of this domain.
+    Rules: the reference output scores a success on its own task; never raise for a task of
+    this domain. Used to warm-start a small agent (`workbench demo --domain NAME`).
     """
 
 
 @hookspec(firstresult=True)
 def workbench_make_interaction(task: Task) -> Interaction | None:
-    """Optional, multi-turn domains: an environment the agent can act in for this task."""
+    """Optional, multi-turn domains (`DomainInfo.multi_turn`, where it is required): an
+    environment the agent can act in for this task, or None for a task without one.
+
+    Rules: return an `Interaction` whose `reset()` returns the first observation (a string)
+    and whose `step(action)` returns `(observation, reward, done)`; `close()` frees it.
+    """
 
 
-# --- Reporting ---------------------------------------------------------------------------
+# --- Reports ------------------------------------------------------------------------------
 
 
 @hookspec(firstresult=True)
 def workbench_aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
-    """Optional: benchmark-level metrics in the benchmark's own terms (for example
-    TravelPlanner's macro pass rates). Default: mean reward and accuracy."""
+    """Optional: benchmark-level metrics in the benchmark's own terms (for example macro
+    pass rates). Default: `n`, mean reward, accuracy and parse-error rate.
+
+    Rules: a dict of metric name -> number (not bool); for any non-empty list of tasks it
+    holds `DomainInfo.headline`, and the other declared metrics whenever the data has them. `workbench.plugin_support` has `mean`,
+    `mean_stderr`, `rate` and `grouped_means` for the usual ones.
+    """
 
 
 @hookspec(firstresult=True)
 def workbench_report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -> ReportSection:
     """Optional: the section of a per-benchmark evaluation report: metric table in the
-    benchmark's own terms, per-category breakdowns and example failures."""
+    benchmark's own terms, per-category breakdowns and example failures.
+
+    Rules: a `ReportSection` whose `metrics` is a dict, `tables` maps a name to a list of
+    row dicts, `failures` is a list of dicts (`plugin_support.example_failures` builds the
+    usual ones), all JSON-serialisable. Default: the aggregate and up to five failures.
+    """
 
 
 # --- Run lifecycle listeners (cross-cutting) ---------------------------------------------
@@ -210,7 +278,7 @@ def workbench_run_start(run_dir: str, config: dict[str, Any]) -> None:
 @hookspec
 def workbench_epoch_end(run_dir: str, epoch: int, metrics: dict[str, Any]) -> None:
     """Cross-cutting: called after each completed epoch with that epoch's metrics record
-    (the same object appended to `metrics.jsonl`). Errors here are reported, not fatal.
+    (a copy of that epoch's record as appended to `metrics.jsonl`). Errors here are reported, not fatal.
     In a multi-process run (accelerate) it is called on the main process only."""
 
 
@@ -223,6 +291,7 @@ __all__ = [
     "AgentStats",
     "DomainInfo",
     "Interaction",
+    "MetricInfo",
     "Rejection",
     "ReportSection",
     "Score",

@@ -26,6 +26,7 @@ __all__ = [
     "Rejection",
     "AgentStats",
     "DomainInfo",
+    "MetricInfo",
     "ReportSection",
     "Interaction",
     "atomic_write_text",
@@ -107,6 +108,15 @@ class Score:
         """The value that counts as a success for p_hat: `correct` where defined, else reward."""
         return float(self.correct) if self.correct is not None else self.reward
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON record of this verdict (scores.jsonl, attempts, the OpenEnv server)."""
+        return {"reward": self.reward, "correct": self.correct, "metrics": dict(self.metrics), "error": self.error}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Score":
+        """The verdict back from `to_dict`'s record; extra keys (an id, an output) are ignored."""
+        return cls(float(data["reward"]), data.get("correct"), dict(data.get("metrics") or {}), data.get("error"))
+
 
 @dataclass(frozen=True)
 class Rejection:
@@ -135,17 +145,49 @@ class AgentStats:
     recent: list[tuple[Task, float]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class MetricInfo:
+    """How one aggregate metric of a domain reads: `aggregation` says how per-task values
+    combine ("mean" of per-task values, "rate" = share of tasks, "sum", "count"), and
+    `higher_is_better` its direction. Reports use both; the engine never interprets them."""
+
+    name: str
+    description: str = ""
+    aggregation: str = "mean"
+    higher_is_better: bool = True
+
+    def __post_init__(self) -> None:
+        if self.aggregation not in ("mean", "rate", "sum", "count"):
+            raise ValueError(f"MetricInfo {self.name!r}: aggregation must be mean, rate, sum or count, got {self.aggregation!r}")
+
+
 @dataclass
 class DomainInfo:
     """Identity of a domain plugin: its unique name, version and the JSON Schema of the
     `spec` field of its tasks. `multi_turn` is True when the plugin also supplies an
-    interactive environment (see the `workbench_make_interaction` hook)."""
+    interactive environment (see the `workbench_make_interaction` hook).
+
+    What its reports show: `title` is the benchmark's display name (default: `name`);
+    `metrics` declares the aggregate metrics `workbench_aggregate` returns (aggregation and
+    direction); `headline` names the one a comparison table shows, in percent;
+    `paper_reference` holds published numbers as {method: {metric: value in percent}},
+    shown beside the run's own (the GenEnv paper's Table 1 for its five benchmarks)."""
 
     name: str
     version: str
     description: str
     task_schema: dict[str, Any]
     multi_turn: bool = False
+    title: str = ""
+    metrics: list[MetricInfo] = field(default_factory=list)
+    headline: str | None = None
+    paper_reference: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.title = self.title or self.name
+        names = [m.name for m in self.metrics]
+        if self.headline is not None and names and self.headline not in names:
+            raise ValueError(f"DomainInfo {self.name!r}: headline {self.headline!r} is not one of its metrics {names}")
 
 
 @dataclass

@@ -90,7 +90,7 @@ def env_not_updated_note(metrics: Metrics) -> str:
     missing = [m for m in metrics if m.get("env_update") is None and m.get("env_kl") is None]
     if not missing:
         return ""
-    modes = {m.get("mode") for m in metrics} - {None}
+    modes = {str(m["mode"]) for m in metrics if m.get("mode") is not None}
     if modes and modes <= {"random", "static", "teacher"}:
         return f"environment not trained in {'/'.join(sorted(modes))} mode"
     epochs = [int(m["epoch"]) for m in missing if "epoch" in m]

@@ -3,8 +3,11 @@ evaluation folders. This is what `workbench report RUN_DIR [RUN_DIR ...] --out F
 writes and what the evaluation notebook shows inline.
 
 Contents: a comparison table laid out like the paper's Table 1 (rows = runs/methods,
-columns = benchmarks + average, our numbers in percent) with the paper's reference
-numbers beside ours in clearly labelled rows; co-evolution curves of all runs overlaid
+columns = benchmarks + average, our numbers in percent) with published reference numbers
+beside ours in clearly labelled rows. Which metric a benchmark's column shows, its title and
+its published numbers all come from the domain plugin's `DomainInfo` (`headline`, `title`,
+`paper_reference`, read through the registry): this module names no benchmark, and a
+benchmark without an installed domain falls back to its first generic metric; co-evolution curves of all runs overlaid
 (p_hat vs the alpha band, agent reward, task length growth, rejection rate) and each run's
 full dashboard figure; per-epoch tables; and one section per benchmark in the benchmark's
 own terms (the plugin's `report_section`: metrics, per-category tables, example failures).
@@ -24,24 +27,9 @@ from typing import Any, Sequence
 from workbench.reports.figures import comparison_figure, dashboard_figure, figure_png, rejection_totals
 from workbench.reports.sources import EvalSource, RunSource, load_sources
 from workbench.reports.summary import COLUMNS
-from workbench.tasks import ReportSection, atomic_write_text
+from workbench.tasks import DomainInfo, ReportSection, atomic_write_text
 
-# The paper's Table 1 (Qwen2.5-7B-Instruct base -> GenEnv 7B), DESIGN.md section 1.
-PAPER_BENCHMARKS = ["ALFWorld", "BFCL", "API-Bank", "Bamboogle", "TravelPlanner"]
-PAPER_TABLE1 = {
-    "Qwen2.5-7B-Instruct (Base)": [14.2, 7.0, 61.6, 68.0, 14.3, 33.0],
-    "GenEnv 7B": [54.5, 41.8, 79.1, 76.0, 16.6, 53.6],
-}
-PAPER_BFCL_VALIDATION = {"GenEnv-Random": 40.8, "GenEnv-Static": 43.2, "Gemini 2.5 Pro 1.8x": 43.4,
-                         "Gemini 2.5 Pro 3.3x": 43.8, "GenEnv": 45.8}
-# normalised domain name -> (column title, headline metric keys in order of preference)
-HEADLINES = {
-    "alfworld": ("ALFWorld", ["success_rate", "episode_success_rate", "step_accuracy", "accuracy"]),
-    "bfcl": ("BFCL", ["accuracy"]),
-    "apibank": ("API-Bank", ["toolrl_accuracy", "executed_accuracy", "accuracy"]),
-    "bamboogle": ("Bamboogle", ["em", "accuracy"]),
-    "travelplanner": ("TravelPlanner", ["Final Pass Rate", "final_pass_rate"]),
-}
+# Used when a benchmark's domain is not installed or declares no headline: the first present.
 GENERIC_HEADLINE = ["accuracy", "em", "success_rate", "reward_mean"]
 MODE_NAMES = {"genenv": "GenEnv", "random": "GenEnv-Random", "static": "GenEnv-Static", "teacher": "Offline augmentation"}
 
@@ -50,14 +38,38 @@ def _norm(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
-def headline(ev: EvalSource) -> tuple[str, str, float | None]:
-    """(column title, metric key, value in percent) of an evaluation."""
-    title, keys = HEADLINES.get(_norm(ev.benchmark), (ev.benchmark, GENERIC_HEADLINE))
+def domain_infos(registry: Any) -> dict[str, DomainInfo]:
+    """The DomainInfo of every installed domain, by domain name (registry order)."""
+    domains = getattr(registry, "domains", None) or {}
+    return {name: domain.info for name, domain in domains.items()}
+
+
+def _info_for(benchmark: str, infos: dict[str, DomainInfo]) -> DomainInfo | None:
+    """The domain an evaluation's benchmark name refers to (its name or title, any spelling)."""
+    if benchmark in infos:
+        return infos[benchmark]
+    key = _norm(benchmark)
+    return next((i for i in infos.values() if key in (_norm(i.name), _norm(i.title))), None)
+
+
+def headline(ev: EvalSource, infos: dict[str, DomainInfo] | None = None) -> tuple[str, str, float | None]:
+    """(column title, metric key, value in percent) of an evaluation: the domain's declared
+    headline metric, else the first of GENERIC_HEADLINE present in its aggregate."""
+    info = _info_for(ev.benchmark, infos or {})
+    title = info.title if info is not None else ev.benchmark
+    keys = [info.headline] if info is not None and info.headline else []
     for key in keys + GENERIC_HEADLINE:
         value = ev.aggregate.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return title, key, 100.0 * float(value)
     return title, "-", None
+
+
+def _reference_value(info: DomainInfo, values: dict[str, float]) -> float | None:
+    """A method's published number for a domain's comparison column: the headline metric's."""
+    key = info.headline if info.headline else next(iter(values), None)
+    value = values.get(key) if key is not None else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -123,55 +135,77 @@ def _row_label(run: RunSource) -> str:
     return f"{MODE_NAMES.get(run.config.get('mode', ''), run.config.get('mode', '?'))} (ours: {run.path.name})"
 
 
-def comparison_table(runs: Sequence[RunSource], evals: Sequence[EvalSource]) -> Table:
-    """Table 1 layout: rows = our runs/models then the paper's rows; columns = benchmarks + average."""
+def comparison_table(runs: Sequence[RunSource], evals: Sequence[EvalSource],
+                     infos: dict[str, DomainInfo] | None = None) -> Table:
+    """Table 1 layout: rows = our runs/models then the published methods; columns = benchmarks
+    (every installed domain with reference numbers, then any other evaluated one) + average."""
+    infos = infos or {}
+    referenced = [i for i in infos.values() if i.paper_reference]
     groups: list[tuple[str, list[EvalSource]]] = [(_row_label(r), r.evals) for r in runs]
     standalone: dict[str, list[EvalSource]] = {}
     for ev in evals:
         standalone.setdefault(f"{ev.model or ev.path.parent.name} (ours)", []).append(ev)
     groups += list(standalone.items())
-    columns = list(PAPER_BENCHMARKS)
+    columns = list(dict.fromkeys(i.title for i in referenced))
     for _, evs in groups:
         for ev in evs:
-            title = headline(ev)[0]
+            title = headline(ev, infos)[0]
             if title not in columns:
                 columns.append(title)
-    rows, classes = [], []
+    labelled: list[tuple[str, str, dict[str, float | None]]] = []
     for label, evs in groups:
         values: dict[str, float | None] = {}
         for ev in evs:
-            title, _key, value = headline(ev)
+            title, _key, value = headline(ev, infos)
             values[title] = value
+        labelled.append((label, "ours", values))
+    published: dict[str, dict[str, float | None]] = {}
+    for info in referenced:
+        for method, numbers in info.paper_reference.items():
+            value = _reference_value(info, numbers)
+            if value is not None:
+                published.setdefault(method, {})[info.title] = value
+    labelled += [(f"{method} [paper]", "paper", values) for method, values in published.items()]
+    rows: list[list[Any]] = []
+    classes: list[str] = []
+    for label, cls, values in labelled:
         present = [v for v in values.values() if v is not None]
         avg = sum(present) / len(present) if present else None
-        rows.append([label] + [None if values.get(c) is None else round(values[c], 1) for c in columns]
-                    + [None if avg is None else round(avg, 1)])
-        classes.append("ours")
-    for label, numbers in PAPER_TABLE1.items():
-        rows.append([f"{label} [paper, Table 1]"] + numbers[:5] + [None] * (len(columns) - 5) + [numbers[5]])
-        classes.append("paper")
-    caption = ("Success rates in percent. Rows marked 'ours' are measured here (headline metric per benchmark; the "
-               "average is over the benchmarks each row has); rows marked [paper, Table 1] are the GenEnv paper's "
-               "reported numbers for Qwen2.5-7B-Instruct, shown for reference only. A run's benchmark numbers come "
-               "from evaluation folders under RUN_DIR/eval/<benchmark>/ ('-' where none).")
+        cells: list[Any] = [label]
+        for column in columns:
+            value = values.get(column)
+            cells.append(None if value is None else round(value, 1))
+        rows.append(cells + [None if avg is None else round(avg, 1)])
+        classes.append(cls)
+    caption = ("Success rates in percent. Rows marked 'ours' are measured here (each benchmark's headline metric; the "
+               "average is over the benchmarks each row has); rows marked [paper] are published numbers declared "
+               "by each domain plugin (for the five GenEnv benchmarks, the paper's Table 1 for Qwen2.5-7B-Instruct), "
+               "shown for reference only. A run's benchmark numbers come from evaluation folders under "
+               "RUN_DIR/eval/<benchmark>/ ('-' where none).")
     return Table(["method / run"] + columns + ["average"], rows, caption, classes, digits=1)
 
 
-def bfcl_reference_table() -> Table:
-    rows = [[f"{k} [paper]", v] for k, v in PAPER_BFCL_VALIDATION.items()]
-    return Table(["method", "BFCL validation (%)"], rows,
-                 "The paper's BFCL validation comparison of data-generation strategies (reference, not measured here).",
-                 ["paper"] * len(rows), digits=1)
+def reference_table(infos: dict[str, DomainInfo]) -> Table | None:
+    """Every published number the installed domains declare, one row each (None when none)."""
+    rows = [[info.title, f"{method} [paper]", metric, value]
+            for info in infos.values() for method, numbers in info.paper_reference.items()
+            for metric, value in numbers.items()]
+    if not rows:
+        return None
+    return Table(["benchmark", "method", "metric", "value (%)"], rows,
+                 "Published reference numbers declared by the domain plugins (DomainInfo.paper_reference), "
+                 "not measured here.", ["paper"] * len(rows), digits=1)
 
 
-def headline_table(runs: Sequence[RunSource], evals: Sequence[EvalSource]) -> Table:
+def headline_table(runs: Sequence[RunSource], evals: Sequence[EvalSource],
+                   infos: dict[str, DomainInfo] | None = None) -> Table:
     rows = []
     for r in runs:
         for ev in r.evals:
-            title, key, value = headline(ev)
+            title, key, value = headline(ev, infos)
             rows.append([r.label, title, key, None if value is None else round(value, 1), str(ev.path)])
     for ev in evals:
-        title, key, value = headline(ev)
+        title, key, value = headline(ev, infos)
         rows.append([ev.model or "-", title, key, None if value is None else round(value, 1), str(ev.path)])
     return Table(["run / model", "benchmark", "headline metric", "value (%)", "folder"], rows, "Which metric each column shows.", digits=1)
 
@@ -181,19 +215,29 @@ def epoch_table(run: RunSource) -> Table:
     return Table([title for _, title in COLUMNS] + ["rejected"], rows, f"Per-epoch curriculum figures of {run.label}")
 
 
-def section_tables(section: ReportSection) -> list[Table]:
+def section_tables(section: ReportSection, info: DomainInfo | None = None) -> list[Table]:
+    """The tables of a plugin's report section; with its DomainInfo, the metric table says
+    how each declared metric aggregates and which direction is better."""
     tables = []
-    metrics = [[k, v] for k, v in section.metrics.items()]
-    if metrics:
-        tables.append(Table(["metric", "value"], metrics, f"{section.title}: metrics"))
-    for name, rows in section.tables.items():
+    declared = {m.name: m for m in info.metrics} if info is not None else {}
+    if declared:
+        rows = [[k, v] + ([declared[k].aggregation, "higher" if declared[k].higher_is_better else "lower",
+                           declared[k].description] if k in declared else [None, None, None])
+                for k, v in section.metrics.items()]
         if rows:
-            cols = list(dict.fromkeys(k for r in rows for k in r))
-            tables.append(Table(cols, [[r.get(c) for c in cols] for r in rows], f"{section.title}: {name.replace('_', ' ')}"))
+            tables.append(Table(["metric", "value", "aggregation", "better", "description"], rows, f"{section.title}: metrics"))
+    else:
+        metrics = [[k, v] for k, v in section.metrics.items()]
+        if metrics:
+            tables.append(Table(["metric", "value"], metrics, f"{section.title}: metrics"))
+    for name, records in section.tables.items():
+        if records:
+            cols = list(dict.fromkeys(k for r in records for k in r))
+            tables.append(Table(cols, [[r.get(c) for c in cols] for r in records], f"{section.title}: {name.replace('_', ' ')}"))
     if section.failures:
         cols = list(dict.fromkeys(k for f in section.failures for k in f))
-        rows = [[str(f.get(c, ""))[:300] if isinstance(f.get(c), str) else f.get(c) for c in cols] for f in section.failures]
-        tables.append(Table(cols, rows, f"{section.title}: example failures"))
+        cells = [[str(f.get(c, ""))[:300] if isinstance(f.get(c), str) else f.get(c) for c in cols] for f in section.failures]
+        tables.append(Table(cols, cells, f"{section.title}: example failures"))
     return tables
 
 
@@ -240,20 +284,23 @@ class _Doc:
 def render_report(paths: Sequence[str | Path], registry: Any = None, title: str = "GenEnv Workbench report") -> Report:
     """Build the report from run and evaluation folders."""
     if registry is None:
-        from workbench.plugins import load_registry
+        from workbench.registry import load_registry
 
         registry = load_registry()
     runs, evals = load_sources(list(paths), registry)
+    infos = domain_infos(registry)
     doc = _Doc()
     doc.html.append(f"<h1>{html.escape(title)}</h1>")
     doc.md += [f"# {title}", ""]
     doc.para(f"Generated {time.strftime('%Y-%m-%d %H:%M')} from: " + ", ".join(str(p) for p in paths))
 
     doc.heading("Comparison (laid out like the paper's Table 1)")
-    doc.table(comparison_table(runs, evals))
+    doc.table(comparison_table(runs, evals, infos))
     if any(r.evals for r in runs) or evals:
-        doc.table(headline_table(runs, evals))
-    doc.table(bfcl_reference_table())
+        doc.table(headline_table(runs, evals, infos))
+    reference = reference_table(infos)
+    if reference is not None:
+        doc.table(reference)
 
     if runs:
         doc.heading("Co-evolution curves")
@@ -275,7 +322,7 @@ def render_report(paths: Sequence[str | Path], registry: Any = None, title: str 
                                 f"{run.label}: rejected generations by reason (all epochs)"))
             if run.task_section is not None:
                 doc.heading(run.task_section.title, 4)
-                for table in section_tables(run.task_section):
+                for table in section_tables(run.task_section, _info_for(str(cfg.get("domain", "")), infos)):
                     doc.table(table)
             else:
                 doc.para(f"{run.label}: no valid generated task was attempted by the agent in any epoch yet, "
@@ -287,7 +334,7 @@ def render_report(paths: Sequence[str | Path], registry: Any = None, title: str 
         for owner, ev in all_evals:
             doc.heading(f"{ev.section.title} ({owner})", 3)
             doc.para(f"from {ev.path}")
-            for table in section_tables(ev.section):
+            for table in section_tables(ev.section, _info_for(ev.benchmark, infos)):
                 doc.table(table)
             if ev.section.markdown:
                 doc.html.append(f"<details><summary>plugin notes</summary><pre>{html.escape(ev.section.markdown)}</pre></details>")

@@ -8,54 +8,13 @@ import types
 from pathlib import Path
 
 import pytest
+from engine_support import toy_plugin
 
 from workbench import DomainInfo, Rejection, ReportSection, Score, Task, hookimpl
 from workbench.cli import main
-from workbench.contract import PluginContractError, assert_plugin_valid, check_plugin
+from workbench.conformance import PluginContractError, assert_plugin_valid, check_plugin
 
 PLUGIN_PACKAGES = sorted(p.name for p in (Path(__file__).resolve().parents[1] / "plugins").glob("workbench_*") if (p / "__init__.py").exists())
-
-
-def make_plugin(name: str = "toy", **overrides) -> types.ModuleType:
-    """A small, complete and correct domain plugin; keyword arguments replace hooks."""
-
-    @hookimpl
-    def workbench_domain_info():
-        return DomainInfo(name=name, version="0.1", description="toy", task_schema={"type": "object", "required": ["answer"]})
-
-    @hookimpl
-    def workbench_seed_tasks(options):
-        return [Task(domain=name, prompt=f"say {w}", spec={"answer": w}) for w in ("hi", "yo", "ok")]
-
-    @hookimpl
-    def workbench_environment_prompt(examples, stats):
-        return "Write a task like these:\n" + "\n".join(f"Q: say {t.spec['answer']}" for t in examples)
-
-    @hookimpl
-    def workbench_parse_task(text, examples):
-        if not text.startswith("Q: say ") or not text[7:].strip().isalpha():
-            return Rejection("parse_error", "expected 'Q: say WORD'")
-        word = text[7:].strip()
-        return Task(domain=name, prompt=f"say {word}", spec={"answer": word})
-
-    @hookimpl
-    def workbench_validate_task(task):
-        return [] if task.prompt and task.spec.get("answer") else [Rejection("empty", "empty prompt or answer")]
-
-    @hookimpl
-    def workbench_score(task, output):
-        ok = output.strip() == task.spec["answer"]
-        return Score(float(ok), ok)
-
-    hooks = dict(workbench_domain_info=workbench_domain_info, workbench_seed_tasks=workbench_seed_tasks,
-                 workbench_environment_prompt=workbench_environment_prompt, workbench_parse_task=workbench_parse_task,
-                 workbench_validate_task=workbench_validate_task, workbench_score=workbench_score)
-    hooks.update(overrides)
-    module = types.ModuleType(f"plugin_{name}")
-    for key, value in hooks.items():
-        if value is not None:
-            setattr(module, key, value)
-    return module
 
 
 def failed(report) -> dict[str, str]:
@@ -73,13 +32,13 @@ def test_every_builtin_plugin_passes(package):
 
 
 def test_a_correct_plugin_passes_and_round_trips():
-    report = assert_plugin_valid(make_plugin(), strict=True)
+    report = assert_plugin_valid(toy_plugin(), strict=True)
     passed = {r.name: r.message for r in report.results}
     assert "Q: say hi" in passed["parse a seed task rendered back"]
 
 
 def test_domain_name_and_domain_object_resolve_to_the_plugin():
-    from workbench.plugins import load_registry
+    from workbench.registry import load_registry
 
     assert check_plugin("arithmetic").ok
     assert check_plugin(load_registry().domain("arithmetic")).ok
@@ -126,6 +85,22 @@ def _info_with_space():
 
 
 @hookimpl
+def _info_bad_reference():
+    return DomainInfo(name="toy", version="0.1", description="d", task_schema={"type": "object"},
+                      paper_reference={"Base": {"accuracy": 140.0}})
+
+
+@hookimpl
+def _info_headline_not_aggregated():
+    return DomainInfo(name="toy", version="0.1", description="d", task_schema={"type": "object"}, headline="f1")
+
+
+@hookimpl
+def _render_raises(task):
+    return task.spec["no such field"]
+
+
+@hookimpl
 def _report_section_dict(tasks, outputs, scores):
     return {"title": "not a section"}
 
@@ -145,12 +120,15 @@ def _report_section_bad_tables(tasks, outputs, scores):
         ({"workbench_environment_prompt": _empty_prompt}, "environment prompt (before the first epoch)", ["non-empty string"]),
         ({"workbench_validate_task": _validate_returns_string}, "validate seed tasks", ["list of Rejection"]),
         ({"workbench_domain_info": _info_with_space}, "domain info", ["without spaces", "version"]),
+        ({"workbench_domain_info": _info_bad_reference}, "domain info", ["paper_reference['Base']['accuracy']", "0 to 100"]),
+        ({"workbench_domain_info": _info_headline_not_aggregated}, "declared metrics in the aggregate", ["'f1'", "default aggregate"]),
+        ({"workbench_render_task": _render_raises}, "render a seed task", ["KeyError"]),
         ({"workbench_report_section": _report_section_dict}, "report section", ["not ReportSection"]),
         ({"workbench_report_section": _report_section_bad_tables}, "report section", ["list of row dicts"]),
     ],
 )
 def test_broken_plugins_fail_with_a_message_naming_the_problem(overrides, check, words):
-    report = check_plugin(make_plugin(**overrides))
+    report = check_plugin(toy_plugin(**overrides))
     assert not report.ok
     errors = failed(report)
     assert check in errors, str(report)
@@ -159,22 +137,22 @@ def test_broken_plugins_fail_with_a_message_naming_the_problem(overrides, check,
 
 
 def test_garbage_accepted_as_a_task_is_a_warning():
-    report = check_plugin(make_plugin(workbench_parse_task=_accepts_everything))
+    report = check_plugin(toy_plugin(workbench_parse_task=_accepts_everything))
     assert report.ok
     assert any(r.name == "parse garbage gives a Rejection" for r in report.warnings)
     with pytest.raises(PluginContractError, match="garbage was accepted"):
-        assert_plugin_valid(make_plugin(workbench_parse_task=_accepts_everything), strict=True)
+        assert_plugin_valid(toy_plugin(workbench_parse_task=_accepts_everything), strict=True)
 
 
 def test_load_time_contract_errors_are_reported():
-    missing = check_plugin(make_plugin(workbench_score=None))
+    missing = check_plugin(toy_plugin(workbench_score=None))
     assert failed(missing)["load"].count("workbench_score")
 
     @hookimpl
     def workbench_scroe(task, output):
         return Score(0.0)
 
-    typo = make_plugin(workbench_scroe=workbench_scroe)
+    typo = toy_plugin(workbench_scroe=workbench_scroe)
     assert "matches no spec" in failed(check_plugin(typo))["load"]
     assert "no domain" in failed(check_plugin(types.ModuleType("empty_plugin")))["load"]
     assert "could not find" in failed(check_plugin("no_such_plugin_anywhere"))["resolve"]
@@ -182,12 +160,12 @@ def test_load_time_contract_errors_are_reported():
 
 def test_assert_plugin_valid_raises_with_the_whole_report():
     with pytest.raises(PluginContractError) as info:
-        assert_plugin_valid(make_plugin(workbench_score=_score_raises))
+        assert_plugin_valid(toy_plugin(workbench_score=_score_raises))
     assert "FAIL  score garbage output" in str(info.value) and "PASS  load" in str(info.value)
 
 
 def test_report_renders_for_notebooks_and_json():
-    report = check_plugin(make_plugin(workbench_score=_score_raises))
+    report = check_plugin(toy_plugin(workbench_score=_score_raises))
     assert "<table" in report._repr_html_() and "score garbage output" in report._repr_html_()
     data = report.to_dict()
     assert data["ok"] is False and any(r["level"] == "error" for r in data["results"])
@@ -196,10 +174,10 @@ def test_report_renders_for_notebooks_and_json():
 def test_cli_exit_codes(capsys, monkeypatch):
     assert main(["check-plugin", "workbench_demo"]) == 0
     assert "0 errors" in capsys.readouterr().out
-    monkeypatch.setitem(sys.modules, "broken_toy_plugin", make_plugin(workbench_score=_score_raises))
+    monkeypatch.setitem(sys.modules, "broken_toy_plugin", toy_plugin(workbench_score=_score_raises))
     assert main(["check-plugin", "broken_toy_plugin"]) == 1
     assert "FAIL  score garbage output" in capsys.readouterr().out
-    monkeypatch.setitem(sys.modules, "lenient_toy_plugin", make_plugin(workbench_parse_task=_accepts_everything))
+    monkeypatch.setitem(sys.modules, "lenient_toy_plugin", toy_plugin(workbench_parse_task=_accepts_everything))
     assert main(["check-plugin", "lenient_toy_plugin"]) == 0
     assert main(["check-plugin", "lenient_toy_plugin", "--strict"]) == 1
     assert main(["check-plugin", "no_such_plugin_anywhere", "--json"]) == 1

@@ -7,14 +7,11 @@
 
 The plugin is loaded alone (no built-ins, no entry points) through `load_registry`, so the
 load-time checks are the engine's own. Then each hook is called directly (not through the
-fault-containing `Domain` wrapper), so a hook that raises is reported rather than hidden:
-domain info shape, seed tasks load and pass their own validation, the environment prompt
-is a non-empty string, a seed task rendered back (the example text the environment prompt
-shows for it, or the plugin's optional `render_task(task) -> str`) parses into a task,
-garbage parses into a `Rejection` without raising, validation returns a list of
-`Rejection`, scoring garbage returns a `Score` in [0, 1] without raising, and the optional
-hooks (agent prompt, aggregate, report section, benchmark loading, interaction) when the
-plugin implements them. Errors break the contract; warnings are likely mistakes.
+fault-containing `Domain` wrapper), so a hook that raises is reported rather than hidden.
+The rules checked are the ones written in each hook's docstring in `workbench.hookspecs`
+(domain info fields and declared metrics, seed tasks, environment prompt, the render/parse
+round trip, garbage text and garbage outputs, validation, reference outputs, and the
+optional hooks the plugin implements). Errors break the contract; warnings are likely mistakes.
 """
 
 from __future__ import annotations
@@ -31,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.tasks import AgentStats, DomainInfo, Interaction, Rejection, ReportSection, Score, Task
+from workbench.errors import WorkbenchError
+from workbench.tasks import AgentStats, DomainInfo, Interaction, MetricInfo, Rejection, ReportSection, Score, Task
 
 GARBAGE_TEXTS = [
     "",
@@ -110,7 +108,7 @@ class CheckReport:
                 "results": [{"name": r.name, "level": r.level, "message": r.message} for r in self.results]}
 
 
-class PluginContractError(AssertionError):
+class PluginContractError(WorkbenchError, AssertionError):
     """Raised by `assert_plugin_valid`; the message is the full report."""
 
 
@@ -122,7 +120,7 @@ def _resolve(target: Any) -> tuple[str, object, str]:
     module/object or a Domain. A string is tried as a domain name first (so `alfworld` is the
     domain, not the pip package of the same name), then as an importable module. Raises
     LookupError saying what was tried and, for a module that failed to import, why."""
-    from workbench.plugins import Domain, load_registry
+    from workbench.registry import Domain, load_registry
 
     if isinstance(target, Domain):
         return target.name, target.plugin, f"the Domain object of domain {target.name!r}"
@@ -206,8 +204,38 @@ def _check_info(c: _Checker, info: Any) -> DomainInfo | None:
             pass
         except Exception as exc:
             problems.append(f"task_schema is not a valid JSON Schema: {str(exc).splitlines()[0]}")
+    problems += _report_field_problems(info)
     c.report.add("domain info", "error" if problems else "ok", "; ".join(problems) or f"{info.name} v{info.version}")
     return info
+
+
+def _report_field_problems(info: DomainInfo) -> list[str]:
+    """What is wrong with the fields reports read: title, metrics, headline, paper_reference."""
+    problems = []
+    if not isinstance(info.title, str) or not info.title.strip():
+        problems.append(f"title {info.title!r} must be a non-empty string (the benchmark's name in reports)")
+    metrics = info.metrics if isinstance(info.metrics, list) else []
+    if not isinstance(info.metrics, list) or not all(isinstance(m, MetricInfo) for m in metrics):
+        problems.append("metrics must be a list of MetricInfo")
+        metrics = []
+    names = [m.name for m in metrics]
+    if len(set(names)) != len(names):
+        problems.append(f"metrics declares a name twice: {sorted({n for n in names if names.count(n) > 1})}")
+    if info.headline is not None and not isinstance(info.headline, str):
+        problems.append(f"headline must be a metric name or None, got {info.headline!r}")
+    reference = info.paper_reference
+    if not isinstance(reference, dict):
+        problems.append("paper_reference must be {method: {metric: value in percent}}")
+        return problems
+    for method, values in reference.items():
+        if not isinstance(method, str) or not method.strip() or not isinstance(values, dict):
+            problems.append(f"paper_reference[{method!r}] must map a method name to {{metric: value in percent}}")
+            continue
+        for metric, value in values.items():
+            number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            if not isinstance(metric, str) or not number or not 0.0 <= value <= 100.0:
+                problems.append(f"paper_reference[{method!r}][{metric!r}] = {value!r}: give a number from 0 to 100 (percent)")
+    return problems
 
 
 def _check_seeds(c: _Checker, info: DomainInfo, options: dict[str, Any]) -> list[Task]:
@@ -265,7 +293,8 @@ def _check_schema(c: _Checker, info: DomainInfo, seeds: list[Task]) -> None:
 
 def _check_rejection_list(c: _Checker, name: str, value: Any) -> list[Rejection] | None:
     if not isinstance(value, list) or not all(isinstance(r, Rejection) for r in value):
-        c.report.add(name, "error", f"workbench_validate_task returned {type(value).__name__} {str(value)[:120]}; return a list of Rejection (empty when valid)")
+        c.report.add(name, "error", f"workbench_validate_task returned {type(value).__name__} {str(value)[:120]}; "
+                                    "return a list of Rejection (empty when valid)")
         return None
     return value
 
@@ -310,17 +339,17 @@ def _check_env_prompt(c: _Checker, seeds: list[Task]) -> None:
             c.report.add(name, "ok", f"{len(prompt)} characters")
 
 
-def _rendered_example(c: _Checker, plugin: object, seeds: list[Task]) -> tuple[str, str] | None:
+def _rendered_example(c: _Checker, implemented: set[str], seeds: list[Task]) -> tuple[str, str] | None:
     """The environment-format text of seeds[0]: the plugin's `workbench_render_task` hook, its
     `env_text`, or the lines where the environment prompt showing only seeds[0] differs from
-    the prompt showing only seeds[1]."""
-    if hasattr(plugin, "workbench_render_task"):
-        try:
-            text = c.hooks.workbench_render_task(task=seeds[0])
-            if isinstance(text, str) and text:
-                return "workbench_render_task", text
-        except Exception:
-            pass
+    the prompt showing only seeds[1]. A render hook that raises is an error."""
+    if "workbench_render_task" in implemented:
+        called, text = c.call("render a seed task", "workbench_render_task", task=seeds[0])
+        if called and text is not None and not isinstance(text, str):
+            c.report.add("render a seed task", "error",
+                         f"workbench_render_task returned {type(text).__name__}; return a string or None")
+        elif isinstance(text, str) and text:
+            return "workbench_render_task", text
     if seeds[0].env_text:
         return "env_text", seeds[0].env_text
     others = [t for t in seeds[1:] if t.spec != seeds[0].spec]
@@ -342,8 +371,8 @@ def _rendered_example(c: _Checker, plugin: object, seeds: list[Task]) -> tuple[s
     return ("environment prompt example", chunk) if chunk else None
 
 
-def _check_parse(c: _Checker, plugin: object, seeds: list[Task]) -> None:
-    rendered = _rendered_example(c, plugin, seeds)
+def _check_parse(c: _Checker, implemented: set[str], seeds: list[Task]) -> None:
+    rendered = _rendered_example(c, implemented, seeds)
     name = "parse a seed task rendered back"
     if rendered is None:
         c.report.add(name, "warning", "could not render a seed task in the environment's format; implement "
@@ -421,7 +450,8 @@ def _check_optional(c: _Checker, implemented: set[str], seeds: list[Task], info:
     if "workbench_agent_prompt" in implemented:
         called, msgs = c.call("agent prompt", "workbench_agent_prompt", task=tasks[0])
         if called:
-            good = isinstance(msgs, list) and msgs and all(isinstance(m, dict) and {"role", "content"} <= set(m) and isinstance(m["content"], str) for m in msgs)
+            good = isinstance(msgs, list) and msgs and all(
+                isinstance(m, dict) and {"role", "content"} <= set(m) and isinstance(m["content"], str) for m in msgs)
             c.report.add("agent prompt", "ok" if good else "error",
                          "" if good else f"returned {str(msgs)[:100]}; return a list of {{'role', 'content'}} dicts")
     outputs = ["garbage"] * len(tasks)
@@ -431,12 +461,20 @@ def _check_optional(c: _Checker, implemented: set[str], seeds: list[Task], info:
             scores.append(c.hooks.workbench_score(task=t, output="garbage"))
         except Exception:
             scores.append(Score(0.0, False, error="score raised"))
+    agg: Any = None
     if "workbench_aggregate" in implemented:
         called, agg = c.call("aggregate", "workbench_aggregate", tasks=tasks, scores=scores)
         if called:
             good = isinstance(agg, dict) and all(isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in agg.items())
             c.report.add("aggregate", "ok" if good else "error",
                          f"{len(agg)} metrics" if good else f"returned {str(agg)[:120]}; return a dict of metric name -> float")
+            agg = agg if good else None
+    else:
+        from workbench.registry import default_aggregate
+
+        agg = default_aggregate(scores)
+    if agg is not None:
+        _check_declared_metrics(c, info, agg, "workbench_aggregate" in implemented)
     if "workbench_report_section" in implemented:
         called, section = c.call("report section", "workbench_report_section", tasks=tasks, outputs=outputs, scores=scores)
         if called:
@@ -446,7 +484,9 @@ def _check_optional(c: _Checker, implemented: set[str], seeds: list[Task], info:
             else:
                 if not isinstance(section.metrics, dict):
                     problems.append("metrics must be a dict")
-                if not isinstance(section.tables, dict) or not all(isinstance(rows, list) and all(isinstance(r, dict) for r in rows) for rows in section.tables.values()):
+                tables_ok = isinstance(section.tables, dict) and all(
+                    isinstance(rows, list) and all(isinstance(r, dict) for r in rows) for rows in section.tables.values())
+                if not tables_ok:
                     problems.append("tables must map a name to a list of row dicts")
                 if not isinstance(section.failures, list) or not all(isinstance(f, dict) for f in section.failures):
                     problems.append("failures must be a list of dicts")
@@ -493,10 +533,28 @@ def _check_optional(c: _Checker, implemented: set[str], seeds: list[Task], info:
                     pass
 
 
+def _check_declared_metrics(c: _Checker, info: DomainInfo, agg: dict[str, Any], own: bool) -> None:
+    """The headline metric is a key of the aggregate (an error otherwise: reports would fall
+    back to another metric); other declared metrics may be absent for these few tasks
+    (a per-category metric appears only when its category does), so they are only listed."""
+    name = "declared metrics in the aggregate"
+    source = "workbench_aggregate" if own else "the default aggregate (no workbench_aggregate hook)"
+    if info.headline and info.headline not in agg:
+        c.report.add(name, "error", f"the headline metric {info.headline!r} is not in what {source} returned "
+                     f"({sorted(agg)[:12]}); return it for every non-empty list of tasks")
+        return
+    declared = [m.name for m in info.metrics]
+    absent = [m for m in declared if m not in agg]
+    note = f"; {len(absent)} declared metrics absent for these tasks: {absent[:4]}" if absent else ""
+    if declared or info.headline:
+        c.report.add(name, "ok", f"{len(declared) - len(absent)} declared metrics present"
+                     + (f", headline {info.headline!r}" if info.headline else "") + note)
+
+
 def check_plugin(target: Any, options: dict[str, Any] | None = None) -> CheckReport:
     """Check a plugin (module path, domain name, module/object, or `Domain`) against the
     contract. `options` go to `workbench_seed_tasks` (default: the built-in samples)."""
-    from workbench.plugins import PluginError, load_registry
+    from workbench.registry import PluginError, load_registry
 
     try:
         label, plugin, found = _resolve(target)
@@ -530,7 +588,7 @@ def check_plugin(target: Any, options: dict[str, Any] | None = None) -> CheckRep
         return report
     _check_validate(c, info, seeds)
     _check_env_prompt(c, seeds)
-    _check_parse(c, plugin, seeds)
+    _check_parse(c, implemented, seeds)
     _check_score(c, seeds)
     _check_reference(c, implemented, seeds)
     _check_optional(c, implemented, seeds, info)

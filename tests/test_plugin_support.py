@@ -1,0 +1,111 @@
+"""workbench.plugin_support (the plumbing every domain plugin shares) and Score's JSON record:
+options typed or given as command-line strings, grouped means, example failures."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from workbench.conformance import check_plugin
+from workbench.plugin_support import (
+    OptionError,
+    example_failures,
+    grouped_means,
+    int_option,
+    limit_option,
+    list_option,
+    mean,
+    mean_stderr,
+    path_option,
+    rate,
+)
+from workbench.registry import load_registry
+from workbench.tasks import DomainInfo, MetricInfo, Score, Task
+
+
+def test_int_options_accept_numbers_and_command_line_strings():
+    assert int_option({"count": 7}, "count") == 7
+    assert int_option({"count": " 12 "}, "count") == 12
+    assert int_option({"count": "-3"}, "count") == -3
+    assert int_option({}, "count", 5) == 5
+    for bad in (True, 2.5, "ten", [1]):
+        with pytest.raises(OptionError, match="'count' must be an integer"):
+            int_option({"count": bad}, "count")
+    with pytest.raises(OptionError, match="at least 1, got 0"):
+        int_option({"count": "0"}, "count", minimum=1)
+    assert issubclass(OptionError, ValueError)  # the seed-loading contract: ValueError naming the option
+
+
+def test_limit_option():
+    assert limit_option({}) is None
+    assert limit_option({"limit": "10"}) == 10 and limit_option({"limit": 3}) == 3
+    with pytest.raises(OptionError, match="'limit'"):
+        limit_option({"limit": 0})
+
+
+def test_path_option_falls_back_to_the_environment(monkeypatch, tmp_path):
+    monkeypatch.delenv("WB_TEST_DATA", raising=False)
+    assert path_option({}, "data_path", "WB_TEST_DATA") is None
+    monkeypatch.setenv("WB_TEST_DATA", str(tmp_path / "env.json"))
+    assert path_option({}, "data_path", "WB_TEST_DATA") == tmp_path / "env.json"
+    assert path_option({"data_path": ""}, "data_path", "WB_TEST_DATA") == tmp_path / "env.json"
+    assert path_option({"data_path": str(tmp_path / "opt.json")}, "data_path", "WB_TEST_DATA") == tmp_path / "opt.json"
+    assert path_option({"data_path": "~/x"}) == Path.home() / "x"
+    with pytest.raises(OptionError, match="'data_path' must be a path"):
+        path_option({"data_path": 5})
+
+
+def test_list_option():
+    assert list_option({"levels": "1, 3,,"}, "levels") == ["1", "3"]
+    assert list_option({"levels": [1, 3]}, "levels") == [1, 3]
+    assert list_option({}, "levels") is None and list_option({}, "levels", (2,)) == [2]
+    with pytest.raises(OptionError, match="comma-separated"):
+        list_option({"levels": 3}, "levels")
+
+
+def test_means_rates_and_groups():
+    assert mean([]) == 0.0 and mean(iter([1, 2, 3])) == 2.0
+    assert mean_stderr([1.0]) == (1.0, 0.0)
+    avg, err = mean_stderr([0.0, 1.0, 1.0, 0.0])
+    assert avg == 0.5 and math.isclose(err, math.sqrt((4 * 0.25 / 3) / 4))
+    assert rate(3, 4) == 0.75 and rate(3, 0) == 0.0
+    groups = grouped_means(["b", "a", "b"], [1.0, 0.0, 0.0], prefix="acc_")
+    assert groups == {"acc_b": 0.5, "acc_a": 0.0} and list(groups) == ["acc_b", "acc_a"]
+
+
+def test_example_failures_skip_successes_and_cut_text():
+    tasks = [Task(domain="d", prompt=f"p{i}" * 200, spec={}, id=str(i)) for i in range(8)]
+    scores = [Score(1.0, True), Score(0.0, False, error="no_answer")] + [Score(0.3, None)] * 6
+    failures = example_failures(tasks, ["o" * 500] * 8, scores, limit=3, width=50)
+    assert [f["id"] for f in failures] == ["1", "2", "3"]
+    assert failures[0] == {"id": "1", "prompt": ("p1" * 25), "output": "o" * 50, "reward": 0.0, "error": "no_answer"}
+
+
+def test_score_round_trips_through_its_record():
+    score = Score(0.5, False, {"em": 0.0, "f1": 0.5}, error="partial")
+    record = score.to_dict()
+    assert record == {"reward": 0.5, "correct": False, "metrics": {"em": 0.0, "f1": 0.5}, "error": "partial"}
+    assert Score.from_dict({**record, "id": "7", "output": "x"}) == score
+    assert Score.from_dict({"reward": 1}).reward == 1.0 and Score.from_dict({"reward": 1}).metrics == {}
+
+
+def test_domain_info_report_fields():
+    info = DomainInfo("d", "1", "", {}, metrics=[MetricInfo("em", aggregation="rate")], headline="em")
+    assert info.title == "d"
+    with pytest.raises(ValueError, match="headline 'f1' is not one of its metrics"):
+        DomainInfo("d", "1", "", {}, metrics=[MetricInfo("em")], headline="f1")
+    with pytest.raises(ValueError, match="aggregation must be"):
+        MetricInfo("em", aggregation="median")
+
+
+@pytest.mark.parametrize("domain", ["arithmetic", "bamboogle", "travelplanner"])
+def test_limit_given_as_a_command_line_string(domain):
+    tasks = load_registry().domain(domain).seed_tasks({"limit": "2"})
+    assert len(tasks) == 2
+    report = check_plugin(domain, {"limit": "2"})
+    assert report.ok, str(report)
+    bad = check_plugin(domain, {"limit": "none"})
+    assert "'limit' must be an integer" in {r.name: r.message for r in bad.errors}["seed tasks load"]
+
