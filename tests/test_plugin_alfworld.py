@@ -17,22 +17,16 @@ import time
 from pathlib import Path
 
 import pytest
-
-try:
-    import workbench_alfworld as alf
-except ImportError:  # the editable install predates the plugin: import it from plugins/
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))
-    import workbench_alfworld as alf
-
-from workbench import AgentStats, Rejection, Score, Task
-from workbench.plugins import Domain, load_registry
-from workbench_alfworld import actions, games, taskspec
 from alfworld_env import alfworld_data_dir, needs_alfworld  # noqa: F401 (alfworld_data_dir: an autouse fixture)
+
+import workbench_alfworld as alf
+from workbench import AgentStats, Rejection, Score, Task
+from workbench.registry import Domain, load_registry
+from workbench_alfworld import actions, games, taskspec
 
 FIXTURES = Path(__file__).parent / "fixtures" / "alfworld"
 FIXTURE_SPLIT = FIXTURES / "json_2.1.1" / "valid_unseen"
-PWNED = Path("/tmp/pwned_alfworld")
-HOSTILE_CODE = f"__import__('os').system('touch {PWNED}')"
+HOSTILE_CODE = "__import__('os').system('touch /tmp/pwned_alfworld')"
 TWO_OBJ_PLAN = [
     "go to sofa 1", "take creditcard 2 from sofa 1", "go to armchair 1", "move creditcard 2 to armchair 1",
     "go to diningtable 1", "take creditcard 1 from diningtable 1", "go to armchair 1", "move creditcard 1 to armchair 1",
@@ -226,8 +220,7 @@ def test_normalisation_and_grammar():
 # --- Hostile input -----------------------------------------------------------------------
 
 
-def test_hostile_outputs_are_rejected_quickly_and_never_run():
-    PWNED.unlink(missing_ok=True)
+def test_hostile_outputs_are_rejected_quickly():
     task = builtin_step_tasks()[0]
     episode = alf.workbench_seed_tasks({"mode": "episode", "limit": 1})[0]
     hostile = [
@@ -247,11 +240,9 @@ def test_hostile_outputs_are_rejected_quickly_and_never_run():
     assert time.perf_counter() - start < 60.0
     assert alf.workbench_score(task, hostile[1]).error
     assert "UTF-8" in alf.workbench_score(task, hostile[2]).error
-    assert not PWNED.exists()
 
 
-def test_hostile_generations_are_rejected_quickly_and_never_run():
-    PWNED.unlink(missing_ok=True)
+def test_hostile_generations_are_rejected_quickly():
     start = time.perf_counter()
     assert alf.workbench_parse_task("x" * 200_000, []).code == "too_long"
     deep = '{"a": ' * 5_000 + "1" + "}" * 5_000
@@ -263,7 +254,6 @@ def test_hostile_generations_are_rejected_quickly_and_never_run():
     assert isinstance(generated, Task)
     assert {"bad_action", "not_admissible"} <= codes(alf.workbench_validate_task(generated))
     assert time.perf_counter() - start < 5.0
-    assert not PWNED.exists()
 
 
 # --- Generation: prompt, parse, validate -------------------------------------------------
@@ -360,6 +350,29 @@ def test_aggregate_and_report_section():
 
 def test_aggregate_empty():
     assert alf.workbench_aggregate([], []) == {"n": 0}
+
+
+def test_headline_is_present_in_both_modes_and_every_metric_is_declared():
+    info = alf.workbench_domain_info()
+    declared = {m.name for m in info.metrics}
+    assert info.title == "ALFWorld" and info.headline == "accuracy"
+    assert info.paper_reference == {"Qwen2.5-7B-Instruct (Base)": {"accuracy": 14.2}, "GenEnv 7B": {"accuracy": 54.5}}
+    steps = builtin_step_tasks()
+    step_scores = [alf.workbench_score(t, f"Action: {t.spec['next_action']}" if i % 3 else "Action: look") for i, t in enumerate(steps)]
+    step_metrics = alf.workbench_aggregate(steps, step_scores)
+    assert step_metrics["accuracy"] == step_metrics["step_accuracy"] < 1.0 and "success_rate" not in step_metrics
+    episodes = alf.workbench_seed_tasks({"mode": "episode"})
+    episode_scores = [Score(float(i % 2), bool(i % 2), {"won": float(i % 2), "steps": 9.0}) for i in range(len(episodes))]
+    episode_metrics = alf.workbench_aggregate(episodes, episode_scores)
+    assert episode_metrics["accuracy"] == episode_metrics["success_rate"] == 0.5 and "step_accuracy" not in episode_metrics
+    assert set(step_metrics) | set(episode_metrics) <= declared
+
+
+def test_options_given_as_command_line_strings():
+    assert len(alf.workbench_seed_tasks({"limit": "2"})) == 2
+    assert len(alf.workbench_seed_tasks({"mode": "episode", "limit": "1"})) == 1
+    with pytest.raises(ValueError, match="'limit' must be at least 1"):
+        alf.workbench_seed_tasks({"limit": "0"})
 
 
 # --- Real games in TextWorld -------------------------------------------------------------

@@ -5,20 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-try:
-    import workbench_apibank
-except ImportError:  # the editable install predates this plugin: import it from plugins/
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))
-    import workbench_apibank
-
+import workbench_apibank
 from workbench import AgentStats, Rejection, ReportSection, Task
-from workbench.plugins import Domain, load_registry
+from workbench.registry import Domain, load_registry
 from workbench_apibank import scoring
 from workbench_apibank.calls import MAX_CHARS, extract_calls
 
@@ -264,9 +258,9 @@ def test_generated_tasks_inherit_the_examples_policy():
 @pytest.mark.parametrize(
     "options, needle",
     [
-        ({"call_match": "loose"}, "option call_match"),
-        ({"api_bank_dir": "/nonexistent/api-bank"}, "option api_bank_dir"),
-        ({"api_bank_dir": 5}, "option api_bank_dir"),
+        ({"call_match": "loose"}, "option 'call_match'"),
+        ({"api_bank_dir": "/nonexistent/api-bank"}, "option 'api_bank_dir'"),
+        ({"api_bank_dir": 5}, "option 'api_bank_dir'"),
     ],
 )
 def test_bad_scoring_options_are_named(options, needle):
@@ -500,6 +494,34 @@ def test_aggregate_and_report_section():
     assert kinds == {"correct": 6, "no_call": 1, "wrong_api": 1}
     assert len(section.failures) == 2 and section.failures[0]["id"] == tasks[0].id
     assert "accuracy" in section.markdown
+
+
+def test_domain_info_declares_every_aggregate_metric_and_the_headline():
+    info = P.workbench_domain_info()
+    declared = {m.name for m in info.metrics}
+    tasks = all_fixture_tasks() + [P.workbench_parse_task(json.dumps(GOOD), [])]  # original, processed, generated
+    outputs = [renders(t)["tool_call"] for t in tasks]
+    outputs[0], outputs[-1] = "nothing", broken(tasks[-1])["wrong_name"]
+    scores = [P.workbench_score(t, o) for t, o in zip(tasks, outputs)]
+    metrics = P.workbench_aggregate(tasks, scores)
+    assert "accuracy_generated" in metrics and set(metrics) <= declared, set(metrics) - declared
+    assert info.title == "API-Bank" and info.headline == "paper_accuracy"
+    # per task: ToolRL's rule where it applies (processed, generated), else the reward verdict
+    verdicts = [s.metrics["toolrl_match"] if "toolrl_match" in s.metrics else float(s.correct) for s in scores]
+    assert metrics["paper_accuracy"] == pytest.approx(sum(verdicts) / len(verdicts))
+    processed = [(t, s) for t, s in zip(tasks, scores) if t.spec["format"] == "processed"]
+    alone = P.workbench_aggregate([t for t, _ in processed], [s for _, s in processed])
+    assert alone["paper_accuracy"] == alone["toolrl_accuracy"]
+    assert info.paper_reference == {"Qwen2.5-7B-Instruct (Base)": {"paper_accuracy": 61.6}, "GenEnv 7B": {"paper_accuracy": 79.1}}
+
+
+def test_options_given_as_command_line_strings(monkeypatch):
+    monkeypatch.delenv(P.ENV_VAR, raising=False)
+    assert len(P.workbench_seed_tasks({"data_path": str(FIX), "levels": "1,3", "limit": "3"})) == 3
+    assert {t.spec["level"] for t in P.workbench_seed_tasks({"data_path": str(FIX), "levels": "3"})} == {"level-3"}
+    assert {t.spec["level"] for t in P.workbench_seed_tasks({"data_path": str(FIX), "levels": 3})} == {"level-3"}
+    with pytest.raises(ValueError, match="'limit' must be an integer"):
+        P.workbench_seed_tasks({"limit": "all"})
 
 
 def test_render_and_reference_hooks():

@@ -12,14 +12,9 @@ from pathlib import Path
 
 import pytest
 
-try:
-    import workbench_bfcl
-except ImportError:  # the editable install predates this plugin: import it from plugins/
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))
-    import workbench_bfcl
-
+import workbench_bfcl
 from workbench import AgentStats, Rejection, ReportSection, Score, Task
-from workbench.plugins import Domain, load_registry
+from workbench.registry import Domain, load_registry
 from workbench_bfcl.data import AST_CATEGORIES, load_path
 from workbench_bfcl.render import perturbations, render_gold
 
@@ -407,6 +402,43 @@ def test_aggregate_and_report(fixture_tasks):
     assert [f["id"] for f in section.failures] == [tasks[0].id, tasks[1].id]
     assert "wrong_func_name" in section.failures[0]["reason"] and section.failures[1]["reason"]
     assert P.workbench_aggregate([], []) == {"n": 0}
+
+
+def test_domain_info_declares_every_aggregate_metric_and_the_paper_numbers(fixture_tasks):
+    info = P.workbench_domain_info()
+    declared = {m.name: m for m in info.metrics}
+    tasks = list(fixture_tasks.values()) + [P.workbench_parse_task(_generated(), [])]
+    outputs = [render_gold(t.spec) for t in tasks]
+    outputs[0] = "not a call at all"
+    metrics = P.workbench_aggregate(tasks, [score(t, o) for t, o in zip(tasks, outputs)])
+    assert "accuracy_generated" in metrics and set(metrics) <= set(declared), set(metrics) - set(declared)
+    assert info.title == "BFCL" and info.headline == "accuracy" and info.headline in metrics
+    assert declared["parse_error_rate"].higher_is_better is False and declared["accuracy"].aggregation == "rate"
+    assert info.paper_reference["Qwen2.5-7B-Instruct (Base)"] == {"accuracy": 7.0}
+    assert info.paper_reference["GenEnv 7B"] == {"accuracy": 41.8}
+
+
+def test_options_given_as_command_line_strings(monkeypatch):
+    tasks = P.workbench_seed_tasks({"data_path": str(FIX), "categories": "parallel, multiple", "limit": "1"})
+    assert [t.id for t in tasks] == ["parallel_0", "multiple_0"]
+    with pytest.raises(ValueError, match="'limit' must be an integer"):
+        P.workbench_seed_tasks({"data_path": str(FIX), "limit": "many"})
+    with pytest.raises(ValueError, match="'limit' must be at least 1"):
+        P.workbench_seed_tasks({"data_path": str(FIX), "limit": 0})
+    monkeypatch.delenv("WORKBENCH_BFCL_DATA", raising=False)
+    monkeypatch.setitem(sys.modules, "bfcl_eval", None)  # the built-in samples: `limit` is per category there too
+    samples = P.workbench_seed_tasks({"limit": "1"})
+    categories = [t.spec["category"] for t in samples]
+    assert len(categories) == len(set(categories)) > 3
+    assert len(P.workbench_seed_tasks({})) > len(samples)
+
+
+def test_check_plugin_command_takes_a_limit_option(capsys):
+    from workbench.cli import main
+
+    assert main(["check-plugin", "workbench_bfcl", "--option", f"data_path={FIX}", "--option", "limit=1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert next(r for r in report["results"] if r["name"] == "seed tasks load")["level"] == "ok"
 
 
 # --- Registry -------------------------------------------------------------------------------------

@@ -11,22 +11,16 @@ from __future__ import annotations
 import copy
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-try:
-    import workbench_travelplanner as tp
-except ImportError:  # the editable install predates this plugin: import it from plugins/
-    sys.path.insert(0, str(ROOT / "plugins"))
-    import workbench_travelplanner as tp
-
+import workbench_travelplanner as tp
 from workbench import AgentStats, Rejection, ReportSection, Score, Task
-from workbench.plugins import Domain, load_registry
-from workbench_travelplanner import loaders, metrics
+from workbench.registry import Domain, load_registry
+from workbench_travelplanner import loaders, report
 from workbench_travelplanner.parsing import PlanParseError, parse_plan
 
 FIX = ROOT / "tests" / "fixtures" / "travelplanner"
@@ -369,7 +363,7 @@ def test_aggregate_and_report(samples):
     assert agg["Hard Constraint Macro Pass Rate"] == pytest.approx(2 / 3)
     assert agg["Final Pass Rate"] == pytest.approx(1 / 3)
     section = tp.workbench_report_section(samples, outputs, scores)
-    assert isinstance(section, ReportSection) and set(metrics.OFFICIAL_METRICS) <= set(section.metrics)
+    assert isinstance(section, ReportSection) and set(report.OFFICIAL_METRICS) <= set(section.metrics)
     rows = {r["constraint"]: r for r in section.tables["constraints"]}
     assert len(rows) == 13 and rows["Diverse Restaurants"]["passed"] == 1 and rows["Cuisine"]["applicable"] == 1
     assert [r["level"] for r in section.tables["by_level"]] == ["easy", "medium", "hard"]

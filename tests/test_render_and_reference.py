@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from workbench.plugins import load_registry
+from workbench.registry import load_registry
 from workbench.tasks import Rejection
 
 DOMAINS = ["arithmetic", "alfworld", "api_bank", "bamboogle", "bfcl", "travelplanner"]

@@ -12,21 +12,13 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
-from pathlib import Path
 
 import pytest
 from fuzzing import HOSTILE_STRINGS, assert_contained, dumps_hostile, hostile_text, json_values, mutated_record
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-ROOT = Path(__file__).resolve().parents[1]
-try:
-    import workbench_travelplanner as tp
-except ImportError:
-    sys.path.insert(0, str(ROOT / "plugins"))
-    import workbench_travelplanner as tp
-
+import workbench_travelplanner as tp
 from workbench import Rejection, Score, Task
 from workbench_travelplanner.parsing import MAX_FIELD_CHARS
 

@@ -5,19 +5,12 @@ on the inputs that made those expressions backtrack for minutes."""
 from __future__ import annotations
 
 import re
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-ROOT = Path(__file__).resolve().parents[1]
-try:
-    import workbench_travelplanner  # noqa: F401
-except ImportError:
-    sys.path.insert(0, str(ROOT / "plugins"))
 from workbench_travelplanner import evaluator as ev
 
 FROM_TO = re.compile(ev.FROM_TO_PATTERN)

@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
 pytest.importorskip("pandas")
 pytest.importorskip("numpy")
 import travelplanner_vs_official as harness  # noqa: E402

@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from workbench import Task
+from workbench.tasks import Task
 
 from . import games
 from .taskspec import make_episode_task
@@ -97,8 +97,9 @@ def reference_won(env: Any, commands: list[str]) -> bool:
     return bool(infos["won"][0]) if commands else False
 
 
-def plugin_verdicts(task: Task, commands: list[str]) -> dict[str, bool]:
-    """This plugin's verdicts on the same commands, in three renderings."""
+def plugin_verdicts(task: Task, commands: list[str]) -> dict[str, bool | None]:
+    """This plugin's verdicts on the same commands, in three renderings (None where the
+    scorer gives no binary verdict)."""
     from . import workbench_score
 
     lines = "\n".join(f"Action: {c}" for c in commands)
@@ -133,7 +134,8 @@ def measure(records: list[games.GameRecord] | None = None, variants: set[str] | 
                         continue
                     reference = reference_won(env, commands)
                     for rendering, verdict in plugin_verdicts(task, commands).items():
-                        rows.append({"game": record.id, "task_type": record.task_type, "variant": name, "rendering": rendering, "reference_won": reference, "plugin_won": verdict})
+                        rows.append({"game": record.id, "task_type": record.task_type, "variant": name, "rendering": rendering,
+                                     "reference_won": reference, "plugin_won": verdict})
             finally:
                 env.close()
     finally:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from workbench import Interaction
+from workbench.tasks import Interaction
 
 from .actions import normalize_action, parse_command, text_problem
 
@@ -93,6 +93,8 @@ def alfworld_logic_files() -> tuple[Path, Path]:
     without importing it (importing creates the ALFWORLD_DATA folder)."""
     require_alfworld()
     spec = importlib.util.find_spec("alfworld")
+    if spec is None or spec.submodule_search_locations is None:  # a plain module, not the alfworld package
+        raise AlfWorldMissing("the installed alfworld is not a package with a data folder")
     base = Path(list(spec.submodule_search_locations)[0]) / "data"
     return base / "alfred.pddl", base / "alfred.twl2"
 

@@ -28,7 +28,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from workbench import Rejection
+from workbench.tasks import Rejection
 
 from . import games
 from .actions import normalize_action
@@ -199,7 +199,9 @@ def check_step_in_game(spec: dict[str, Any]) -> list[Rejection]:
         return [Rejection("game_error", f"replaying game {name!r} failed ({type(exc).__name__}: {str(exc)[:120]})")]
     if replay.illegal_at is not None:
         i = replay.illegal_at
-        return [Rejection("not_in_game", f"history action {i} {actions[i][:60]!r} is not admissible at that point of game {name!r} (admissible there: {_short(replay.admissible[i])})")]
+        admissible = _short(replay.admissible[i])
+        return [Rejection("not_in_game", f"history action {i} {actions[i][:60]!r} is not admissible at that point of game {name!r} "
+                                         f"(admissible there: {admissible})")]
     if replay.won_after is not None:
         return [Rejection("not_in_game", f"game {name!r} is already won after history action {replay.won_after}; there is no next step")]
     reasons: list[Rejection] = []

@@ -16,12 +16,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from workbench import Rejection, Task
+from workbench.tasks import Rejection, Task
+from workbench.textparse import TOO_DEEP, balanced_json_end
 
 from . import grounding
 from .actions import action_verb, normalize_action, text_problem
 from .games import MAX_STEPS, TASK_TYPES, GameRecord
-from workbench.textparse import TOO_DEEP, balanced_json_end
 
 NAME = "alfworld"
 MAX_GOAL_CHARS = 300

@@ -9,31 +9,32 @@ to the gold call in name and parameters); original-format tasks are scored by ex
 call in the official DAMO-ConvAI sandbox when one is given, else by call matching. See
 README.md in this folder for the rules and known deviations.
 
+The hooks are here; the work is in `data.py` (loading, options, predictions), `generation.py`
+(the environment's JSON), `scoring.py` (verdicts, scoring settings) and `report.py`.
+
 Options (`domain_options`): `data_path` (a file or a folder of level files; the env var
 `WORKBENCH_APIBANK_DATA` is used when absent), `levels` (e.g. `[1, 3]`), `limit`,
 `api_bank_dir` (a DAMO-ConvAI `api-bank` folder with `apis/` and `init_database/`; env var
 `WORKBENCH_APIBANK_DIR`), `call_match` (`strict`, the default, or `lenient`; env var
 `WORKBENCH_APIBANK_CALL_MATCH`). `workbench_load_benchmark` has no options and reads the two
-env vars.
+env vars. The headline metric is `paper_accuracy` (see `report.py`).
 """
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
-from workbench import AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, hookimpl
+from workbench.hookspecs import hookimpl
+from workbench.tasks import AgentStats, DomainInfo, Rejection, ReportSection, Score, Task
 
-from . import data, generation, sandbox, scoring
+from . import data, generation, report, scoring
+from .data import ENV_VAR, NAME
+from .scoring import POLICY_ENV_VAR, SANDBOX_ENV_VAR
 
-NAME = data.NAME
+__all__ = ["NAME", "ENV_VAR", "POLICY_ENV_VAR", "SANDBOX_ENV_VAR", "TASK_SCHEMA", "scoring"]
+
 VERSION = "1.0"
-ENV_VAR = "WORKBENCH_APIBANK_DATA"
-SANDBOX_ENV_VAR = "WORKBENCH_APIBANK_DIR"
-POLICY_ENV_VAR = "WORKBENCH_APIBANK_CALL_MATCH"
-SAMPLES = Path(__file__).parent  # level-*-api_processed.json shipped as package data
 
 _CALL_SCHEMA = {
     "type": "object",
@@ -85,64 +86,23 @@ def workbench_domain_info() -> DomainInfo:
         version=VERSION,
         description="API-Bank: produce the next API call of a dialogue (ToolRL processed set / DAMO-ConvAI original).",
         task_schema=TASK_SCHEMA,
+        title="API-Bank",
+        metrics=report.METRICS,
+        headline=report.HEADLINE,
+        paper_reference=report.PAPER_REFERENCE,
     )
-
-
-def scoring_settings(options: dict[str, Any]) -> dict[str, str]:
-    """The spec fields that choose how tasks are scored, from options or env vars, checked.
-
-    `call_match` must be strict or lenient; `api_bank_dir` must be a loadable DAMO-ConvAI
-    sandbox (it is loaded here, once, so a bad folder fails before any scoring)."""
-    settings: dict[str, str] = {}
-    policy_source = "option call_match" if options.get("call_match") is not None else f"env var {POLICY_ENV_VAR}"
-    policy = options.get("call_match")
-    if policy is None:
-        policy = os.environ.get(POLICY_ENV_VAR) or scoring.DEFAULT_POLICY
-    if policy not in scoring.POLICIES:
-        raise ValueError(f"api_bank {policy_source}: {policy!r} is not one of {list(scoring.POLICIES)}")
-    settings["call_match"] = policy
-    folder = options.get("api_bank_dir")
-    folder_source = "option api_bank_dir"
-    if not folder:
-        folder, folder_source = os.environ.get(SANDBOX_ENV_VAR), f"env var {SANDBOX_ENV_VAR}"
-    if folder:
-        if not isinstance(folder, (str, Path)):
-            raise ValueError(f"api_bank {folder_source}: expected a folder path, got {type(folder).__name__}")
-        resolved = Path(folder).expanduser().resolve()
-        try:
-            sandbox.load_sandbox(resolved)
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"api_bank {folder_source}: {exc}") from None
-        settings["api_bank_dir"] = str(resolved)
-    return settings
-
-
-def configure(tasks: list[Task], settings: dict[str, str]) -> list[Task]:
-    """Write the scoring settings into each task's spec (the sandbox only into original-format tasks)."""
-    for task in tasks:
-        task.spec["call_match"] = settings["call_match"]
-        if "api_bank_dir" in settings and task.spec.get("format") == "original":
-            task.spec["api_bank_dir"] = settings["api_bank_dir"]
-    return tasks
 
 
 @hookimpl
 def workbench_seed_tasks(options: dict[str, Any]) -> list[Task]:
     """Tasks from `data_path` (or $WORKBENCH_APIBANK_DATA), else the built-in samples."""
-    path = options.get("data_path") or os.environ.get(ENV_VAR) or SAMPLES
-    settings = scoring_settings(options)
-    try:
-        tasks = data.load_path(Path(path))
-    except ValueError as exc:
-        raise ValueError(f"api_bank option data_path: {exc}") from None
-    for task in tasks:
-        task.source = "seed"
-    return configure(data.select(tasks, options.get("levels"), options.get("limit")), settings)
+    chosen = scoring.settings(options)  # checked before any file is read
+    return scoring.configure(data.seed_tasks(options), chosen)
 
 
 @hookimpl
 def workbench_load_benchmark(path: Path) -> list[Task]:
-    return configure(data.load_path(Path(path)), scoring_settings({}))
+    return scoring.configure(data.load_path(Path(path)), scoring.settings({}))
 
 
 @hookimpl
@@ -157,48 +117,22 @@ def workbench_environment_prompt(examples: list[Task], stats: AgentStats) -> str
 
 @hookimpl
 def workbench_parse_task(text: str, examples: list[Task]) -> Task | Rejection:
-    task = generation.parse_task(text)
-    if isinstance(task, Task):
-        inherited = [e.spec.get("call_match") for e in examples or [] if isinstance(getattr(e, "spec", None), dict)]
-        task.spec["call_match"] = next((p for p in inherited if p in scoring.POLICIES), scoring.DEFAULT_POLICY)
-    return task
+    return generation.parse_task(text, examples)
 
 
 @hookimpl
 def workbench_render_task(task: Task) -> str | None:
-    """The environment's JSON format (`{tools, dialogue, gold_calls}`); None for a record
-    that, written that way, would break the rules a generated task must follow (the few
-    official records the validator flags)."""
-    try:
-        text = json.dumps(generation.env_json(task), ensure_ascii=False)
-    except (TypeError, ValueError, AttributeError):
-        return None
-    parsed = workbench_parse_task(text, [task])
-    return None if isinstance(parsed, Rejection) or workbench_validate_task(parsed) else text
+    return generation.render_task(task)
 
 
 @hookimpl
 def workbench_reference_output(task: Task) -> str | None:
-    """The gold calls as the task's prompt asks for them: `API-Request: [...]` (the official
-    string) for original-format tasks, a ToolRL `<tool_call>` block otherwise. None when that
-    does not score a success (e.g. the official `DeleteMeeting` check rejects every call)."""
-    spec = task.spec if isinstance(task.spec, dict) else {}
-    if spec.get("format") == "original" and isinstance(spec.get("expected_output"), str):
-        text = spec["expected_output"]
-    elif scoring.spec_problem(spec) is None:
-        lines = "\n".join(json.dumps({"name": c["name"], "parameters": c["parameters"]}, ensure_ascii=False) for c in spec["gold_calls"])
-        text = f"<think>The dialogue gives every value the call needs.</think>\n<tool_call>\n{lines}\n</tool_call>"
-    else:
-        return None
-    return text if scoring.score_output(task, text).success == 1.0 else None
+    return scoring.reference_output(task)
 
 
 @hookimpl
 def workbench_validate_task(task: Task) -> list[Rejection]:
-    try:
-        return generation.validate(task)
-    except Exception as exc:  # noqa: BLE001 - validation must never raise
-        return [Rejection("bad_spec", f"validation failed: {type(exc).__name__}: {exc}")]
+    return generation.validate(task)
 
 
 @hookimpl
@@ -208,9 +142,9 @@ def workbench_score(task: Task, output: str) -> Score:
 
 @hookimpl
 def workbench_aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
-    return scoring.aggregate(tasks, scores)
+    return report.aggregate(tasks, scores)
 
 
 @hookimpl
 def workbench_report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -> ReportSection:
-    return scoring.report_section(tasks, outputs, scores)
+    return report.report_section(tasks, outputs, scores)

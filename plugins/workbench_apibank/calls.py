@@ -24,6 +24,7 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
+
 from workbench.textparse import balanced_json_end, max_bracket_depth
 
 MAX_CHARS = 100_000
@@ -89,10 +90,11 @@ def literal(node: ast.AST, depth: int = 0, bare_names: bool = False) -> Any:
     if isinstance(node, (ast.List, ast.Tuple)):
         return [literal(e, depth + 1) for e in node.elts]
     if isinstance(node, ast.Dict):
-        if any(k is None for k in node.keys):
+        keys = [k for k in node.keys if k is not None]
+        if len(keys) != len(node.keys):
             raise UnsafeLiteral("dict unpacking")
         out = {}
-        for k, v in zip(node.keys, node.values):
+        for k, v in zip(keys, node.values):
             key = literal(k, depth + 1)
             if not isinstance(key, (str, int, float, bool)) and key is not None:
                 raise UnsafeLiteral("unhashable dict key")

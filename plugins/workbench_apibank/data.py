@@ -9,6 +9,8 @@ Formats, detected per file from the first record's fields:
   `{system, user, answer, other}`; `answer` is a `{name, parameters}` object or a list of
   them. No id field: task id = the 0-based position in the file.
 
+`seed_tasks` reads the domain options (`data_path`, `levels`, `limit`).
+
 A folder loads every `level-*.json` file in it. Every id of a file that shares an id with
 another file is prefixed with that file's stem: `"level-1-api_processed/0"` (so the three
 processed files are prefixed, while original-format ids, unique across files, are not).
@@ -21,12 +23,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from workbench import Task
+from workbench.plugin_support import OptionError, limit_option, list_option, path_option
+from workbench.tasks import Task
 
 from .calls import calls_from_api_request, parse_literal, tolerant_api_request
 from .prompts import SYSTEM_TEMPLATE
 
 NAME = "api_bank"
+ENV_VAR = "WORKBENCH_APIBANK_DATA"
+SAMPLES = Path(__file__).parent  # level-*-api_processed.json shipped as package data
 ORIGINAL_FIELDS = ("file", "id", "instruction", "input", "expected_output")
 PROCESSED_FIELDS = ("system", "user", "answer")
 _LEVEL = re.compile(r"level-(\d+)")
@@ -252,13 +257,30 @@ def load_path(path: Path) -> list[Task]:
 
 
 def select(tasks: list[Task], levels: Any = None, limit: Any = None) -> list[Task]:
-    """Keep the given levels (`[1, 3]` or `["level-1"]`) and at most `limit` tasks."""
+    """Keep the given levels (`[1, 3]`, `["level-1"]`, "1,3" or one level) and at most `limit` tasks."""
     if levels is not None:
         wanted = {f"level-{lv}" if str(lv).isdigit() else str(lv) for lv in (levels if isinstance(levels, (list, tuple)) else [levels])}
         tasks = [t for t in tasks if t.spec.get("level") in wanted]
     if limit is not None:
         tasks = tasks[: int(limit)]
     return tasks
+
+
+def seed_tasks(options: dict[str, Any]) -> list[Task]:
+    """The tasks the domain options select: `data_path` (a file or a folder of level files;
+    else $WORKBENCH_APIBANK_DATA, else the built-in samples), `levels`, `limit`."""
+    levels = options.get("levels")
+    if levels is not None and not isinstance(levels, int):
+        levels = list_option(options, "levels")
+    limit = limit_option(options)
+    path = path_option(options, "data_path", ENV_VAR) or SAMPLES
+    try:
+        tasks = load_path(path)
+    except ValueError as exc:
+        raise OptionError(f"api_bank domain option 'data_path': {exc}") from None
+    for task in tasks:
+        task.source = "seed"
+    return select(tasks, levels, limit)
 
 
 # --- Predictions ----------------------------------------------------------------------------------

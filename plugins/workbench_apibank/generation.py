@@ -1,4 +1,5 @@
-"""Generated tasks: the environment prompt, parsing its JSON into a Task, and validation.
+"""Generated tasks: the environment prompt, parsing its JSON into a Task, validation, and
+writing a task back in that JSON (`render_task`).
 
 Environment output format (one JSON object):
 `{"tools": [{name, description, parameters: {p: {type, description}}, required?}],
@@ -12,11 +13,12 @@ import math
 import re
 from typing import Any
 
-from workbench import AgentStats, Rejection, Task
+from workbench.tasks import AgentStats, Rejection, Task
 
 from .calls import bracket_depth, guard, json_spans, parse_literal
 from .data import NAME, render_system
 from .prompts import ENV_INTRO, ENV_OUTRO, ENV_RECENT, ENV_TARGET, MANY_CALLS, ONE_CALL, USER_TEMPLATE
+from .scoring import inherited_policy
 
 MAX_TASK_CHARS = 20_000
 MAX_TASK_DEPTH = 12
@@ -85,8 +87,9 @@ def build_task(tools: list[Any], dialogue: str, gold_calls: list[Any]) -> Task:
     )
 
 
-def parse_task(text: Any) -> Task | Rejection:
-    """Environment text -> Task, or a Rejection (too_long, encoding, too_deep, parse_error, schema)."""
+def parse_task(text: Any, examples: list[Task] | None = None) -> Task | Rejection:
+    """Environment text -> Task, or a Rejection (too_long, encoding, too_deep, parse_error, schema).
+    The task takes its call policy from the examples (`scoring.inherited_policy`)."""
     if not isinstance(text, str):
         return Rejection("parse_error", f"generation is {type(text).__name__}, not text")
     if len(text) > MAX_TASK_CHARS:
@@ -118,7 +121,9 @@ def parse_task(text: Any) -> Task | Rejection:
         problems.append("'gold_calls' is not a list")
     if problems:
         return Rejection("schema", "; ".join(problems))
-    return build_task(obj["tools"], obj["dialogue"], obj["gold_calls"])
+    task = build_task(obj["tools"], obj["dialogue"], obj["gold_calls"])
+    task.spec["call_match"] = inherited_policy(examples or [])
+    return task
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -185,7 +190,7 @@ def type_ok(value: Any, declared: str) -> bool:
         return False
     if not isinstance(value, kinds):
         return False
-    if element and element in _SCALARS:
+    if element and element in _SCALARS and isinstance(value, list):  # `element` is set only for a list type
         return all(type_ok(v, element) for v in value)
     return True
 
@@ -280,3 +285,15 @@ def validate(task: Task) -> list[Rejection]:
         for i, call in enumerate(gold):
             reasons.extend(check_call(call, i, tools))
     return reasons
+
+
+def render_task(task: Task) -> str | None:
+    """The environment's JSON format (`{tools, dialogue, gold_calls}`); None for a record
+    that, written that way, would break the rules a generated task must follow (the few
+    official records the validator flags)."""
+    try:
+        text = json.dumps(env_json(task), ensure_ascii=False)
+    except (TypeError, ValueError, AttributeError):
+        return None
+    parsed = parse_task(text, [task])
+    return None if isinstance(parsed, Rejection) or validate(parsed) else text

@@ -115,7 +115,7 @@ def _import_apis(apis_dir: Path) -> tuple[dict[str, type], dict[str, str]]:
     with _LOCK:
         saved = {k: sys.modules.pop(k) for k in list(sys.modules) if k == "apis" or k.startswith("apis.")}
         package = types.ModuleType("apis")
-        package.__path__ = [str(apis_dir)]  # type: ignore[attr-defined]
+        package.__path__ = [str(apis_dir)]
         package.__package__ = "apis"
         sys.modules["apis"] = package
         dont_write = sys.dont_write_bytecode

@@ -1,4 +1,4 @@
-"""Scoring agent outputs against API-Bank gold calls, and the benchmark's aggregate metrics.
+"""Scoring agent outputs against API-Bank gold calls, and the scoring settings (domain options).
 
 Two protocols decide whether a predicted call is right (the Score's `protocol_*` metric and
 the aggregate's `n_protocol_*` counts say which one produced a number):
@@ -34,16 +34,19 @@ quirks included: it is the paper-comparable number.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+import os
 from typing import Any
 
-from workbench import ReportSection, Score, Task
+from workbench.plugin_support import OptionError, path_option
+from workbench.tasks import Score, Task
 
 from .calls import Call, count_calls, damo_api_call, extract_calls, guard, parse_literal
 from .sandbox import Sandbox, load_sandbox
 
 POLICIES = ("strict", "lenient")
 DEFAULT_POLICY = "strict"
+POLICY_ENV_VAR = "WORKBENCH_APIBANK_CALL_MATCH"
+SANDBOX_ENV_VAR = "WORKBENCH_APIBANK_DIR"
 
 
 # --- Value comparison -------------------------------------------------------------------------
@@ -268,128 +271,59 @@ def not_scorable_reason(task: Task) -> str | None:
     return sandbox.gold_problem(gold)
 
 
-# --- Aggregate and report -----------------------------------------------------------------------
+# --- Scoring settings (domain options, written into each task's spec) -----------------------------
 
 
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
+def settings(options: dict[str, Any]) -> dict[str, str]:
+    """The spec fields that choose how tasks are scored, from options or env vars, checked.
 
-
-def _rate(scores: list[Score], key: str) -> float | None:
-    values = [s.metrics[key] for s in scores if key in s.metrics]
-    return _mean(values) if values else None
-
-
-def _metrics_of(scores: list[Score], suffix: str = "") -> dict[str, float]:
-    """Accuracy (the reward verdict), both call policies, ToolRL's rule and the executed
-    protocol's official rule (lenient verdicts of executed tasks) for one group of scores."""
-    out: dict[str, float] = {f"accuracy{suffix}": _mean([float(bool(s.correct)) for s in scores])}
-    for name, key in (("accuracy_strict", "strict_match"), ("accuracy_lenient", "lenient_match"), ("toolrl_accuracy", "toolrl_match")):
-        rate = _rate(scores, key)
-        if rate is not None:
-            out[name + suffix] = rate
-    executed = [s for s in scores if s.metrics.get("protocol_executed")]
-    if executed:
-        out[f"executed_accuracy{suffix}"] = _mean([s.metrics.get("lenient_match", 0.0) for s in executed])
-        out[f"executed_accuracy_strict{suffix}"] = _mean([s.metrics.get("strict_match", 0.0) for s in executed])
+    `call_match` (else $WORKBENCH_APIBANK_CALL_MATCH, else strict) must be strict or lenient;
+    `api_bank_dir` (else $WORKBENCH_APIBANK_DIR) must be a loadable DAMO-ConvAI sandbox (it is
+    loaded here, once, so a bad folder fails before any scoring). Errors name the source."""
+    out: dict[str, str] = {}
+    policy, source = options.get("call_match"), "domain option 'call_match'"
+    if policy is None:
+        policy, source = os.environ.get(POLICY_ENV_VAR) or DEFAULT_POLICY, f"env var {POLICY_ENV_VAR}"
+    if policy not in POLICIES:
+        raise OptionError(f"api_bank {source}: {policy!r} is not one of {list(POLICIES)}")
+    out["call_match"] = policy
+    source = "domain option 'api_bank_dir'" if options.get("api_bank_dir") else f"env var {SANDBOX_ENV_VAR}"
+    folder = path_option(options, "api_bank_dir", SANDBOX_ENV_VAR)
+    if folder is not None:
+        resolved = folder.resolve()
+        try:
+            load_sandbox(resolved)
+        except (OSError, ValueError) as exc:
+            raise OptionError(f"api_bank {source}: {exc}") from None
+        out["api_bank_dir"] = str(resolved)
     return out
 
 
-def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
-    """Accuracy overall and per level under each call policy and protocol, ToolRL's
-    paper-comparable accuracy, the parse-error rate, and how many tasks each protocol scored
-    (`n_protocol_executed`, `n_protocol_matching`, `n_not_scorable`)."""
-    n = len(scores)
-    out: dict[str, float] = {"n": n}
-    if not n:
-        return out
-    out.update(_metrics_of(scores))
-    out["name_accuracy"] = _mean([s.metrics.get("name_match", 0.0) for s in scores])
-    out["parse_error_rate"] = _mean([float(s.error is not None) for s in scores])
-    out["n_protocol_executed"] = sum(1 for s in scores if s.metrics.get("protocol_executed"))
-    out["n_protocol_matching"] = n - out["n_protocol_executed"]
-    out["n_not_scorable"] = sum(1 for s in scores if s.metrics.get("not_scorable"))
-    by_level: dict[str, list[Score]] = defaultdict(list)
-    for task, score in zip(tasks, scores):
-        by_level[str(task.spec.get("level", "unknown"))].append(score)
-    for level, group in sorted(by_level.items()):
-        out[f"n_{level}"] = len(group)
-        out.update(_metrics_of(group, f"_{level}"))
-    return out
+def configure(tasks: list[Task], chosen: dict[str, str]) -> list[Task]:
+    """Write the scoring settings into each task's spec (the sandbox only into original-format tasks)."""
+    for task in tasks:
+        task.spec["call_match"] = chosen["call_match"]
+        if "api_bank_dir" in chosen and task.spec.get("format") == "original":
+            task.spec["api_bank_dir"] = chosen["api_bank_dir"]
+    return tasks
 
 
-def protocol_line(tasks: list[Task], scores: list[Score]) -> str:
-    """Which protocol and call policy produced the numbers, in words (for the report)."""
-    executed = sum(1 for s in scores if s.metrics.get("protocol_executed"))
-    unscorable = sum(1 for s in scores if s.metrics.get("not_scorable"))
-    policies = sorted({policy_of(t.spec) for t in tasks})
-    parts = [
-        f"{executed} of {len(scores)} outputs scored by execution in the official DAMO-ConvAI sandbox "
-        "(check_api_call_correctness; `executed_accuracy` is the official rule)",
-        f"{len(scores) - executed} by call matching"
-        + (" (ToolRL's rule: `toolrl_accuracy` is the paper-comparable number)" if any("toolrl_match" in s.metrics for s in scores) else ""),
-    ]
-    if unscorable:
-        parts.append(f"{unscorable} named a sandbox but could not be executed (API needs a model or the network, or the gold call fails) and were matched instead")
-    return "Protocol: " + "; ".join(parts) + f". Reward (`accuracy`) call policy: {', '.join(policies)}."
+def inherited_policy(examples: list[Task]) -> str:
+    """The call policy of a generated task: its examples' (the run's setting), else the default."""
+    inherited = [e.spec.get("call_match") for e in examples or [] if isinstance(getattr(e, "spec", None), dict)]
+    return next((p for p in inherited if p in POLICIES), DEFAULT_POLICY)
 
 
-def failure_kind(score: Score) -> str:
-    if score.correct:
-        return "correct"
-    if score.error is not None:
-        return "no_call"
-    return "wrong_api" if not score.metrics.get("name_match") else "wrong_parameters"
-
-
-def report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -> ReportSection:
-    """Metric table, per-level / per-API / failure-kind tables and up to 5 failures."""
-    metrics = aggregate(tasks, scores)
-    levels: dict[str, list[Score]] = defaultdict(list)
-    apis: dict[str, list[Score]] = defaultdict(list)
-    kinds: dict[str, int] = defaultdict(int)
-    for task, score in zip(tasks, scores):
-        levels[str(task.spec.get("level", "unknown"))].append(score)
-        apis[task.spec["gold_calls"][0]["name"] if task.spec.get("gold_calls") else "?"].append(score)
-        kinds[failure_kind(score)] += 1
-    level_rows = []
-    for level, group in sorted(levels.items()):
-        row: dict[str, Any] = {"level": level, "n": len(group)}
-        row.update(_metrics_of(group))
-        row["parse_error_rate"] = _mean([float(s.error is not None) for s in group])
-        level_rows.append(row)
-    unscorable: dict[str, int] = defaultdict(int)
-    for task, score in zip(tasks, scores):
-        if score.metrics.get("not_scorable"):
-            unscorable[not_scorable_reason(task) or "unknown"] += 1
-    api_rows = sorted(
-        ({"api": api, "n": len(g), "accuracy": _mean([float(bool(s.correct)) for s in g])} for api, g in apis.items()),
-        key=lambda r: (-r["n"], r["api"]),
-    )
-    failures = [
-        {
-            "id": t.id,
-            "level": t.spec.get("level"),
-            "kind": failure_kind(s),
-            "gold": t.spec.get("gold_calls"),
-            "output": (o or "")[:300],
-            "error": s.error,
-        }
-        for t, o, s in zip(tasks, outputs, scores)
-        if not s.correct
-    ][:5]
-    lines = [protocol_line(tasks, scores), "", "| metric | value |", "| --- | --- |"] + [
-        f"| {k} | {v:.4f} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in metrics.items()
-    ]
-    return ReportSection(
-        title="API-Bank",
-        metrics=metrics,
-        tables={
-            "by_level": level_rows,
-            "by_api": api_rows,
-            "failure_kinds": [{"kind": k, "n": v} for k, v in sorted(kinds.items())],
-            "not_scorable": [{"reason": k, "n": v} for k, v in sorted(unscorable.items())],
-        },
-        markdown="\n".join(lines),
-        failures=failures,
-    )
+def reference_output(task: Task) -> str | None:
+    """The gold calls as the task's prompt asks for them: `API-Request: [...]` (the official
+    string) for original-format tasks, a ToolRL `<tool_call>` block otherwise. None when that
+    does not score a success (e.g. the official `DeleteMeeting` check rejects every call)."""
+    spec = task.spec if isinstance(task.spec, dict) else {}
+    if spec.get("format") == "original" and isinstance(spec.get("expected_output"), str):
+        text = spec["expected_output"]
+    elif spec_problem(spec) is None:
+        lines = "\n".join(json.dumps({"name": c["name"], "parameters": c["parameters"]}, ensure_ascii=False) for c in spec["gold_calls"])
+        text = f"<think>The dialogue gives every value the call needs.</think>\n<tool_call>\n{lines}\n</tool_call>"
+    else:
+        return None
+    return text if score_output(task, text).success == 1.0 else None

@@ -51,7 +51,7 @@ def make_task(question: str, answers: list[str], task_id: str = "", source: str 
     )
 
 
-def read_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
+def read_records(path: Path) -> list[tuple[int, Any]]:
     """(position, record) pairs of a JSON list file or a JSON Lines file."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -63,7 +63,7 @@ def read_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
         return list(enumerate(records))
-    out = []
+    out: list[tuple[int, Any]] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -81,6 +81,8 @@ def record_to_task(path: Path, position: int, record: Any, source: str = "seed")
     where = f"{path}: record {position}"
     if not isinstance(record, dict):
         raise ValueError(f"{where} is {type(record).__name__}, not an object with Question and Answer")
+    question: Any  # JSON values, checked below
+    answers: Any
     if "Question" in record or "Answer" in record:
         question, answers, task_id = record.get("Question"), [record.get("Answer")], str(position)
     elif "question" in record and "golden_answers" in record:

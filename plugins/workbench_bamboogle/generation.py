@@ -14,11 +14,11 @@ import re
 from typing import Any
 
 from workbench import AgentStats, Rejection, Task
+from workbench.textparse import TOO_DEEP, balanced_json_end
+from workbench.textsafety import find_bad_text
 
 from .data import make_task
 from .metrics import normalize_answer
-from workbench.textparse import TOO_DEEP, balanced_json_end
-from workbench.textsafety import find_bad_text
 
 MAX_GENERATION_CHARS = 20_000
 MAX_JSON_DEPTH = 8

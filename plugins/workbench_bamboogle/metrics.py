@@ -19,6 +19,7 @@ import re
 import string
 from collections import Counter
 from typing import Iterable
+
 from workbench.textparse import max_bracket_depth
 
 MAX_OUTPUT_CHARS = 100_000
@@ -156,9 +157,8 @@ def _from_tags(output: str) -> str | None:
 
 def _from_phrase(output: str) -> str | None:
     """The answer stated in the last 'The answer is ...' / 'Final answer: ...' phrase."""
-    last = None
-    for last in _FINAL_PHRASE.finditer(output):
-        pass
+    matches = list(_FINAL_PHRASE.finditer(output))
+    last = matches[-1] if matches else None
     if last is None:
         return None
     answer = last.group(1).strip()

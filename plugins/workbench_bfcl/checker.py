@@ -52,7 +52,7 @@ def standardize_string(text: str) -> str:
 
 
 def _std(value: Any) -> Any:
-    return standardize_string(value) if type(value) == str else value
+    return standardize_string(value) if type(value) is str else value
 
 
 def _answer_type(possible: list) -> type | None:
@@ -65,16 +65,16 @@ def _answer_type(possible: list) -> type | None:
 # --- Values -------------------------------------------------------------------------------
 
 
-def type_check(param: str, value: Any, possible: list, type_name: str, expected: type, nested: type | None) -> tuple[bool, bool, str]:
+def type_check(param: str, value: Any, possible: list, type_name: str, expected: type[Any], nested: type | None) -> tuple[bool, bool, str]:
     """Official `type_checker`: (valid, is_variable, message)."""
     answer_type = _answer_type(possible)
     is_variable = answer_type is not None and answer_type != expected
-    if type(value) == expected:
+    if type(value) is expected:
         if nested is None:
             return True, is_variable, ""
         for item in possible:
             ok = True
-            if type(item) == list:
+            if type(item) is list:
                 for element in value:
                     if not type_check(param, element, item, str(nested), nested, None)[0]:
                         ok = False
@@ -83,13 +83,13 @@ def type_check(param: str, value: Any, possible: list, type_name: str, expected:
                 return True, is_variable, ""
         # the official code marks the result invalid here and never revalidates it
         return False, False, f"Nested type checking failed for parameter {param!r}: expected {type_name} of {nested.__name__}"
-    if answer_type is not None and type(value) == answer_type:
+    if answer_type is not None and type(value) is answer_type:
         return True, True, ""
     return False, False, f"Incorrect type for parameter {param!r}: expected {type_name}, got {type(value).__name__}"
 
 
 def string_check(value: str, possible: list) -> bool:
-    return standardize_string(value) in [standardize_string(p) for p in possible if type(p) == str]
+    return standardize_string(value) in [standardize_string(p) for p in possible if type(p) is str]
 
 
 def list_check(value: list, possible: list) -> bool:
@@ -142,7 +142,7 @@ def _convert(language: str, param: str, value: Any, type_name: str, details: dic
         return value, expected, nested, ""
     table, converter = (JAVA_TYPE_CONVERSION, java_type_converter) if language == "java" else (JS_TYPE_CONVERSION, js_type_converter)
     expected = table[type_name]
-    if type(value) != str:
+    if type(value) is not str:
         return value, expected, None, f"Incorrect type for parameter {param!r}: expected String, got {type(value).__name__}"
     if type_name in NESTED_CONVERSION_TYPE_LIST:
         nested_name = details["items"]["type"]
@@ -156,22 +156,23 @@ def check_param(param: str, value: Any, possible: list, details: dict, language:
     value, expected, nested, error = _convert(language, param, value, type_name, details)
     if error:
         return False, f"type_error:{'java' if language == 'java' else 'js'}", error
-    if type_name == "tuple" and type(value) == tuple:
+    if type_name == "tuple" and type(value) is tuple:
         value = list(value)
-    if language == "python" and type_name == "float" and type(value) == int:
+    if language == "python" and type_name == "float" and type(value) is int:
         value = float(value)
     valid, is_variable, message = type_check(param, value, possible, type_name, expected, nested)
     if not valid:
         return False, "type_error:simple", message
     if not is_variable:
-        if expected == dict:
-            return OK if dict_check(value, possible) else (False, "value_error:dict_value", f"Invalid value for parameter {param!r}: {value!r}")
-        if expected == list and nested == dict:
-            return OK if list_dict_check(value, possible) else (False, "value_error:list_dict_count", f"Invalid value for parameter {param!r}: {value!r}")
-        if expected == str:
-            return OK if string_check(value, possible) else (False, "value_error:string", f"Invalid value for parameter {param!r}: {value!r}. Expected one of {possible}")
-        if expected == list:
-            return OK if list_check(value, possible) else (False, "value_error:list/tuple", f"Invalid value for parameter {param!r}: {value!r}. Expected one of {possible}")
+        invalid = f"Invalid value for parameter {param!r}: {value!r}"
+        if expected is dict:
+            return OK if dict_check(value, possible) else (False, "value_error:dict_value", invalid)
+        if expected is list and nested is dict:
+            return OK if list_dict_check(value, possible) else (False, "value_error:list_dict_count", invalid)
+        if expected is str:
+            return OK if string_check(value, possible) else (False, "value_error:string", f"{invalid}. Expected one of {possible}")
+        if expected is list:
+            return OK if list_check(value, possible) else (False, "value_error:list/tuple", f"{invalid}. Expected one of {possible}")
     if value not in possible:
         return False, "value_error:others", f"Invalid value for parameter {param!r}: {value!r}. Expected one of {possible}"
     return OK

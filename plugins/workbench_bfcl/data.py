@@ -8,6 +8,9 @@ irrelevance and relevance categories have no answer file. Multi-turn records car
 `involved_classes` instead of `function`; their function docs are in `multi_turn_func_doc/` and
 their gold is a list per turn of call strings (`"cd(folder='document')"`).
 
+`seed_specs` reads the domain options (`data_path`, `categories`, `limit`); `task_from_spec`
+makes the task of a spec.
+
 A task spec is
 `{category, language, mode, functions, question, ground_truth, record_id, turn, context}`;
 `mode` is one of simple / multiple / parallel (order-free) / sequence (multi-turn turn, ordered) /
@@ -22,7 +25,15 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
+from workbench.plugin_support import OptionError, limit_option, list_option, path_option
+from workbench.tasks import Task
 from workbench_bfcl.parsing import ParseError, parse_python_calls
+
+NAME = "bfcl"
+ENV_VAR = "WORKBENCH_BFCL_DATA"
+HERE = Path(__file__).parent
+SAMPLE_QUESTIONS = HERE / "sample_questions.jsonl"
+SAMPLE_ANSWERS = HERE / "sample_answers.jsonl"
 
 AST_CATEGORIES = (
     "simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
@@ -123,11 +134,10 @@ def _check_function(function: Any, where: str) -> None:
 
 def _check_question(record: dict, where: str) -> list:
     question = record.get("question")
-    ok = isinstance(question, list) and question and all(
+    if not (isinstance(question, list) and question and all(
         isinstance(turn, list) and all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in turn)
         for turn in question
-    )
-    if not ok:
+    )):
         raise ValueError(f"{where}: 'question' must be a list of turns, each a list of {{role, content}} messages")
     return question
 
@@ -322,6 +332,47 @@ def load_samples(questions: Path, answers: Path) -> list[dict]:
     return specs
 
 
+def installed_data_folder() -> Path | None:
+    """The data folder of the installed `bfcl_eval` package (it ships the official data), if any."""
+    try:
+        import bfcl_eval  # optional: ships the official data
+    except Exception:  # an absent or broken optional package: no installed data
+        return None
+    folder = Path(bfcl_eval.__file__).parent / "data"
+    return folder if folder.is_dir() else None
+
+
+def seed_specs(options: dict[str, Any]) -> list[dict]:
+    """The specs the domain options select: `data_path` (else $WORKBENCH_BFCL_DATA, else the
+    installed bfcl_eval data, else the built-in samples), `categories` (names, a list or
+    "a,b"), `limit` (records per category)."""
+    categories = list_option(options, "categories")
+    if categories is not None and not all(isinstance(c, str) for c in categories):
+        raise OptionError(f"domain option 'categories' must be a list of category names, got {options['categories']!r}")
+    limit = limit_option(options)
+    path = path_option(options, "data_path", ENV_VAR) or installed_data_folder()
+    if path is not None:
+        return load_path(path, categories, limit)
+    specs = load_samples(SAMPLE_QUESTIONS, SAMPLE_ANSWERS)
+    present = sorted({s["category"] for s in specs})
+    missing = [c for c in categories or [] if c not in present]
+    if missing:
+        raise OptionError(f"domain option 'categories': the built-in samples have no category {missing[0]!r} (they have {present})")
+    kept: list[dict] = []
+    for spec in specs:
+        if categories and spec["category"] not in categories:
+            continue
+        if limit is None or sum(s["category"] == spec["category"] for s in kept) < limit:
+            kept.append(spec)
+    return kept
+
+
+def task_from_spec(spec: dict, source: str) -> Task:
+    """An official record's task: its id is the record id (`<record id>:turn<k>` for a turn)."""
+    task_id = spec["record_id"] if spec.get("turn") is None else f"{spec['record_id']}:turn{spec['turn']}"
+    return Task(domain=NAME, prompt=agent_prompt(spec), system=SYSTEM, spec=spec, id=task_id, source=source)
+
+
 # --- The agent's prompt ----------------------------------------------------------------------------
 
 
@@ -343,7 +394,8 @@ def functions_for_prompt(functions: list[dict], language: str) -> list[dict]:
                 value["description"] += f" The list elements are of type {value['items'].get('type')}; they are not in string representation."
                 del value["items"]
             if language == "javascript" and kind == "dict" and "properties" in value:
-                value["description"] += f" The dictionary entries have the following schema; they are not in string representation. {json.dumps(value['properties'])}"
+                value["description"] += (" The dictionary entries have the following schema; they are not in string representation. "
+                                         + json.dumps(value["properties"]))
                 del value["properties"]
             value["type"] = "string"
     return out

@@ -29,6 +29,7 @@ import keyword
 import re
 import tokenize
 from typing import Any, Callable
+
 from workbench.textparse import max_bracket_depth
 
 MAX_OUTPUT_CHARS = 100_000
@@ -298,6 +299,8 @@ class _SourceText:
                 self.line_starts.append(i + 1)
 
     def __call__(self, node: ast.expr) -> str:
+        if node.end_lineno is None or node.end_col_offset is None:  # set on every node ast.parse returns
+            raise ParseError(f"{type(node).__name__} node has no end position", call_like=True)
         start = self.line_starts[node.lineno - 1] + node.col_offset
         end = self.line_starts[node.end_lineno - 1] + node.end_col_offset
         text = self.data[start:end].decode("utf-8")

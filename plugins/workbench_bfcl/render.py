@@ -188,11 +188,12 @@ def render_gold(spec: dict) -> str:
 def _wrong_python_value(allowed: list, type_name: str) -> Any:
     """A value of the declared Python type that no allowed value equals (or None)."""
     present, value = first_value(allowed)
-    candidates: list[Any] = {
+    by_type: dict[str, list[Any]] = {
         "string": [WRONG], "any": [WRONG], "boolean": [True, False],
         "integer": [987654321, -987654321], "float": [98765.4321, -98765.4321],
         "array": [[WRONG], []], "tuple": [[WRONG], []], "dict": [{WRONG: WRONG}, {}],
-    }.get(type_name, [WRONG])
+    }
+    candidates = by_type.get(type_name, [WRONG])
     if present and isinstance(value, list) and value:
         candidates.insert(0, value[:-1] + [WRONG] if isinstance(value[-1], str) else value + value)
     for candidate in candidates:
@@ -215,7 +216,7 @@ def _wrong_type_value(allowed: list, type_name: str, language: str) -> Any:
     answer_types = {type(a) for a in allowed if a != ""}
     for candidate in ({"zq": 1}, [WRONG], 12345, WRONG, 1.5):
         declared = {"string": str, "integer": int, "float": float, "boolean": bool, "array": list, "tuple": list, "dict": dict, "any": str}.get(type_name)
-        if type(candidate) != declared and type(candidate) not in answer_types and not (type_name == "float" and type(candidate) == int):
+        if type(candidate) is not declared and type(candidate) not in answer_types and not (type_name == "float" and type(candidate) is int):
             return candidate
     return None
 

@@ -17,6 +17,11 @@ integer: an optional `-` then ASCII digits without a leading zero (`0`, `42`, `-
 else on the answer line (`6.9`, `6e3`, `6 + 1`, `not 6`, `1, 2, 6`, `**6**`), no answer line,
 or two of them scores 0 with an `error`; other lines (reasoning before the answer line,
 text after it) are ignored. There is no fallback to "the last number in the text".
+
+Anatomy: unlike the benchmark plugins (hooks in `__init__.py` delegating to data,
+generation, scoring and report modules), this domain stays one file on purpose: it is
+small, and a plugin author reads the whole contract top to bottom in one place. Option
+parsing and grouped means come from `workbench.plugin_support`, as in every plugin.
 """
 
 from __future__ import annotations
@@ -25,9 +30,11 @@ import json
 import random
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from workbench import AgentStats, DomainInfo, Rejection, Score, Task, hookimpl
+from workbench.plugin_support import grouped_means, int_option, limit_option, mean, path_option
+from workbench.tasks import MetricInfo
 
 NAME = "arithmetic"
 VERSION = "1.1"
@@ -104,10 +111,10 @@ def make_task(expression: str, source: str = "generated") -> Task | Rejection:
     )
 
 
-LEVELS: list[str | tuple[int, int]] = ["small", (1, 1), "small", (1, 2), (2, 1), "small", (1, 3), (2, 2), (3, 1), (2, 3)]
+LEVELS: list[Literal["small"] | tuple[int, int]] = ["small", (1, 1), "small", (1, 2), (2, 1), "small", (1, 3), (2, 2), (3, 1), (2, 3)]
 
 
-def _draw_expression(rng: random.Random, level: str | tuple[int, int]) -> str:
+def _draw_expression(rng: random.Random, level: Literal["small"] | tuple[int, int]) -> str:
     """One random expression of a level: "small" (a + b with operands 0-4) or (digits, operations)."""
     if level == "small":
         return f"{rng.randint(0, 4)} + {rng.randint(0, 4)}"
@@ -150,22 +157,18 @@ def builtin_seeds(count: int = 320, seed: int = 0) -> list[Task]:
     return tasks
 
 
-def _int_option(options: dict[str, Any], name: str, default: int) -> int:
-    """An integer domain option (YAML may give it as a string), with an error naming it."""
-    value = options.get(name, default)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"domain option {name!r} must be an integer, got {value!r}")
-    return value
-
-
 @hookimpl
 def workbench_domain_info() -> DomainInfo:
     return DomainInfo(
         name=NAME,
         version=VERSION,
         description="Integer arithmetic with + - *; difficulty = digits and number of operations.",
+        title="Arithmetic (demo)",
+        metrics=[
+            MetricInfo("n", "tasks scored", aggregation="count"),
+            MetricInfo("accuracy", "share of tasks answered exactly", aggregation="rate"),
+        ],
+        headline="accuracy",
         task_schema={
             "type": "object",
             "required": ["expression", "answer", "digits", "operations"],
@@ -181,10 +184,19 @@ def workbench_domain_info() -> DomainInfo:
 
 @hookimpl
 def workbench_seed_tasks(options: dict[str, Any]) -> list[Task]:
-    """Built-in seeds, or a JSON Lines file of `{"expression": ...}` given as `data_path`."""
-    path = options.get("data_path")
+    """Built-in seeds (`count` of them, drawn with `seed`), or a JSON Lines file of
+    `{"expression": ...}` given as `data_path`; `limit` keeps the first tasks."""
+    path = path_option(options, "data_path")
     if path is None:
-        return builtin_seeds(_int_option(options, "count", 320), _int_option(options, "seed", 0))
+        count, seed = int_option(options, "count"), int_option(options, "seed")
+        tasks = builtin_seeds(320 if count is None else count, 0 if seed is None else seed)
+    else:
+        tasks = read_expressions(path)
+    return tasks[: limit_option(options)]
+
+
+def read_expressions(path: Path) -> list[Task]:
+    """Tasks from a JSON Lines file of `{"expression": ...}`; a bad line raises ValueError naming it."""
     tasks = []
     for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -204,7 +216,7 @@ def workbench_seed_tasks(options: dict[str, Any]) -> list[Task]:
 
 @hookimpl
 def workbench_load_benchmark(path: Path) -> list[Task]:
-    tasks = workbench_seed_tasks({"data_path": str(path)})
+    tasks = read_expressions(path)
     for i, task in enumerate(tasks):
         task.id = str(i)
     return tasks
@@ -253,7 +265,10 @@ def workbench_validate_task(task: Task) -> list[Rejection]:
     tokens = tokenize(expression)
     if isinstance(tokens, str):
         return [Rejection("parse_error", tokens)]
-    computed = make_task(expression).spec
+    made = make_task(expression)
+    if isinstance(made, Rejection):  # cannot happen: the expression tokenized above
+        return [made]
+    computed = made.spec
     reasons = []
     answer = spec.get("answer")
     if isinstance(answer, bool) or not isinstance(answer, int) or answer != computed["answer"]:
@@ -308,10 +323,6 @@ def workbench_reference_output(task: Task) -> str | None:
 
 @hookimpl
 def workbench_aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
-    out: dict[str, float] = {"n": len(scores), "accuracy": sum(s.reward for s in scores) / max(len(scores), 1)}
-    by_ops: dict[int, list[float]] = {}
-    for task, score in zip(tasks, scores):
-        by_ops.setdefault(task.spec.get("operations", 0), []).append(score.reward)
-    for ops, values in sorted(by_ops.items()):
-        out[f"accuracy_ops{ops}"] = sum(values) / len(values)
-    return out
+    pairs = sorted(zip(tasks, scores), key=lambda pair: pair[0].spec.get("operations", 0))
+    by_ops = grouped_means([f"ops{t.spec.get('operations', 0)}" for t, _ in pairs], [s.reward for _, s in pairs], prefix="accuracy_")
+    return {"n": len(scores), "accuracy": mean(s.reward for s in scores), **by_ops}

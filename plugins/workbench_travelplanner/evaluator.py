@@ -18,6 +18,7 @@ constraint does not apply to this query). A check that the official code would c
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from .sandbox import Sandbox
@@ -78,8 +79,9 @@ def _text(value: Any) -> str:
     return value
 
 
-def extract_before_parenthesis(s: str) -> str:
-    """Text before the first '(' that has a ')' somewhere after it (on the first line)."""
+def extract_before_parenthesis(s: str | None) -> str:
+    """Text before the first '(' that has a ')' somewhere after it (on the first line);
+    TypeError for None, as the official re.search raises."""
     s = _text(s)
     open_at = s.find("(")
     if open_at < 0 or "\n" in s[:open_at] or s.find(")", open_at + 1) < 0:
@@ -182,7 +184,7 @@ def _days(question: dict[str, Any], plan: list[Any]) -> range:
     return range(min(question["days"], len(plan)))
 
 
-def city_state_map(question: dict[str, Any], sandbox: Sandbox) -> dict[str, str]:
+def city_state_map(question: dict[str, Any], sandbox: Sandbox) -> Mapping[str, str | None]:
     """The official `citySet_with_states.txt` map when the sandbox carries it (see
     `cities.py`); otherwise an approximation derived from the sandbox: every sandbox city
     is a valid city; the cities with attraction/restaurant/accommodation sections lie in
@@ -190,7 +192,7 @@ def city_state_map(question: dict[str, Any], sandbox: Sandbox) -> dict[str, str]
     origin) do not. The approximation rejects real cities the sandbox does not name."""
     if sandbox.city_states is not None:
         return sandbox.city_states
-    mapping = {city: ORIGIN_STATE for city in sandbox.known_cities()}
+    mapping: dict[str, str | None] = {city: ORIGIN_STATE for city in sandbox.known_cities()}
     for city in sandbox.section_cities:
         if city != question.get("org"):
             mapping[city] = question.get("dest")
@@ -595,7 +597,7 @@ def official_hard_total(question: dict[str, Any]) -> int:
     house rule, cuisine and room type (not transportation); nothing more for 'easy'."""
     local = question.get("local_constraint") or {}
     fields = {"hard": ("house rule", "cuisine", "room type", "transportation"),
-              "medium": ("house rule", "cuisine", "room type")}.get(question.get("level"), ())
+              "medium": ("house rule", "cuisine", "room type")}.get(question.get("level", ""), ())
     return 1 + sum(1 for field in fields if local.get(field) is not None)
 
 

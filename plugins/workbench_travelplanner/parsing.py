@@ -29,6 +29,7 @@ import ast
 import json
 import re
 from typing import Any
+
 from workbench.textparse import max_bracket_depth
 
 MAX_OUTPUT_CHARS = 100_000
@@ -213,17 +214,19 @@ def parse_text_plan(text: str) -> list[dict[str, Any]] | None:
             if len(plan) > MAX_DAYS:
                 return None
             continue
-        field = _field_line(line) if current is not None else None
+        if current is None:
+            continue
+        field = _field_line(line)
         if field:
             key = TEXT_FIELDS.get(field[0].strip().lower())
             if key and key not in current:
                 current[key] = field[1].strip()
     plan = [day for day in plan if len(day) > 1]
-    for day in plan:
-        attraction = day.get("attraction")
+    for entry in plan:
+        attraction = entry.get("attraction")
         # the official post-processing writes attractions as "A, City;B, City;"
         if attraction and attraction != "-" and not attraction.endswith(";"):
-            day["attraction"] = attraction + ";"
+            entry["attraction"] = attraction + ";"
     return plan or None
 
 

@@ -102,7 +102,8 @@ def parse_table(content: str, columns: list[str] | None) -> list[dict[str, Any]]
     has_index = len(lines) > 1 and header[:1] == " " and all(_INDEX.match(line) for line in lines[1:])
     rows = []
     for line in lines[1:]:
-        row, start = {}, 0
+        row: dict[str, Any] = {}
+        start = 0
         for name, end in zip(columns, ends):
             cell = line[start:end].strip()
             if start == 0 and has_index:
@@ -212,7 +213,8 @@ class Sandbox:
             return
         flight = _FLIGHT_DESC.match(desc)
         if flight:
-            self.flight_legs.append(flight.groups())
+            origin, destination, date = flight.groups()
+            self.flight_legs.append((origin, destination, date))
             if isinstance(value, list):
                 self.flights.extend(value)
             return

@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from workbench import ReportSection, Score, Task
+from workbench.plugin_support import mean, rate
+from workbench.tasks import MetricInfo
 
 from .cities import APPROXIMATION, OFFICIAL
 from .evaluator import (
@@ -31,6 +33,16 @@ HARD_MACRO = "Hard Constraint Macro Pass Rate"
 FINAL = "Final Pass Rate"
 OFFICIAL_METRICS = (DELIVERY, CS_MICRO, CS_MACRO, HARD_MICRO, HARD_MACRO, FINAL)
 CITY_LIST_METRIC = "city_list_official"  # 1 when Reasonable City Route used citySet_with_states.txt
+METRICS = [
+    MetricInfo("n", "queries scored", aggregation="count"),
+    MetricInfo(DELIVERY, "plans that could be parsed", aggregation="rate"),
+    MetricInfo(CS_MICRO, "commonsense checks passed, over 8 per query", aggregation="rate"),
+    MetricInfo(CS_MACRO, "queries passing every commonsense check", aggregation="rate"),
+    MetricInfo(HARD_MICRO, "hard constraints passed, over those the queries set", aggregation="rate"),
+    MetricInfo(HARD_MACRO, "queries passing every hard constraint", aggregation="rate"),
+    MetricInfo(FINAL, "queries passing every check (the paper's metric)", aggregation="rate"),
+    MetricInfo("reward_mean", "mean share of applicable checks passed (the reward)", aggregation="mean"),
+]
 
 
 def score_plan(question: dict[str, Any], record: dict[str, Any], total_cost: float | None = None,
@@ -60,10 +72,6 @@ def undelivered(error: str, protocol: str = APPROXIMATION) -> Score:
                  error=error)
 
 
-def _rate(num: float, den: float) -> float:
-    return num / den if den else 0.0
-
-
 def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
     """The six official rates over these items (eval.py's fixed denominators, 45 / 360 /
     105 for train, are what these formulas give for the full splits)."""
@@ -74,14 +82,14 @@ def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
     cs_true = sum(s.metrics.get(key, 0.0) for s in scores for key in COMMONSENSE_KEYS)
     hard_true = sum(s.metrics.get(key, 0.0) for s in scores for key in HARD_KEYS)
     hard_total = sum(official_hard_total(t.spec.get("query", {})) for t in tasks)
-    out[DELIVERY] = _rate(sum(s.metrics.get("delivered", 0.0) for s in scores), n)
-    out[CS_MICRO] = _rate(cs_true, 8 * n)
-    out[CS_MACRO] = _rate(sum(s.metrics.get("commonsense_pass", 0.0) for s in scores), n)
-    out[HARD_MICRO] = _rate(hard_true, hard_total)
-    out[HARD_MACRO] = _rate(sum(s.metrics.get("hard_pass", 0.0) for s in scores), n)
-    out[FINAL] = _rate(sum(s.metrics.get("final_pass", 0.0) for s in scores), n)
-    out["reward_mean"] = sum(s.reward for s in scores) / n
-    out[CITY_LIST_METRIC] = _rate(sum(s.metrics.get(CITY_LIST_METRIC, 0.0) for s in scores), n)
+    out[DELIVERY] = rate(sum(s.metrics.get("delivered", 0.0) for s in scores), n)
+    out[CS_MICRO] = rate(cs_true, 8 * n)
+    out[CS_MACRO] = rate(sum(s.metrics.get("commonsense_pass", 0.0) for s in scores), n)
+    out[HARD_MICRO] = rate(hard_true, hard_total)
+    out[HARD_MACRO] = rate(sum(s.metrics.get("hard_pass", 0.0) for s in scores), n)
+    out[FINAL] = rate(sum(s.metrics.get("final_pass", 0.0) for s in scores), n)
+    out["reward_mean"] = mean(s.reward for s in scores)
+    out[CITY_LIST_METRIC] = rate(sum(s.metrics.get(CITY_LIST_METRIC, 0.0) for s in scores), n)
     return out
 
 
@@ -99,12 +107,12 @@ def constraint_table(tasks: list[Task], scores: list[Score]) -> list[dict[str, A
     for key in COMMONSENSE_KEYS:
         passed = sum(s.metrics.get(key, 0.0) for s in scores)
         rows.append({"constraint": PAPER_NAMES[key], "kind": "commonsense", "passed": int(passed),
-                     "applicable": len(scores), "pass_rate": _rate(passed, len(scores))})
+                     "applicable": len(scores), "pass_rate": rate(passed, len(scores))})
     for key in HARD_KEYS:
         applies = [s for t, s in zip(tasks, scores) if key in applicable_hard_keys(t.spec.get("query", {}))]
         passed = sum(s.metrics.get(key, 0.0) for s in applies)
         rows.append({"constraint": PAPER_NAMES[key], "kind": "hard", "passed": int(passed),
-                     "applicable": len(applies), "pass_rate": _rate(passed, len(applies))})
+                     "applicable": len(applies), "pass_rate": rate(passed, len(applies))})
     return rows
 
 

@@ -1,4 +1,5 @@
-"""Generated BFCL tasks: the environment prompt, parsing the environment's JSON, validation.
+"""Generated BFCL tasks: the environment prompt, parsing the environment's JSON, validation,
+and writing a task back in that JSON (`render_task`).
 
 The environment model writes one JSON object:
 
@@ -20,9 +21,14 @@ import json
 import re
 from typing import Any
 
-from workbench_bfcl.checker import PYTHON_TYPE_MAPPING
-from workbench_bfcl.data import make_spec
+from workbench.tasks import AgentStats, Rejection, Task
 from workbench.textparse import balanced_json_end
+from workbench.textsafety import find_bad_text
+from workbench_bfcl.checker import PYTHON_TYPE_MAPPING
+from workbench_bfcl.data import NAME as DOMAIN
+from workbench_bfcl.data import SYSTEM, agent_prompt, make_spec
+from workbench_bfcl.render import render_gold
+from workbench_bfcl.scoring import evaluate, spec_shape_problem
 
 MAX_TEXT = 50_000
 MAX_SPEC_CHARS = 400_000
@@ -30,8 +36,6 @@ MAX_JSON_DEPTH = 12
 MAX_FUNCTIONS = 12
 MAX_CALLS = 8
 MAX_ENUM = 200
-MODES = ("simple", "multiple", "parallel", "sequence", "irrelevance", "relevance")
-LANGUAGES = ("python", "java", "javascript")
 _UNDECODABLE = re.compile("[\ud800-\udfff\ufffd]")
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 TYPE_CHECKS = {
@@ -105,10 +109,10 @@ def generated_record_id(data: dict) -> str:
 
 def spec_from_generated(data: dict) -> dict:
     """A task spec (category `generated`, content-derived `record_id`) from the environment's JSON object."""
-    truth = data.get("ground_truth")
+    truth = data["ground_truth"]  # parse_task has checked that question, functions and ground_truth are there
     spec = make_spec(
         "generated",
-        data.get("functions"),
+        data["functions"],
         [[{"role": "user", "content": data.get("question")}]],
         truth,
         record_id=generated_record_id(data),
@@ -135,51 +139,6 @@ def spec_size(spec: Any) -> int | None:
         return len(json.dumps(spec, default=str))
     except (TypeError, ValueError, RecursionError):
         return None
-
-
-def _function_shape_ok(function: Any) -> bool:
-    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-        return False
-    params = function.get("parameters")
-    if not isinstance(params, dict) or not isinstance(params.get("properties"), dict):
-        return False
-    required = params.get("required", [])
-    return isinstance(required, list) and all(isinstance(r, str) for r in required)
-
-
-def _gold_call_shape_ok(call: Any) -> bool:
-    if not isinstance(call, dict) or len(call) != 1:
-        return False
-    params = next(iter(call.values()))
-    return isinstance(params, dict) and all(isinstance(v, list) for v in params.values())
-
-
-def spec_shape_problem(spec: Any) -> str | None:
-    """Why the scorer cannot read a task spec (any source), or None. Linear in the spec.
-
-    The scorer needs a known mode and language; except for (ir)relevance tasks, a list of
-    function schemas `{name, parameters: {properties, required}}` and gold calls
-    `{func: {param: [allowed values]}}` (at least one, except for a multi-turn turn)."""
-    if not isinstance(spec, dict):
-        return f"the task spec is {type(spec).__name__}, not an object"
-    mode, language = spec.get("mode"), spec.get("language")
-    if not isinstance(mode, str) or mode not in MODES:
-        return f"mode must be one of {', '.join(MODES)}"
-    if not isinstance(language, str) or language not in LANGUAGES:
-        return f"language must be one of {', '.join(LANGUAGES)}"
-    functions, truth = spec.get("functions"), spec.get("ground_truth")
-    if not isinstance(truth, list):
-        return "ground_truth must be a list"
-    if mode in ("irrelevance", "relevance"):
-        return None
-    if not isinstance(functions, list) or not all(_function_shape_ok(f) for f in functions):
-        return "functions must be a list of {name, parameters: {properties: {...}, required: [names]}}"
-    if not truth and mode != "sequence":
-        return "ground_truth lists no gold call"
-    if not all(_gold_call_shape_ok(c) for c in truth):
-        return "each gold call must be {func_name: {param: [allowed values]}}"
-    return None
-
 
 
 def _problems_function(function: Any, index: int) -> list[tuple[str, str]]:
@@ -212,13 +171,14 @@ def _problems_function(function: Any, index: int) -> list[tuple[str, str]]:
 
 
 def _value_problems(value: Any, prop: dict, where: str) -> list[tuple[str, str]]:
-    kind = prop.get("type")
+    kind = prop.get("type", "")
     check = TYPE_CHECKS.get(kind)
     if check is None:
         return []
     if not check(value):
         return [("bad_value_type", f"{where}: {value!r} is not of type {kind}")]
-    item_type = (prop.get("items") or {}).get("type")
+    items = prop.get("items")
+    item_type = items.get("type") if isinstance(items, dict) else None
     if kind in ("array", "tuple") and item_type in TYPE_CHECKS and not all(TYPE_CHECKS[item_type](v) for v in value):
         return [("bad_value_type", f"{where}: elements of {value!r} are not all {item_type}")]
     enum = prop.get("enum")
@@ -236,8 +196,11 @@ def _problems_call(call: Any, index: int, functions: dict[str, dict]) -> list[tu
         return [("unknown_function", f"{where} calls {name!r}, which is not in the function list")]
     if not isinstance(params, dict):
         return [("bad_gold", f"{where}: parameters must be an object of allowed-value lists")]
-    schema = functions[name].get("parameters", {})
-    props, required = schema.get("properties", {}), schema.get("required", [])
+    schema = functions[name].get("parameters")
+    schema = schema if isinstance(schema, dict) else {}
+    props, required = schema.get("properties"), schema.get("required")
+    props = props if isinstance(props, dict) else {}
+    required = [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
     out = []
     for param in required:
         if param not in params:
@@ -259,7 +222,8 @@ def _problems_call(call: Any, index: int, functions: dict[str, dict]) -> list[tu
 def validate_spec(spec: dict) -> list[tuple[str, str]]:
     """Every problem of a generated task as (code, message)."""
     question = spec.get("question")
-    text = question[-1][-1].get("content") if isinstance(question, list) and question and question[-1] else None
+    last = question[-1] if isinstance(question, list) and question else None
+    text = last[-1].get("content") if isinstance(last, list) and last and isinstance(last[-1], dict) else None
     out = []
     if not isinstance(text, str) or not text.strip():
         out.append(("empty_question", "the question must be a non-empty string"))
@@ -282,3 +246,95 @@ def validate_spec(spec: dict) -> list[tuple[str, str]]:
     for i, call in enumerate(truth):
         out.extend(_problems_call(call, i, by_name))
     return out
+
+
+# --- The hooks' bodies ---------------------------------------------------------------------------
+
+
+def environment_prompt(examples: list[Task], stats: AgentStats) -> str:
+    """The instruction to write one task as JSON, with up to three examples in that JSON."""
+    lines = [
+        "You write function-calling tasks for training an assistant. Write ONE new task: a user question, "
+        "the functions the assistant may call (JSON schema), and the exact gold call(s) that answer it.",
+        f"Aim for a task the assistant solves about {stats.alpha:.0%} of the time.",
+    ]
+    if stats.p_hat_mean is not None:
+        lines.append(f"Recently the assistant solved {stats.p_hat_mean:.0%} of tasks; adjust the difficulty accordingly.")
+    lines += [
+        "",
+        "Reply with one JSON object and nothing else:",
+        '{"question": "<what the user asks>", "functions": [{"name": "<name>", "description": "<what it does>", '
+        '"parameters": {"type": "dict", "properties": {"<param>": {"type": "string|integer|float|boolean|array|tuple|dict|any", '
+        '"description": "<meaning>"}}, "required": ["<param>"]}}], "ground_truth": [{"<name>": {"<param>": [<allowed value>, ...]}}]}',
+        "Rules: every gold call names a listed function, gives every required parameter, uses only declared "
+        "parameters, and lists every acceptable value for each parameter (values of the declared type; arrays "
+        'need "items": {"type": ...}). Put "" in a list to allow leaving an optional parameter out. '
+        "Several gold calls mean the assistant must make all of them (in any order).",
+        "",
+        "Examples:",
+    ]
+    lines += [example_json(t.spec) for t in examples[:3] if t.spec.get("ground_truth")]
+    return "\n".join(lines)
+
+
+def parse_task(text: str) -> Task | Rejection:
+    """Environment JSON -> a generated task, or why not.
+
+    Checks run cheapest first: size (`too_long`), text that cannot be written as UTF-8
+    (`bad_text`: a lone surrogate, also one written as a `\\ud800` escape inside the JSON, or a
+    NUL), then the JSON (`parse_error`) and its shape (`schema`). The task id is left empty,
+    so `Task` derives it from the content: different generations never share an id."""
+    if not isinstance(text, str):
+        return Rejection("parse_error", f"generation is {type(text).__name__}, not text")
+    if len(text) > MAX_TEXT:
+        return Rejection("too_long", f"generation has {len(text)} characters, more than {MAX_TEXT}; write one short JSON object")
+    data = parse_generated(text)
+    if isinstance(data, str):
+        code = "bad_text" if data.startswith("generation is not valid UTF-8") else "parse_error"
+        return Rejection(code, data)
+    bad = find_bad_text(data, "json")
+    if bad is not None:
+        return Rejection("bad_text", f"the JSON holds text that cannot be written as UTF-8 (a \\ud800-style escape or NUL): {bad}")
+    for key in ("question", "functions", "ground_truth"):
+        if key not in data:
+            return Rejection("schema", f"the JSON object has no {key!r}")
+    functions = data["functions"]
+    if not isinstance(data["question"], str) or not isinstance(functions, list) or not isinstance(data["ground_truth"], list):
+        return Rejection("schema", "question must be a string, functions and ground_truth lists")
+    if not all(isinstance(f, dict) for f in functions):
+        return Rejection("schema", "every entry of functions must be an object (a function schema)")
+    spec = spec_from_generated(data)
+    return Task(domain=DOMAIN, prompt=agent_prompt(spec), system=SYSTEM, spec=spec, source="generated")
+
+
+def validate(task: Task) -> list[Rejection]:
+    """Size, writable text, the generated-task rules (`validate_spec`), a spec the scorer can
+    read (`schema`), then the gold answer must pass the checker (`gold_not_scorable`)."""
+    size = spec_size(task.spec)
+    if size is None or size > MAX_SPEC_CHARS:
+        found = "not JSON-serialisable" if size is None else f"{size} characters of JSON"
+        return [Rejection("too_large", f"the task spec is {found}; at most {MAX_SPEC_CHARS} characters of JSON are checked")]
+    bad = find_bad_text({"spec": task.spec, "prompt": task.prompt, "system": task.system})
+    if bad is not None:
+        return [Rejection("bad_text", f"the task holds text that cannot be written as UTF-8 (lone surrogate or NUL): {bad}")]
+    reasons = [Rejection(code, message) for code, message in validate_spec(task.spec)]
+    problem = None if reasons else spec_shape_problem(task.spec)
+    if problem:
+        reasons.append(Rejection("schema", f"malformed task spec: {problem}"))
+    elif not reasons:
+        gold = evaluate(task.spec, render_gold(task.spec))
+        if not gold[0].correct:
+            reasons.append(Rejection("gold_not_scorable", f"the gold answer does not pass the checker: {gold[1]}"))
+    return reasons
+
+
+def render_task(task: Task) -> str | None:
+    """The environment's JSON format, for single-turn Python tasks with gold calls (the kind the
+    environment writes); None for multi-turn, irrelevance and Java/JavaScript records, and for
+    the few official records that break the rules a generated task must follow."""
+    spec = task.spec
+    if spec.get("turn") is not None or not spec.get("ground_truth") or spec.get("language") != "python":
+        return None
+    text = example_json(spec)
+    parsed = parse_task(text)  # a few official records break the generated-task rules
+    return None if isinstance(parsed, Rejection) or validate(parsed) else text

@@ -1,0 +1,81 @@
+"""Generated ALFWorld tasks (single steps only): the environment prompt, parsing the
+environment's JSON record, validation, and writing a step task back as that record."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from workbench.tasks import AgentStats, Rejection, Task
+
+from .actions import input_problem
+from .data import BUILTIN_STEPS, load_steps_jsonl
+from .games import TASK_TYPES
+from .taskspec import ENV_FIELDS, check_step_record_shape, extract_json_object, make_step_task, validate_spec
+
+
+def env_record(task: Task) -> dict[str, Any]:
+    """A step task as the JSON record the environment writes (with its game_id when it has one)."""
+    record = {k: task.spec[k] for k in ENV_FIELDS}
+    if isinstance(task.spec.get("game_id"), str):
+        record["game_id"] = task.spec["game_id"]
+    return record
+
+
+def _example_records(examples: list[Task]) -> list[dict[str, Any]]:
+    steps = [t for t in examples if t.spec.get("mode") == "step"]
+    if not steps:
+        steps = load_steps_jsonl(BUILTIN_STEPS, source="seed")[1:4]
+    return [env_record(task) for task in steps[:3]]
+
+
+def environment_prompt(examples: list[Task], stats: AgentStats) -> str:
+    """The instruction to write one decision point of an episode, with up to three examples."""
+    lines = [
+        "You write training tasks for an agent that acts in ALFWorld, a text-based household simulator.",
+        "A task is ONE decision point of an episode: the goal, the observations and actions so far,",
+        "the current observation, the admissible commands, and the single correct next action.",
+        f"Task types: {', '.join(TASK_TYPES)}.",
+        "Commands follow the ALFWorld grammar: go to X, take X from Y, move X to Y, open X, close X,",
+        "use X, clean X with Y, heat X with Y, cool X with Y, examine X, inventory, look.",
+        "The next_action must be one of the admissible_actions and must make progress towards the goal.",
+        "A task may continue a game of the examples: give its game_id, keep its goal, and write the history,",
+        "observations and admissible_actions exactly as that game produces them; such a task is replayed in the game.",
+        f"Aim for a task the agent solves about {stats.alpha:.0%} of the time.",
+    ]
+    if stats.p_hat_mean is not None:
+        lines.append(f"Recently the agent solved {stats.p_hat_mean:.0%} of tasks; adjust the difficulty accordingly.")
+    lines.append("Write exactly one JSON object with the fields " + ", ".join(ENV_FIELDS) + " (and optionally game_id). Examples:")
+    for record in _example_records(examples):
+        lines.append(json.dumps(record, ensure_ascii=False))
+    lines.append("Now write one new task as a single JSON object and nothing else.")
+    return "\n".join(lines)
+
+
+def render_task(task: Task) -> str | None:
+    """A step task as the JSON record the environment writes (episodes are not generated)."""
+    if task.spec.get("mode") != "step":
+        return None
+    return json.dumps(env_record(task), ensure_ascii=False)
+
+
+def parse_task(text: str, examples: list[Task]) -> Task | Rejection:
+    """Environment text -> a step task, or why not (too_long, parse_error, schema)."""
+    problem = input_problem(text)
+    if problem:
+        code = "too_long" if "characters, more than" in problem else "parse_error"
+        return Rejection(code, problem)
+    record, error = extract_json_object(text)
+    if record is None:
+        code = "too_long" if error and "more than" in error and "characters" in error else "parse_error"
+        return Rejection(code, error or "no JSON object")
+    shape = check_step_record_shape(record)
+    if shape:
+        return Rejection("schema", shape)
+    return make_step_task(record, source="generated", examples=examples)
+
+
+def validate(task: Task) -> list[Rejection]:
+    """The format checks of `taskspec.validate_spec`; a step task naming a known game is also
+    replayed in it (`grounding.check_step_in_game`, needs alfworld)."""
+    return validate_spec(task.spec, in_game=True)

@@ -1,0 +1,96 @@
+"""ALFWorld's benchmark metrics and report section, and the metrics `DomainInfo` declares.
+
+Single steps give `step_accuracy` (and `admissible_rate`), episodes `success_rate` (and
+`mean_steps_won`), each also per task type. Which of the two a set has depends on its mode,
+so the headline is `accuracy`, present for every non-empty set: the share of tasks solved,
+whatever their mode. It equals `step_accuracy` on a set of steps and `success_rate` on a set
+of episodes (a seed or benchmark set is always one or the other).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workbench.plugin_support import example_failures, grouped_means, mean
+from workbench.tasks import MetricInfo, ReportSection, Score, Task
+
+from .actions import safe_text
+from .games import TASK_TYPES
+
+HEADLINE = "accuracy"
+METRICS = [
+    MetricInfo("n", "tasks scored", "count"),
+    MetricInfo(HEADLINE, "share of tasks solved (step: the expert's next action; episode: won)", "rate"),
+    MetricInfo("parse_error_rate", "share of outputs with no readable command", "rate", higher_is_better=False),
+    MetricInfo("n_step", "single-step tasks", "count"),
+    MetricInfo("step_accuracy", "single steps: exact match with the expert's next action", "rate"),
+    MetricInfo("admissible_rate", "single steps: the command was admissible", "rate"),
+    *(MetricInfo(f"step_accuracy_{t}", f"step accuracy on {t}", "rate") for t in TASK_TYPES),
+    MetricInfo("n_episode", "episode tasks", "count"),
+    MetricInfo("success_rate", "episodes won within the step limit", "rate"),
+    MetricInfo("mean_steps_won", "steps taken in won episodes", "mean", higher_is_better=False),
+    *(MetricInfo(f"success_rate_{t}", f"episode success rate on {t}", "rate") for t in TASK_TYPES),
+]
+PAPER_REFERENCE = {"Qwen2.5-7B-Instruct (Base)": {HEADLINE: 14.2}, "GenEnv 7B": {HEADLINE: 54.5}}
+
+
+def _of_mode(tasks: list[Task], scores: list[Score], mode: str) -> tuple[list[Task], list[Score]]:
+    pairs = [(t, s) for t, s in zip(tasks, scores) if t.spec.get("mode") == mode]
+    return [t for t, _ in pairs], [s for _, s in pairs]
+
+
+def _by_type(tasks: list[Task], scores: list[Score], prefix: str = "") -> dict[str, float]:
+    return grouped_means([str(t.spec.get("task_type")) for t in tasks], [s.success for s in scores], prefix)
+
+
+def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
+    """`accuracy`, step accuracy (single steps) and episode success rate (episodes), overall and per type."""
+    out: dict[str, float] = {"n": len(scores)}
+    if scores:
+        out[HEADLINE] = mean(s.success for s in scores)
+        out["parse_error_rate"] = mean(float(s.error is not None) for s in scores)
+    step_tasks, step_scores = _of_mode(tasks, scores, "step")
+    if step_scores:
+        out["n_step"] = len(step_scores)
+        out["step_accuracy"] = mean(s.success for s in step_scores)
+        out["admissible_rate"] = mean(s.metrics.get("admissible", 0.0) for s in step_scores)
+        out.update(sorted(_by_type(step_tasks, step_scores, "step_accuracy_").items()))
+    episode_tasks, episode_scores = _of_mode(tasks, scores, "episode")
+    if episode_scores:
+        out["n_episode"] = len(episode_scores)
+        out["success_rate"] = mean(s.success for s in episode_scores)
+        won_steps = [s.metrics.get("steps", 0.0) for s in episode_scores if s.success >= 1.0]
+        if won_steps:
+            out["mean_steps_won"] = mean(won_steps)
+        out.update(sorted(_by_type(episode_tasks, episode_scores, "success_rate_").items()))
+    return out
+
+
+def _type_table(tasks: list[Task], scores: list[Score], mode: str, metric: str) -> list[dict[str, Any]]:
+    tasks, scores = _of_mode(tasks, scores, mode)
+    types = [str(t.spec.get("task_type")) for t in tasks]
+    rates = _by_type(tasks, scores)
+    return [{"task_type": t, "n": types.count(t), metric: rates[t]} for t in TASK_TYPES if t in rates]
+
+
+def report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -> ReportSection:
+    """The metric table, step accuracy and success rate by task type, and up to 5 failures
+    (for steps, with the expected action)."""
+    metrics = aggregate(tasks, scores)
+    tables: dict[str, list[dict[str, Any]]] = {}
+    step_table = _type_table(tasks, scores, "step", "step_accuracy")
+    if step_table:
+        tables["step_accuracy_by_task_type"] = step_table
+    episode_table = _type_table(tasks, scores, "episode", "success_rate")
+    if episode_table:
+        tables["success_rate_by_task_type"] = episode_table
+    failures = example_failures(tasks, [safe_text(str(o)) for o in outputs], scores)
+    by_id = {t.id: t for t in tasks}
+    for failure in failures:
+        task = by_id[failure["id"]]
+        failure["prompt"] = safe_text(failure["prompt"])
+        failure.update(task_type=task.spec.get("task_type"), goal=task.spec.get("goal"))
+        if task.spec.get("mode") == "step":
+            failure["expected"] = task.spec.get("next_action")
+    lines = ["| metric | value |", "| --- | --- |"] + [f"| {k} | {v:.4g} |" for k, v in metrics.items()]
+    return ReportSection(title="ALFWorld", metrics=metrics, tables=tables, markdown="\n".join(lines), failures=failures)

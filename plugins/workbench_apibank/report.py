@@ -1,0 +1,177 @@
+"""API-Bank's benchmark metrics and report section, and the metrics `DomainInfo` declares.
+
+`aggregate` gives accuracy overall and per level under each call policy and protocol
+(`scoring.py` explains them), ToolRL's paper-comparable `toolrl_accuracy`, the official
+executed rule's `executed_accuracy`, and `paper_accuracy`, the one number always present that
+is comparable to the GenEnv paper: per task, ToolRL's rule where it applies (processed and
+generated tasks), the official executed rule where the sandbox ran the call, else the reward
+verdict. On a set of one kind it equals `toolrl_accuracy`, `executed_accuracy` or `accuracy`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+from workbench.plugin_support import example_failures, grouped_means, mean
+from workbench.tasks import MetricInfo, ReportSection, Score, Task
+
+from .scoring import not_scorable_reason, policy_of
+
+HEADLINE = "paper_accuracy"
+LEVELS = ("level-1", "level-2", "level-3", "level-unknown", "generated")
+# accuracy name -> the per-call metric it is the rate of (None: the reward verdict `correct`)
+_GROUP_RATES = {
+    "accuracy": "the reward verdict under the task's call policy",
+    "accuracy_strict": "strict call policy (extra calls fail)",
+    "accuracy_lenient": "lenient call policy (extra calls ignored)",
+    "toolrl_accuracy": "ToolRL's extraction and match (processed and generated tasks)",
+    "executed_accuracy": "the official executed rule (original tasks run in the DAMO-ConvAI sandbox)",
+    "executed_accuracy_strict": "executed tasks under the strict call policy",
+}
+METRICS = [
+    MetricInfo("n", "tasks scored", "count"),
+    MetricInfo(HEADLINE, "paper-comparable accuracy: ToolRL's rule, else the executed rule, else the reward verdict", "rate"),
+    *(MetricInfo(name, description, "rate") for name, description in _GROUP_RATES.items()),
+    MetricInfo("name_accuracy", "share of outputs whose call names the gold API", "rate"),
+    MetricInfo("parse_error_rate", "share of outputs with no readable call", "rate", higher_is_better=False),
+    MetricInfo("n_protocol_executed", "tasks scored by execution in the sandbox", "count"),
+    MetricInfo("n_protocol_matching", "tasks scored by call matching", "count"),
+    MetricInfo("n_not_scorable", "tasks naming a sandbox that could not execute them (matched instead)", "count"),
+    *(MetricInfo(f"n_{level}", f"tasks of {level}", "count") for level in LEVELS),
+    *(MetricInfo(f"{name}_{level}", f"{description}, {level}", "rate") for level in LEVELS for name, description in _GROUP_RATES.items()),
+]
+PAPER_REFERENCE = {"Qwen2.5-7B-Instruct (Base)": {HEADLINE: 61.6}, "GenEnv 7B": {HEADLINE: 79.1}}
+
+
+def _level(task: Task) -> str:
+    return str(task.spec.get("level", "unknown"))
+
+
+def _correct(score: Score) -> float:
+    return float(bool(score.correct))
+
+
+def _paper_verdict(score: Score) -> float:
+    if "toolrl_match" in score.metrics:
+        return score.metrics["toolrl_match"]
+    if score.metrics.get("protocol_executed"):
+        return score.metrics.get("lenient_match", 0.0)
+    return _correct(score)
+
+
+def _rate(scores: list[Score], key: str) -> float | None:
+    values = [s.metrics[key] for s in scores if key in s.metrics]
+    return mean(values) if values else None
+
+
+def _metrics_of(scores: list[Score], suffix: str = "") -> dict[str, float]:
+    """Accuracy (the reward verdict), both call policies, ToolRL's rule and the executed
+    protocol's official rule (lenient verdicts of executed tasks) for one group of scores."""
+    out: dict[str, float] = {f"accuracy{suffix}": mean(_correct(s) for s in scores)}
+    for name, key in (("accuracy_strict", "strict_match"), ("accuracy_lenient", "lenient_match"), ("toolrl_accuracy", "toolrl_match")):
+        rate = _rate(scores, key)
+        if rate is not None:
+            out[name + suffix] = rate
+    executed = [s for s in scores if s.metrics.get("protocol_executed")]
+    if executed:
+        out[f"executed_accuracy{suffix}"] = mean(s.metrics.get("lenient_match", 0.0) for s in executed)
+        out[f"executed_accuracy_strict{suffix}"] = mean(s.metrics.get("strict_match", 0.0) for s in executed)
+    return out
+
+
+def _by_level(tasks: list[Task], scores: list[Score]) -> dict[str, list[Score]]:
+    groups: dict[str, list[Score]] = defaultdict(list)
+    for task, score in zip(tasks, scores):
+        groups[_level(task)].append(score)
+    return dict(sorted(groups.items()))
+
+
+def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
+    """Accuracy overall and per level under each call policy and protocol, ToolRL's
+    paper-comparable accuracy, `paper_accuracy`, the parse-error rate, and how many tasks each
+    protocol scored (`n_protocol_executed`, `n_protocol_matching`, `n_not_scorable`)."""
+    n = len(scores)
+    out: dict[str, float] = {"n": n}
+    if not n:
+        return out
+    out.update(_metrics_of(scores))
+    out[HEADLINE] = mean(_paper_verdict(s) for s in scores)
+    out["name_accuracy"] = mean(s.metrics.get("name_match", 0.0) for s in scores)
+    out["parse_error_rate"] = mean(float(s.error is not None) for s in scores)
+    out["n_protocol_executed"] = sum(1 for s in scores if s.metrics.get("protocol_executed"))
+    out["n_protocol_matching"] = n - out["n_protocol_executed"]
+    out["n_not_scorable"] = sum(1 for s in scores if s.metrics.get("not_scorable"))
+    for level, group in _by_level(tasks, scores).items():
+        out[f"n_{level}"] = len(group)
+        out.update(_metrics_of(group, f"_{level}"))
+    return out
+
+
+def protocol_line(tasks: list[Task], scores: list[Score]) -> str:
+    """Which protocol and call policy produced the numbers, in words (for the report)."""
+    executed = sum(1 for s in scores if s.metrics.get("protocol_executed"))
+    unscorable = sum(1 for s in scores if s.metrics.get("not_scorable"))
+    policies = sorted({policy_of(t.spec) for t in tasks})
+    parts = [
+        f"{executed} of {len(scores)} outputs scored by execution in the official DAMO-ConvAI sandbox "
+        "(check_api_call_correctness; `executed_accuracy` is the official rule)",
+        f"{len(scores) - executed} by call matching"
+        + (" (ToolRL's rule: `toolrl_accuracy` is the paper-comparable number)" if any("toolrl_match" in s.metrics for s in scores) else ""),
+    ]
+    if unscorable:
+        parts.append(f"{unscorable} named a sandbox but could not be executed (API needs a model or the network, "
+                     "or the gold call fails) and were matched instead")
+    return "Protocol: " + "; ".join(parts) + f". Reward (`accuracy`) call policy: {', '.join(policies)}."
+
+
+def failure_kind(score: Score) -> str:
+    if score.correct:
+        return "correct"
+    if score.error is not None:
+        return "no_call"
+    return "wrong_api" if not score.metrics.get("name_match") else "wrong_parameters"
+
+
+def _api(task: Task) -> str:
+    return task.spec["gold_calls"][0]["name"] if task.spec.get("gold_calls") else "?"
+
+
+def report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -> ReportSection:
+    """Metric table, per-level / per-API / failure-kind tables and up to 5 failures."""
+    metrics = aggregate(tasks, scores)
+    level_rows = []
+    for level, group in _by_level(tasks, scores).items():
+        row: dict[str, Any] = {"level": level, "n": len(group)}
+        row.update(_metrics_of(group))
+        row["parse_error_rate"] = mean(float(s.error is not None) for s in group)
+        level_rows.append(row)
+    apis = [_api(t) for t in tasks]
+    api_counts = Counter(apis)
+    api_means = grouped_means(apis, [_correct(s) for s in scores])
+    api_rows = [
+        {"api": api, "n": api_counts[api], "accuracy": api_means[api]}
+        for api in sorted(api_means, key=lambda a: (-api_counts[a], a))
+    ]
+    kinds = Counter(failure_kind(s) for s in scores)
+    unscorable = Counter(not_scorable_reason(t) or "unknown" for t, s in zip(tasks, scores) if s.metrics.get("not_scorable"))
+    failures = example_failures(tasks, [o or "" for o in outputs], scores)
+    cases = {t.id: (t, s) for t, s in zip(tasks, scores)}
+    for failure in failures:
+        task, score = cases[failure["id"]]
+        failure.update(level=task.spec.get("level"), kind=failure_kind(score), gold=task.spec.get("gold_calls"))
+    lines = [protocol_line(tasks, scores), "", "| metric | value |", "| --- | --- |"] + [
+        f"| {k} | {v:.4f} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in metrics.items()
+    ]
+    return ReportSection(
+        title="API-Bank",
+        metrics=metrics,
+        tables={
+            "by_level": level_rows,
+            "by_api": api_rows,
+            "failure_kinds": [{"kind": k, "n": v} for k, v in sorted(kinds.items())],
+            "not_scorable": [{"reason": k, "n": v} for k, v in sorted(unscorable.items())],
+        },
+        markdown="\n".join(lines),
+        failures=failures,
+    )

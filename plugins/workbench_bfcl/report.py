@@ -1,0 +1,101 @@
+"""BFCL's benchmark metrics and report section, and the metrics `DomainInfo` declares.
+
+`aggregate`: `accuracy` over all items, the official per-category `accuracy_<category>`, their
+unweighted mean `category_mean_accuracy`, `parse_error_rate`, and for multi-turn data
+`multi_turn_episode_accuracy` (records whose turns are all correct).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from workbench.plugin_support import example_failures, grouped_means, mean
+from workbench.tasks import MetricInfo, ReportSection, Score, Task
+from workbench_bfcl.data import DEFAULT_CATEGORIES
+from workbench_bfcl.scoring import evaluate
+
+HEADLINE = "accuracy"
+# Categories a task can carry: the loaded ones, the two more a file may hold, generated tasks.
+KNOWN_CATEGORIES = DEFAULT_CATEGORIES + ("multi_turn_base", "multi_turn_miss_param", "generated", "unknown")
+METRICS = [
+    MetricInfo("n", "items scored", "count"),
+    MetricInfo(HEADLINE, "share of items the AST checker accepts (all categories pooled)", "rate"),
+    *(MetricInfo(f"accuracy_{c}", f"accuracy on category {c}", "rate") for c in KNOWN_CATEGORIES),
+    MetricInfo("category_mean_accuracy", "unweighted mean of the per-category accuracies", "mean"),
+    MetricInfo("parse_error_rate", "share of outputs that could not be decoded", "rate", higher_is_better=False),
+    MetricInfo("multi_turn_episode_accuracy", "multi-turn records whose turns are all correct", "rate"),
+]
+# The GenEnv paper (Table 1; the BFCL validation comparison is a different split, its own key).
+PAPER_REFERENCE = {
+    "Qwen2.5-7B-Instruct (Base)": {HEADLINE: 7.0},
+    "GenEnv 7B": {HEADLINE: 41.8},
+    "GenEnv-Random": {"validation_accuracy": 40.8},
+    "GenEnv-Static": {"validation_accuracy": 43.2},
+    "Gemini 2.5 Pro 1.8x": {"validation_accuracy": 43.4},
+    "Gemini 2.5 Pro 3.3x": {"validation_accuracy": 43.8},
+    "GenEnv": {"validation_accuracy": 45.8},
+}
+
+
+def _category(task: Task) -> str:
+    return str(task.spec.get("category", "unknown"))
+
+
+def _correct(score: Score) -> float:
+    return float(bool(score.correct))
+
+
+def _episodes(tasks: list[Task], scores: list[Score]) -> dict[str, list[bool]]:
+    episodes: dict[str, list[bool]] = defaultdict(list)
+    for task, score in zip(tasks, scores):
+        if task.spec.get("turn") is not None:
+            episodes[f"{task.spec['category']}/{task.spec['record_id']}"].append(bool(score.correct))
+    return episodes
+
+
+def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
+    """accuracy (all items), accuracy_<category>, category_mean_accuracy, parse_error_rate."""
+    n = len(scores)
+    out: dict[str, float] = {"n": n}
+    if not n:
+        return out
+    out[HEADLINE] = mean(_correct(s) for s in scores)
+    per_category = dict(sorted(grouped_means([_category(t) for t in tasks], [_correct(s) for s in scores]).items()))
+    out.update({f"accuracy_{category}": value for category, value in per_category.items()})
+    out["category_mean_accuracy"] = mean(per_category.values())
+    out["parse_error_rate"] = mean(float(s.error is not None) for s in scores)
+    episodes = _episodes(tasks, scores)
+    if episodes:
+        out["multi_turn_episode_accuracy"] = mean(float(all(turns)) for turns in episodes.values())
+    return out
+
+
+def report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -> ReportSection:
+    """The metrics, a per-category table and up to 5 failures with the checker's reason."""
+    metrics = aggregate(tasks, scores)
+    groups: dict[str, list[Score]] = defaultdict(list)
+    for task, score in zip(tasks, scores):
+        groups[_category(task)].append(score)
+    rows = [
+        {
+            "category": category,
+            "n": len(group),
+            "correct": sum(bool(s.correct) for s in group),
+            "accuracy": round(mean(_correct(s) for s in group), 4),
+            "parse_errors": sum(s.error is not None for s in group),
+        }
+        for category, group in sorted(groups.items())
+    ]
+    failures = example_failures(tasks, outputs, scores)
+    cases = {t.id: (t, o, s) for t, o, s in zip(tasks, outputs, scores)}
+    for failure in failures:
+        task, output, score = cases[failure["id"]]
+        failure["category"] = task.spec.get("category")
+        failure["reason"] = (score.error or evaluate(task.spec, output)[1])[:300]
+    ordered = [c for c in DEFAULT_CATEGORIES if c in groups]
+    markdown = (
+        f"BFCL accuracy {metrics.get('accuracy', 0.0):.1%} over {metrics['n']} items "
+        f"(unweighted mean over {len(rows)} categories: {metrics.get('category_mean_accuracy', 0.0):.1%}; "
+        f"parse errors {metrics.get('parse_error_rate', 0.0):.1%}). Official categories present: {', '.join(ordered) or 'none'}."
+    )
+    return ReportSection(title="BFCL", metrics=metrics, tables={"per_category": rows}, markdown=markdown, failures=failures)
