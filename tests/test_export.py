@@ -36,7 +36,7 @@ def run_dir(tiny_models, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def domain():
-    from workbench.plugins import load_registry
+    from workbench.registry import load_registry
 
     return load_registry().domain("arithmetic")
 

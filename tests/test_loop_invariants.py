@@ -12,7 +12,7 @@ from engine_support import ScriptedGenerator, demo_variant
 from workbench import Task
 from workbench.engine.invariants import InvariantError, check_epoch, check_run_folder, content_id
 from workbench.engine.loop import CoEvolution, RunError
-from workbench.plugins import load_registry
+from workbench.registry import load_registry
 from workbench.tasks import read_jsonl
 
 

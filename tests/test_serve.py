@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def registry():
-    from workbench.plugins import load_registry
+    from workbench.registry import load_registry
 
     return load_registry()
 

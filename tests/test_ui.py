@@ -19,7 +19,7 @@ from conftest import SMALL_OVERRIDES  # shared fast-run settings
 
 def test_only_the_dashboard_imports_ipywidgets():
     code = (
-        "import sys; import workbench.ui, workbench.ui.state, workbench.engine.loop, workbench.contract, "
+        "import sys; import workbench.ui, workbench.ui.state, workbench.engine.loop, workbench.conformance, "
         "workbench.reports.report, workbench.cli; assert 'ipywidgets' not in sys.modules, 'ipywidgets imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -4,6 +4,14 @@ Both go through a domain plugin's `load_benchmark`, `score` and `aggregate` hook
 predictions file scored here gets the benchmark's own metrics. Per-item results are JSON
 Lines `{id, reward, correct, metrics, error}`; the aggregate is a dict of floats.
 
+Running a model is here too (reports only read what it writes, and never import the
+engine): `evaluate_model` generates on an official data file, `evaluate_tasks` on a list
+of tasks (for example a plugin's built-in samples), and `model_generate` turns a model
+folder or hub id into the `generate(messages_batch) -> outputs` function both take. Both
+write an **evaluation folder**: `tasks.jsonl`, `predictions.jsonl`, `scores.jsonl` and
+`aggregate.json` (`{"benchmark", "model", **aggregate}`, the model as named by the caller),
+the layout `workbench.reports.sources.load_eval` reads.
+
 Scoring refuses to pretend: a duplicate prediction id is an error naming the id and file,
 prediction ids that match no task are reported, and when nothing could be scored (no
 tasks, no predictions, no id in common, or no prediction the scorer could parse) it is a
@@ -18,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from workbench.plugins import Domain
+from workbench.errors import WorkbenchError
+from workbench.registry import Domain
 from workbench.tasks import Score, Task, atomic_write_text, read_jsonl, write_jsonl
 
 
-class PredictionsError(ValueError):
+class PredictionsError(WorkbenchError, ValueError):
     """A predictions file is malformed; the message names the file and line."""
 
 
@@ -35,12 +44,10 @@ class EvalResult:
     missing: list[str]
     seconds: float
     unmatched: list[str] = field(default_factory=list)  # prediction ids that match no task
+    model: str | None = None  # the model that wrote the outputs, as named by the caller
 
     def rows(self) -> list[dict[str, Any]]:
-        return [
-            {"id": t.id, "reward": s.reward, "correct": s.correct, "metrics": s.metrics, "error": s.error}
-            for t, s in zip(self.tasks, self.scores)
-        ]
+        return [{"id": t.id, **s.to_dict()} for t, s in zip(self.tasks, self.scores)]
 
 
 def read_predictions(domain: Domain, path: str | Path) -> dict[str, str]:
@@ -127,36 +134,85 @@ def write_scores(result: EvalResult, out: str | Path) -> None:
     write_jsonl(out, result.rows())
 
 
+def write_eval_folder(result: EvalResult, benchmark: str, out_dir: str | Path) -> None:
+    """An evaluation folder: tasks, predictions, per-item scores and the aggregate (with the
+    benchmark and model names), each file written atomically."""
+    out = Path(out_dir)
+    write_jsonl(out / "tasks.jsonl", [t.to_dict() for t in result.tasks])
+    write_jsonl(out / "predictions.jsonl", [{"id": t.id, "output": o} for t, o in zip(result.tasks, result.outputs)])
+    write_scores(result, out / "scores.jsonl")
+    aggregate = {"benchmark": benchmark, "model": result.model, **result.aggregate}
+    atomic_write_text(out / "aggregate.json", json.dumps(aggregate, indent=2, default=str))
+
+
+Generate = Callable[[list[list[dict[str, str]]]], list[str]]
+
+
+def evaluate_tasks(
+    domain: Domain,
+    tasks: list[Task],
+    generate: Generate,
+    out_dir: str | Path | None = None,
+    model: str | None = None,
+    batch_size: int = 16,
+    progress: Callable[[int, int], None] | None = None,
+) -> EvalResult:
+    """Generate one output per task with `generate(messages_batch)`, score each with the
+    domain, and (with `out_dir`) write an evaluation folder that records `model`."""
+    outputs: list[str] = []
+    for i in range(0, len(tasks), batch_size):
+        outputs += generate([domain.agent_messages(t) for t in tasks[i : i + batch_size]])
+        if progress:
+            progress(min(i + batch_size, len(tasks)), len(tasks))
+    start = time.perf_counter()
+    scores = [domain.score(t, o) for t, o in zip(tasks, outputs)]
+    result = EvalResult(tasks, outputs, scores, domain.aggregate(tasks, scores), [], time.perf_counter() - start, model=model)
+    if out_dir is not None:
+        write_eval_folder(result, domain.name, out_dir)
+    return result
+
+
 def evaluate_model(
     domain: Domain,
     data: str | Path,
-    generate: Callable[[list[list[dict[str, str]]]], list[str]],
+    generate: Generate,
     limit: int | None = None,
     out_dir: str | Path | None = None,
     batch_size: int = 16,
     progress: Callable[[int, int], None] | None = None,
+    model: str | None = None,
 ) -> EvalResult:
-    """Generate one output per task with `generate(messages_batch)` and score them.
-
-    Writes `tasks.jsonl`, `predictions.jsonl`, `scores.jsonl` and `aggregate.json` to `out_dir` if given.
-    """
+    """`evaluate_tasks` on the tasks of an official data file (the first `limit` of them)."""
     tasks = _load_tasks(domain, data)
     if limit is not None:
         tasks = tasks[:limit]
-    outputs: list[str] = []
-    for i in range(0, len(tasks), batch_size):
-        batch = tasks[i : i + batch_size]
-        outputs += generate([domain.agent_messages(t) for t in batch])
-        if progress:
-            progress(min(i + batch_size, len(tasks)), len(tasks))
-    predictions = {t.id: o for t, o in zip(tasks, outputs)}
-    start = time.perf_counter()
-    scores = [domain.score(t, o) for t, o in zip(tasks, outputs)]
-    result = EvalResult(tasks, outputs, scores, domain.aggregate(tasks, scores), [], time.perf_counter() - start)
-    if out_dir is not None:
-        out_dir = Path(out_dir)
-        write_jsonl(out_dir / "tasks.jsonl", [t.to_dict() for t in tasks])
-        write_jsonl(out_dir / "predictions.jsonl", [{"id": k, "output": v} for k, v in predictions.items()])
-        write_scores(result, out_dir / "scores.jsonl")
-        atomic_write_text(out_dir / "aggregate.json", json.dumps({"benchmark": domain.name, **result.aggregate}, indent=2))
-    return result
+    return evaluate_tasks(domain, tasks, generate, out_dir, model=model, batch_size=batch_size, progress=progress)
+
+
+def model_generate(
+    model_path: str | Path,
+    max_new_tokens: int = 64,
+    temperature: float = 0.7,
+    seed: int = 0,
+    backend: str = "transformers",
+    batch_size: int = 32,
+    field_name: str = "model",
+) -> Generate:
+    """A `generate(messages_batch) -> outputs` function for a model folder (for example a
+    run checkpoint's `agent` folder) or hub id, through the engine's generator. `field_name`
+    is how load errors name the model (a CLI passes its option, `--model`)."""
+    from workbench.config import GenerationSettings, ModelSettings
+    from workbench.engine.generation import make_generator
+    from workbench.engine.models import load_model, load_tokenizer
+
+    settings = ModelSettings(name_or_path=str(model_path))
+    tokenizer = load_tokenizer(settings, field_name)
+    loaded = load_model(settings, field_name, trainable=False)
+    gen_settings = GenerationSettings(backend=backend, max_new_tokens=max_new_tokens, temperature=temperature, batch_size=batch_size)  # type: ignore[arg-type]
+    gen = make_generator(gen_settings, loaded, tokenizer, str(model_path), seed)
+
+    def generate(batch: list[list[dict[str, str]]]) -> list[str]:
+        prompts: list[str | list[dict[str, str]]] = list(batch)
+        return [outs[0] for outs in gen.generate(prompts, n=1, seed=seed)]
+
+    return generate

@@ -35,13 +35,14 @@ from typing import Any
 
 import yaml
 
+from workbench.errors import WorkbenchError
 from workbench.tasks import Task, read_jsonl, write_jsonl
 
 FORMATS = ("hf", "verl", "jsonl")
 _TASK_FIELDS = {f.name for f in dataclasses.fields(Task)}
 
 
-class ExportError(ValueError):
+class ExportError(WorkbenchError, ValueError):
     """The run folder or the options cannot be exported as asked; the message says why."""
 
 
@@ -139,18 +140,17 @@ def load_run(run_dir: str | Path) -> RunCurriculum:
 
     generated: list[tuple[int, Task]] = []
     seen: set[str] = set()
-    epoch_files = sorted((p for p in (run_dir / "epochs").glob("epoch_*.jsonl") if _epoch_of(p) is not None), key=_epoch_of)
-    for path in epoch_files:
-        epoch = _epoch_of(path)
+    numbered = [(n, p) for p in (run_dir / "epochs").glob("epoch_*.jsonl") if (n := _epoch_of(p)) is not None]
+    for epoch, path in sorted(numbered):
         for row in _read(path):
             task = _task(row.get("task"))
             if task is None or not row.get("valid", False) or row.get("duplicate_of") or task.id in seen:
                 continue
             seen.add(task.id)
-            generated.append((epoch, task))  # type: ignore[arg-type]
+            generated.append((epoch, task))
 
     d_train = [t for t in (_task(d) for d in _read(run_dir / "pools" / "d_train.jsonl")) if t is not None]
-    if not epoch_files:  # older layouts: generated tasks from the pool, their epoch from d_env
+    if not numbered:  # older layouts: generated tasks from the pool, their epoch from d_env
         first_epoch: dict[str, int] = {}
         for tid, epoch in sorted(env_records, key=lambda k: k[1]):
             first_epoch.setdefault(tid, epoch)
@@ -165,7 +165,7 @@ def load_run(run_dir: str | Path) -> RunCurriculum:
 
 
 def _plugin(domain_name: str, registry: Any = None) -> Any:
-    from workbench.plugins import load_registry
+    from workbench.registry import load_registry
 
     registry = registry or load_registry()
     return registry.domain(domain_name)
@@ -193,13 +193,12 @@ def curriculum_rows(
     selected: list[tuple[int | None, Task]] = []
     if include_seeds:
         selected += [(None, t) for t in run.seeds]
-    for epoch, task in run.generated:
-        if (first is not None and epoch < first) or (last is not None and epoch > last):
+    for made_in, task in run.generated:
+        if (first is not None and made_in < first) or (last is not None and made_in > last):
             continue
-        record = run.env_records.get((task.id, epoch), {})
-        if in_band_only and record.get("in_band") is not True:
+        if in_band_only and run.env_records.get((task.id, made_in), {}).get("in_band") is not True:
             continue
-        selected.append((epoch, task))
+        selected.append((made_in, task))
     for epoch, task in selected:
         record = run.env_records.get((task.id, epoch), {}) if epoch is not None else {}
         rows.append({

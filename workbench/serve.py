@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from workbench.errors import WorkbenchError
 from workbench.tasks import Task, read_jsonl
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 OPENENV_PIP = "pip install 'genenv-workbench[openenv]'  (or: pip install openenv)"
 
 
-class ServeError(ValueError):
+class ServeError(WorkbenchError, ValueError):
     """The environment cannot be served or stepped as asked; the message says how to fix it."""
 
 
@@ -75,7 +76,7 @@ def load_tasks(domain: Any, source: str | Path | None = None, options: dict[str,
         else:
             tasks = _task_file(path) if path.is_file() and path.suffix == ".jsonl" else None
             if tasks is None:
-                from workbench.plugins import PluginError
+                from workbench.registry import PluginError
 
                 try:
                     tasks = domain.load_benchmark(path)
@@ -116,7 +117,7 @@ def _task_file(path: Path) -> list[Task] | None:
 
 def build_environment(domain: Any, tasks: list[Task]) -> tuple[type, type, type, Callable[[], Any]]:
     """(Action, Observation, State, factory) for `domain` serving `tasks`, on openenv's classes."""
-    es = _openenv()
+    es: Any = _openenv()  # openenv's module, imported lazily: its classes are bases here
     from pydantic import Field
 
     class WorkbenchAction(es.Action):
@@ -188,7 +189,7 @@ def build_environment(domain: Any, tasks: list[Task]) -> tuple[type, type, type,
                 return self._play(action.output)
             score = domain.score(self._task, action.output)
             self._state.total_reward += score.reward
-            verdict = {"reward": score.reward, "correct": score.correct, "metrics": dict(score.metrics), "error": score.error}
+            verdict = score.to_dict()
             return WorkbenchObservation(domain=domain.name, task_id=self._task.id, score=verdict, step=self._state.step_count,
                                         done=True, reward=score.reward)
 

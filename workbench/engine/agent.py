@@ -112,7 +112,7 @@ class GRPOAgent:
         placeholder = Dataset.from_list([{"prompt": [{"role": "user", "content": "x"}], "task_id": "_"}])
         self.trainer = GRPOTrainer(
             model=model,
-            reward_funcs=[self._reward],
+            reward_funcs=[self._reward],  # type: ignore[list-item]  # TRL types reward functions as returning list[float | None]
             args=args,
             train_dataset=placeholder,
             processing_class=tokenizer,
@@ -173,6 +173,8 @@ class GRPOAgent:
     def load_optimizer_state(self, state: dict[str, Any]) -> None:
         if self.trainer.optimizer is None:
             self.trainer.create_optimizer()
+        if self.trainer.optimizer is None:
+            raise RuntimeError("the agent trainer has no optimizer to restore the checkpointed state into")
         self.trainer.optimizer.load_state_dict(state)
 
 

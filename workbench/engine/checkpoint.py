@@ -11,6 +11,10 @@ files over HASH_MAX_BYTES, 1 GiB), and the record count of each JSON Lines file.
 `CheckpointError` naming the first missing, truncated or corrupt file; `latest_checkpoint`
 skips (with a warning) a checkpoint that fails and falls back to the previous one. A
 checkpoint written before manifests existed is accepted with a warning.
+
+This module knows the format, not the contents: what a run's checkpoint holds (models,
+optimizer and RNG states, pools, metrics) and how a resume reads it back is
+`workbench.engine.run_folder`'s, through the `fill` callback of `write_checkpoint`.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from workbench.errors import WorkbenchError
 from workbench.tasks import atomic_write_text, restore_plain_modes
 
 LATEST = "LATEST"
@@ -39,7 +44,7 @@ HASH_MAX_BYTES = 1 << 30
 log = logging.getLogger(__name__)
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(WorkbenchError, RuntimeError):
     """A checkpoint is incomplete or damaged; the message names the folder and the file."""
 
 

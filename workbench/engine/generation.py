@@ -25,10 +25,11 @@ from typing import Any, Protocol
 import torch
 
 from workbench.config import GenerationSettings
+from workbench.errors import WorkbenchError
 from workbench.textsafety import clean_text
 
 
-class GenerationError(RuntimeError):
+class GenerationError(WorkbenchError, RuntimeError):
     """Generation could not run as configured; the message says how to fix it."""
 
 

@@ -25,10 +25,12 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from workbench.engine.run_folder import RunFolder
+from workbench.errors import InternalError
 from workbench.tasks import Task, read_jsonl
 
 
-class InvariantError(RuntimeError):
+class InvariantError(InternalError, RuntimeError):
     """The engine's own bookkeeping went wrong; the message names the task and the rule."""
 
 
@@ -86,11 +88,11 @@ def check_run_folder(run_dir: str | Path, n: int) -> dict[str, Any]:
     distinct ids and exactly `n` attempts each; every `pools/d_env.jsonl` record of that
     epoch has `p_hat_task` equal to its task's share of successful attempts. Raises
     InvariantError naming the file and task."""
-    run_dir = Path(run_dir)
-    d_env = list(read_jsonl(run_dir / "pools" / "d_env.jsonl")) if (run_dir / "pools" / "d_env.jsonl").exists() else []
+    folder = RunFolder(run_dir)
+    run_dir = folder.path
+    d_env = list(read_jsonl(folder.d_env_path)) if folder.d_env_path.exists() else []
     counts: dict[str, Any] = {}
-    for path in sorted((run_dir / "epochs").glob("epoch_*.jsonl")):
-        epoch = int(path.stem.split("_")[1])
+    for epoch, path in folder.epoch_files():
         rates: dict[str, float] = {}
         seen: set[str] = set()
         for row in read_jsonl(path):

@@ -11,6 +11,10 @@ Per epoch (DESIGN.md section 1):
   5. `genenv` mode only: the environment model is updated by reward-weighted regression;
   6. pools, metrics and a checkpoint are written; listeners get an `epoch_end` event.
 
+This module keeps only the loop: what goes into the run folder and into a checkpoint, and
+what a resume restores, is `workbench.engine.run_folder`'s (the checkpoint format itself,
+manifest and verification, is `workbench.engine.checkpoint`'s).
+
 Under `accelerate launch` (several processes, `workbench.engine.distributed`) every rank
 builds the same `CoEvolution` and steps in lockstep: rank 0 generates and validates the
 epoch's candidates and broadcasts them (with the engine RNG state, so the mixture is the
@@ -26,7 +30,6 @@ which is how the notebook UI watches a run without the engine importing any widg
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import os
@@ -34,7 +37,7 @@ import random
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 import torch
 
@@ -46,9 +49,11 @@ from workbench.engine.agent import AgentEpochResult, GRPOAgent
 from workbench.engine.generation import chat_prompt, make_generator, require_backends
 from workbench.engine.invariants import check_epoch, content_id
 from workbench.engine.models import load_model, load_tokenizer, resolve_device, uses_bf16_autocast
+from workbench.engine.run_folder import RunFolder, RunState, completed_epochs
 from workbench.engine.rwr import RWRExample, RWRUpdater, model_context_length
-from workbench.plugins import Domain, Registry, is_plugin_fault, load_registry
-from workbench.tasks import AgentStats, Rejection, Task, atomic_write_text, read_jsonl, write_jsonl
+from workbench.errors import WorkbenchError
+from workbench.registry import Domain, Registry, is_plugin_fault, load_registry
+from workbench.tasks import AgentStats, Rejection, Task
 from workbench.tracking import trainer_report_arguments
 
 log = logging.getLogger(__name__)
@@ -56,7 +61,7 @@ log = logging.getLogger(__name__)
 Event = dict[str, Any]
 
 
-class RunError(RuntimeError):
+class RunError(WorkbenchError, RuntimeError):
     """A run cannot start or continue as asked; the message says what to do."""
 
 
@@ -86,7 +91,8 @@ class CoEvolution:
         resume: bool = False,
     ):
         self.config = config
-        self.run_dir = Path(run_dir)
+        self.folder = RunFolder(run_dir)
+        self.run_dir = self.folder.path
         self.registry = registry or load_registry(allow=config.plugins, plugin_timeout_s=config.plugin_timeout_s)
         if registry is not None:
             registry.set_plugin_timeout(config.plugin_timeout_s)
@@ -103,15 +109,15 @@ class CoEvolution:
         self.last_attempts: dict[str, list[Any]] = {}
         self._phase_times: dict[str, float] = {}
 
-        if not resume and ckpt.latest_checkpoint(self.run_dir, verify=False) is not None:
+        if not resume and self.folder.latest_checkpoint(verify=False) is not None:
             raise RunError(
                 f"run folder {self.run_dir} already holds a checkpoint; "
                 "pass --resume to continue it, or choose another --out folder"
             )
-        existing = ckpt.latest_checkpoint(self.run_dir) if resume else None  # verified: a damaged one is skipped
+        existing = self.folder.latest_checkpoint() if resume else None  # verified: a damaged one is skipped
         self._epochs_without_valid = 0
         require_backends(config)  # a vLLM config on a machine without vLLM fails before any training
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.folder.create()
         torch.manual_seed(config.seed)
         self.seeds = self._select_seeds(self.domain.seed_tasks(config.domain_options))
         for task in self.seeds:
@@ -120,16 +126,14 @@ class CoEvolution:
         self.is_main = dist.is_main_process()  # the trainers have set up accelerate's state by now
         self._check_context_lengths()
         if resume and existing is not None:
-            completed = int(json.loads((existing / "state.json").read_text())["epoch"])
+            completed = completed_epochs(existing)
             if config.epochs < completed:
                 raise RunError(
                     f"{self.run_dir} has {completed} completed epochs; epochs = {config.epochs} is fewer. "
                     f"Pass --epochs {completed + 1} or more to extend the run"
                 )
-        config_yaml = config.to_yaml()
-        config_path = self.run_dir / "config.yaml"
-        if self.is_main and (not config_path.exists() or config_path.read_text(encoding="utf-8") != config_yaml):
-            atomic_write_text(config_path, config_yaml)
+        if self.is_main:
+            self.folder.write_config(config.to_yaml())
         if resume and existing is not None:
             self._restore(existing)
         elif config.mode in ("static", "teacher"):
@@ -172,11 +176,11 @@ class CoEvolution:
         env_settings = cfg.env.model
         self.agent_tokenizer = load_tokenizer(agent_settings, "agent.model")
         self.env_tokenizer = load_tokenizer(env_settings, "env.model")
-        agent_model = self._load_trainable(agent_settings, "agent.model", checkpoint and checkpoint / "agent")
-        env_model = self._load_trainable(env_settings, "env.model", checkpoint and checkpoint / "env")
+        agent_model = self._load_trainable(agent_settings, "agent.model", checkpoint and RunFolder.model_dir(checkpoint, "agent"))
+        env_model = self._load_trainable(env_settings, "env.model", checkpoint and RunFolder.model_dir(checkpoint, "env"))
         self.agent = GRPOAgent(
             cfg.agent, agent_model, self.agent_tokenizer, self.domain.score,
-            str(self.run_dir / ".trainer" / "agent"), seed=cfg.seed,
+            str(self.folder.trainer_dir("agent")), seed=cfg.seed,
             bf16=uses_bf16_autocast(agent_settings, resolve_device(agent_settings.device)),
             reference_name_or_path=agent_settings.name_or_path,
             report=trainer_report_arguments(cfg.tracking, self.run_dir, "agent"),
@@ -185,7 +189,7 @@ class CoEvolution:
         if cfg.mode == "genenv" and env_settings.lora is None:
             ref_model = load_model(env_settings, "env.model", trainable=False)
         self.env_updater = RWRUpdater(
-            env_model, self.env_tokenizer, str(self.run_dir / ".trainer" / "env"),
+            env_model, self.env_tokenizer, str(self.folder.trainer_dir("env")),
             learning_rate=cfg.env.learning_rate, batch_size=cfg.env.batch_size, epochs=cfg.env.rwr_epochs,
             ref_model=ref_model, kl_coef=cfg.env.kl_coef, max_kl=cfg.env.max_kl, seed=cfg.seed,
             bf16=uses_bf16_autocast(env_settings, resolve_device(env_settings.device)),
@@ -237,17 +241,19 @@ class CoEvolution:
     def _generate_candidates(self, count: int, generator: Any, source: str, examples_from: list[Task]) -> list[Candidate]:
         """Rank 0 generates, parses and validates; every rank gets its candidates, its engine
         RNG state and its generation counters, so all ranks continue identically."""
-        candidates = None
+        candidates: list[Candidate] | None = None
         if self.is_main:
             candidates = self._generate_and_validate(count, generator, source, examples_from)
         if not dist.is_distributed():
-            return candidates  # type: ignore[return-value]
+            assert candidates is not None  # a single process is the main one
+            return candidates
         stats = getattr(generator, "stats", None)
-        candidates, rng_state, stats = dist.broadcast((candidates, self.rng.getstate(), stats))
+        shared, rng_state, stats = dist.broadcast((candidates, self.rng.getstate(), stats))
         self.rng.setstate(rng_state)
         if generator is not None and stats is not None:
             generator.stats = stats
-        return candidates
+        assert shared is not None  # rank 0 generated them
+        return shared
 
     def _generate_and_validate(self, count: int, generator: Any, source: str, examples_from: list[Task]) -> list[Candidate]:
         """Generate, parse and validate. The engine gives each parsed task its content id
@@ -292,7 +298,7 @@ class CoEvolution:
             return size
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def _env_prompt_fits(self, context: str) -> bool | str:
+    def _env_prompt_fits(self, context: str) -> Literal[True] | str:
         """True, or why this environment prompt plus its generation cannot fit the env model."""
         limit = model_context_length(self.env_updater.model)
         if limit is None:
@@ -356,7 +362,7 @@ class CoEvolution:
         else:
             generator = self.env_generator
         candidates = self._generate_candidates(count, generator, cfg.mode, self.seeds)
-        self.static_pool = [c.task for c in candidates if c.valid and c.duplicate_of is None]
+        self.static_pool = [c.task for c in candidates if c.task is not None and c.valid and c.duplicate_of is None]
         self.static_rejections = Counter(r.code for c in candidates for r in c.rejections)
         self._emit({"type": "phase", "phase": "static_pool", "epoch": 0, "size": len(self.static_pool)})
         if not self.static_pool:
@@ -466,19 +472,22 @@ class CoEvolution:
             recent=[(t, p_hat_task[t.id]) for t in scored_new][:16],
         )
 
-        with self._phase("checkpoint"):
+        with self._phase("checkpoint") as timer:
             self.epoch = epoch
             self.metrics.append(record)
+
+            def seal() -> None:  # the timings up to now: in the checkpoint's copy of this record
+                _seal_times(record, timer.elapsed(), start)
+
             if self.is_main:
-                self._write_epoch_tasks(epoch, candidates, result)
+                self.folder.write_epoch(epoch, candidates, result.attempts)
+                self.folder.write_pools(self._d_train(), self.d_env)
                 if self._checkpoint_due(epoch):
-                    ckpt.write_checkpoint(self.run_dir, epoch, self._fill_checkpoint, keep=cfg.keep_checkpoints)
-                self._write_pools()
+                    self.folder.write_checkpoint(self._state(), self._models(), cfg.keep_checkpoints, seal=seal)
             dist.barrier()  # no rank runs ahead of a checkpoint it might need to resume from
-        record["time"]["checkpoint"] = round(self._phase_times.get("checkpoint", 0.0), 4)
-        record["time"]["epoch"] = round(time.perf_counter() - start, 4)
+        _seal_times(record, self._phase_times.get("checkpoint", 0.0), start)
         if self.is_main:
-            self._write_metrics()  # once per epoch, after the timings are complete
+            self.folder.write_metrics(self.metrics)  # once per epoch, after the timings are complete
             for message in self.registry.epoch_end(str(self.run_dir), epoch, record):
                 self._emit({"type": "warning", "message": message})
         self._emit({"type": "epoch_end", "epoch": epoch, "metrics": record})
@@ -547,7 +556,7 @@ class CoEvolution:
             return []
         ids = {c.task.id for c in scored}  # type: ignore[union-attr]
         batch = curriculum.p_hat_per_batch({tid: successes[tid] for tid in ids}) if cur.p_hat_level == "batch" else None
-        records = []
+        records: list[dict[str, Any]] = []
         for c in scored:
             assert c.task is not None
             tid = c.task.id
@@ -595,13 +604,13 @@ class CoEvolution:
         target = os.environ.get("WORKBENCH_DEBUG_SHARDS")
         if not target:
             return
-        folder = self.run_dir / "shards" if target == "1" else Path(target)
-        folder.mkdir(parents=True, exist_ok=True)
         rank = dist.process_index()
         payload = {"rank": rank, "world_size": dist.num_processes(), "epoch": epoch, "task_ids": result.local_task_ids}
-        atomic_write_text(folder / f"rank{rank}_epoch{epoch}.json", json.dumps(payload))
+        self.folder.write_shard(None if target == "1" else Path(target), rank, payload)
 
-    def _metrics_record(self, epoch, candidates, new_tasks, rejections, scored_new, p_hat_task, env_records, result: AgentEpochResult, env_result, gen_stats) -> dict[str, Any]:  # noqa: ANN001
+    def _metrics_record(  # noqa: ANN001
+        self, epoch, candidates, new_tasks, rejections, scored_new, p_hat_task, env_records, result: AgentEpochResult, env_result, gen_stats
+    ) -> dict[str, Any]:
         cur = self.config.curriculum
         p_hats = [p_hat_task[t.id] for t in scored_new]
         valid = [c for c in candidates if c.valid]
@@ -641,34 +650,9 @@ class CoEvolution:
             "time": times | {"scoring": round(result.scoring_seconds, 4)},
         }
 
-    def _write_epoch_tasks(self, epoch: int, candidates: list[Candidate], result: AgentEpochResult) -> None:
-        """The epoch's generations (valid and rejected, with reasons) and the agent's attempts."""
-        rows = []
-        for c in candidates:
-            attempts = result.attempts.get(c.task.id, []) if c.task and c.valid and c.duplicate_of is None else []
-            rows.append(
-                {
-                    "task": c.task.to_dict() if c.task else None,
-                    "env_text": c.text,
-                    "valid": c.valid,
-                    "duplicate_of": c.duplicate_of,
-                    "rejections": [dataclasses.asdict(r) for r in c.rejections],
-                    "attempts": [
-                        {"output": a.output, "reward": a.score.reward, "correct": a.score.correct, "success": a.score.success,
-                         "error": a.score.error}
-                        for a in attempts
-                    ],
-                }
-            )
-        write_jsonl(self.run_dir / "epochs" / f"epoch_{epoch:04d}.jsonl", rows)
-
-    def _write_pools(self) -> None:
-        pools = self.run_dir / "pools"
-        write_jsonl(pools / "d_train.jsonl", [t.to_dict() for t in self.seeds + self.history + self.static_pool])
-        write_jsonl(pools / "d_env.jsonl", self.d_env)
-
-    def _write_metrics(self) -> None:
-        write_jsonl(self.run_dir / "metrics.jsonl", self.metrics)
+    def _d_train(self) -> list[Task]:
+        """D_train as written to pools/d_train.jsonl: seeds, history, the static pool."""
+        return self.seeds + self.history + self.static_pool
 
     def _checkpoint_due(self, epoch: int) -> bool:
         """A model checkpoint every `checkpoint_every` epochs, after the configured last epoch,
@@ -677,80 +661,37 @@ class CoEvolution:
         stopping = self._epochs_without_valid >= self.config.max_epochs_without_valid
         return epoch % self.config.checkpoint_every == 0 or epoch >= self.config.epochs or stopping
 
-    def _fill_checkpoint(self, folder: Path) -> None:
-        self.agent.model.save_pretrained(folder / "agent")
-        self.agent_tokenizer.save_pretrained(folder / "agent")
-        self.env_updater.model.save_pretrained(folder / "env")
-        self.env_tokenizer.save_pretrained(folder / "env")
-        torch.save(
-            {
-                "agent_optimizer": self.agent.optimizer_state(),
-                "env_optimizer": self.env_updater.optimizer_state(),
-                "rng": ckpt.rng_state(),
-                "engine_rng": self.rng.getstate(),
-            },
-            folder / "trainer_state.pt",
+    def _models(self) -> dict[str, tuple[Any, Any]]:
+        return {"agent": (self.agent.model, self.agent_tokenizer), "env": (self.env_updater.model, self.env_tokenizer)}
+
+    def _state(self) -> RunState:
+        """The bookkeeping a checkpoint saves (the global RNG states are taken as it is written)."""
+        return RunState(
+            epoch=self.epoch, metrics=self.metrics, history=self.history, static_pool=self.static_pool,
+            d_env=self.d_env, stats=self.stats, epochs_without_valid=self._epochs_without_valid,
+            engine_rng=self.rng.getstate(), agent_optimizer=self.agent.optimizer_state(),
+            env_optimizer=self.env_updater.optimizer_state(),
         )
-        write_jsonl(folder / "metrics.jsonl", self.metrics)
-        write_jsonl(folder / "history.jsonl", [t.to_dict() for t in self.history])
-        write_jsonl(folder / "static_pool.jsonl", [t.to_dict() for t in self.static_pool])
-        write_jsonl(folder / "d_env.jsonl", self.d_env)
-        stats = {"epoch": self.stats.epoch, "p_hat_mean": self.stats.p_hat_mean, "frac_in_band": self.stats.frac_in_band,
-                 "recent": [[t.to_dict(), p] for t, p in self.stats.recent]}
-        atomic_write_text(folder / "state.json", json.dumps({"epoch": self.epoch, "stats": stats, "epochs_without_valid": self._epochs_without_valid}))
 
-    def _restore(self, folder: Path) -> None:
-        state = json.loads((folder / "state.json").read_text())
-        self.epoch = int(state["epoch"])
-        self._epochs_without_valid = int(state.get("epochs_without_valid", 0))
-        self.metrics = self._restored_metrics(list(read_jsonl(folder / "metrics.jsonl")))
-        self.history = [Task.from_dict(d) for d in read_jsonl(folder / "history.jsonl")]
-        self.static_pool = [Task.from_dict(d) for d in read_jsonl(folder / "static_pool.jsonl")]
-        self.d_env = list(read_jsonl(folder / "d_env.jsonl"))
-        s = state["stats"]
-        self.stats = AgentStats(s["epoch"], s["p_hat_mean"], s["frac_in_band"], self.config.curriculum.alpha,
-                                [(Task.from_dict(t), p) for t, p in s["recent"]])
-        saved = torch.load(folder / "trainer_state.pt", weights_only=False)
-        if saved["agent_optimizer"] is not None:
-            self.agent.load_optimizer_state(saved["agent_optimizer"])
-        if saved["env_optimizer"] is not None:
-            self.env_updater.load_optimizer_state(saved["env_optimizer"])
-        ckpt.set_rng_state(saved["rng"])
-        self.rng.setstate(saved["engine_rng"])
+    def _restore(self, checkpoint: Path) -> None:
+        state = self.folder.read_checkpoint(checkpoint, self.config.curriculum.alpha)
+        self.epoch = state.epoch
+        self._epochs_without_valid = state.epochs_without_valid
+        self.metrics = state.metrics
+        self.history = state.history
+        self.static_pool = state.static_pool
+        self.d_env = state.d_env
+        self.stats = state.stats
+        if state.agent_optimizer is not None:
+            self.agent.load_optimizer_state(state.agent_optimizer)
+        if state.env_optimizer is not None:
+            self.env_updater.load_optimizer_state(state.env_optimizer)
+        assert state.rng is not None
+        ckpt.set_rng_state(state.rng)
+        self.rng.setstate(state.engine_rng)
         if self.is_main:
-            self._write_pools()  # discard anything a killed epoch wrote after this checkpoint
-            self._write_metrics()
-            self._remove_epoch_files_after(self.epoch)
+            self.folder.reset_to(state, self._d_train())  # discard anything written after this checkpoint
         self._emit({"type": "resumed", "epoch": self.epoch})
-
-
-    def _remove_epoch_files_after(self, epoch: int) -> None:
-        """Epoch files of epochs after the checkpoint (written before a kill, or by the epochs
-        between checkpoints with checkpoint_every > 1) describe a history the resumed run will
-        redo differently: remove them; the redone epochs write their own."""
-        for path in (self.run_dir / "epochs").glob("epoch_*.jsonl"):
-            try:
-                number = int(path.stem.removeprefix("epoch_"))
-            except ValueError:
-                continue
-            if number > epoch:
-                path.unlink(missing_ok=True)
-
-    def _restored_metrics(self, saved: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The metrics of epochs 1..N at resume. The checkpoint's copy is written before an
-        epoch's checkpoint and total times are known; the live metrics.jsonl has them. Use the
-        live records where they cover exactly epochs 1..N, else the checkpoint's."""
-        if [r.get("epoch") for r in saved] != list(range(1, self.epoch + 1)):
-            raise RunError(f"checkpoint metrics.jsonl in {self.run_dir} holds epochs {[r.get('epoch') for r in saved]}, "
-                           f"expected 1..{self.epoch}; the checkpoint is damaged")
-        live_path = self.run_dir / "metrics.jsonl"
-        try:
-            live = [r for r in read_jsonl(live_path) if r.get("epoch", 0) <= self.epoch] if live_path.exists() else []
-        except ValueError:
-            live = []
-        if [r.get("epoch") for r in live] == list(range(1, self.epoch + 1)):
-            return live
-        return saved
 
 
 class _PhaseTimer:
@@ -761,8 +702,18 @@ class _PhaseTimer:
         self.start = time.perf_counter()
         return self
 
+    def elapsed(self) -> float:
+        """Seconds in this phase so far (earlier entries of the same phase included)."""
+        return self.times.get(self.name, 0.0) + time.perf_counter() - self.start
+
     def __exit__(self, *exc: Any) -> None:
-        self.times[self.name] = self.times.get(self.name, 0.0) + time.perf_counter() - self.start
+        self.times[self.name] = self.elapsed()
+
+
+def _seal_times(record: dict[str, Any], checkpoint_seconds: float, epoch_start: float) -> None:
+    """Complete a metrics record's timings: the checkpoint phase and the whole epoch so far."""
+    record["time"]["checkpoint"] = round(checkpoint_seconds, 4)
+    record["time"]["epoch"] = round(time.perf_counter() - epoch_start, 4)
 
 
 def _mean(values: list[float]) -> float | None:

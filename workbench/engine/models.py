@@ -13,9 +13,10 @@ from typing import Any
 import torch
 
 from workbench.config import ModelSettings
+from workbench.errors import WorkbenchError
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(WorkbenchError, RuntimeError):
     """A model or tokenizer could not be loaded; the message says which field and why."""
 
 
@@ -96,7 +97,7 @@ def load_model(settings: ModelSettings, field: str, trainable: bool = True) -> A
             "Give a local folder saved with save_pretrained, or a hub id already in the local cache "
             "(this machine cannot download)."
         ) from exc
-    model.to(device)
+    model.to(device)  # type: ignore[arg-type]  # transformers' decorated `to` is typed for models, not devices
     if trainable:
         quiet_trl_checkpointing_aliases()
     if settings.gradient_checkpointing and trainable:

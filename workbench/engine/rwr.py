@@ -252,6 +252,7 @@ class WeightedSFTTrainer(Trainer):
                     hidden, output_layer(model), batch["labels"], ref_hidden=ref[0], ref_head=ref[1],
                     ref_context=ref[2], chunk_size=self._chunk_positions(batch["labels"]),
                 )
+                assert kl_sum is not None  # asked for with ref_hidden
                 total += float(kl_sum.sum())
                 tokens += float(mask.sum())
         finally:
@@ -432,14 +433,19 @@ class RWRUpdater:
             rollback_reason=reason,
         )
 
+    @property
+    def _model(self) -> Any:
+        assert self.trainer.model is not None  # set at construction
+        return self.trainer.model
+
     def _snapshot(self) -> dict[str, Any]:
-        params = {n: p.detach().to("cpu", copy=True) for n, p in self.trainer.model.named_parameters() if p.requires_grad}
+        params = {n: p.detach().to("cpu", copy=True) for n, p in self._model.named_parameters() if p.requires_grad}
         opt = copy.deepcopy(self.trainer.optimizer.state_dict()) if self.trainer.optimizer is not None else None
         return {"params": params, "optimizer": opt}
 
     def _restore(self, snapshot: dict[str, Any]) -> None:
         with torch.no_grad():
-            for n, p in self.trainer.model.named_parameters():
+            for n, p in self._model.named_parameters():
                 if n in snapshot["params"]:
                     p.copy_(snapshot["params"][n].to(p.device))
         if snapshot["optimizer"] is not None and self.trainer.optimizer is not None:
@@ -455,4 +461,6 @@ class RWRUpdater:
         with contextlib.suppress(Exception):
             if self.trainer.optimizer is None:
                 self.trainer.create_optimizer()
+        if self.trainer.optimizer is None:
+            raise RuntimeError("the environment trainer has no optimizer to restore the checkpointed state into")
         self.trainer.optimizer.load_state_dict(state)

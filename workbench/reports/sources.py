@@ -1,15 +1,15 @@
 """Read what a report is built from: run folders and evaluation folders.
 
-A **run folder** (written by `CoEvolution`) holds `config.yaml`, `metrics.jsonl` and
-`epochs/epoch_NNNN.jsonl`; evaluation folders inside it under `eval/<benchmark>/` are
-picked up as that run's benchmark results. An **evaluation folder** (written by
-`workbench eval`, `evaluate_model` or `evaluate_tasks` below) holds `predictions.jsonl`,
-`scores.jsonl` and `aggregate.json`, plus `tasks.jsonl` when written by `evaluate_tasks`.
+A **run folder** (written by `CoEvolution`, layout in `workbench.engine.run_folder`) holds
+`config.yaml`, `metrics.jsonl` and `epochs/epoch_NNNN.jsonl`; evaluation folders inside it
+under `eval/<benchmark>/` are picked up as that run's benchmark results. An **evaluation
+folder** (written by `workbench eval`, `workbench.evaluation.evaluate_model` or
+`evaluate_tasks`) holds `predictions.jsonl`, `scores.jsonl`, `aggregate.json` (with the
+benchmark and model names) and `tasks.jsonl`; older ones may lack the tasks and the model.
 Each benchmark section comes from the domain plugin's own `report_section` hook.
 
-`evaluate_tasks` evaluates a generate function on a list of tasks (for example a plugin's
-built-in samples, which have no official file for `evaluate_model` to load) and writes an
-evaluation folder in the same layout.
+This module only reads files: it never imports the engine, and running a model to write an
+evaluation folder is `workbench.evaluation`'s job.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
-from workbench.tasks import ReportSection, Score, Task, atomic_write_text, read_jsonl, write_jsonl
+from workbench.tasks import ReportSection, Score, Task, read_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -76,16 +76,19 @@ def _domain(registry: Any, name: str) -> Any:
         return None
 
 
+def _score(record: dict[str, Any]) -> Score:
+    """A Score from a scores.jsonl row or an epoch file's attempt; a missing or out-of-range
+    reward (a file from another writer) is read as 0 or clamped into [0, 1]."""
+    return Score.from_dict({**record, "reward": min(1.0, max(0.0, float(record.get("reward") or 0.0)))})
+
+
 def _scores(rows: list[dict[str, Any]]) -> list[Score]:
-    out = []
-    for r in rows:
-        reward = min(1.0, max(0.0, float(r.get("reward") or 0.0)))
-        out.append(Score(reward, r.get("correct"), dict(r.get("metrics") or {}), r.get("error")))
-    return out
+    return [_score(r) for r in rows]
 
 
-def _fallback_section(title: str, aggregate: dict[str, Any], tasks_by_id: dict[str, Task], rows: list[dict[str, Any]], outputs: dict[str, str]) -> ReportSection:
-    failures = []
+def _fallback_section(title: str, aggregate: dict[str, Any], tasks_by_id: dict[str, Task], rows: list[dict[str, Any]],
+                      outputs: dict[str, str]) -> ReportSection:
+    failures: list[dict[str, Any]] = []
     for r in rows:
         if (r.get("correct") is False or (r.get("correct") is None and (r.get("reward") or 0) < 1)) and len(failures) < 5:
             task = tasks_by_id.get(str(r["id"]))
@@ -144,7 +147,7 @@ def _run_task_section(path: Path, config: dict[str, Any], metrics: list[dict[str
             for a in row.get("attempts", []):
                 tasks.append(task)
                 outputs.append(a.get("output", ""))
-                scores.append(Score(min(1.0, max(0.0, float(a.get("reward") or 0.0))), a.get("correct"), {}, a.get("error")))
+                scores.append(_score(a))
         if tasks:
             break
     else:
@@ -187,41 +190,3 @@ def load_sources(paths: list[str | Path], registry: Any = None) -> tuple[list[Ru
                 )
             evals += [load_eval(p, registry) for p in inner]
     return runs, evals
-
-
-def evaluate_tasks(
-    domain: Any,
-    tasks: list[Task],
-    generate: Callable[[list[list[dict[str, str]]]], list[str]],
-    out_dir: str | Path,
-    model: str | None = None,
-    batch_size: int = 16,
-) -> EvalSource:
-    """Generate one output per task, score with the domain, and write an evaluation folder
-    (predictions.jsonl, scores.jsonl, aggregate.json and tasks.jsonl)."""
-    outputs: list[str] = []
-    for i in range(0, len(tasks), batch_size):
-        outputs += generate([domain.agent_messages(t) for t in tasks[i : i + batch_size]])
-    scores = [domain.score(t, o) for t, o in zip(tasks, outputs)]
-    aggregate = {"benchmark": domain.name, "model": model, **domain.aggregate(tasks, scores)}
-    out = Path(out_dir)
-    write_jsonl(out / "tasks.jsonl", [t.to_dict() for t in tasks])
-    write_jsonl(out / "predictions.jsonl", [{"id": t.id, "output": o} for t, o in zip(tasks, outputs)])
-    write_jsonl(out / "scores.jsonl", [{"id": t.id, "reward": s.reward, "correct": s.correct, "metrics": s.metrics, "error": s.error}
-                                       for t, s in zip(tasks, scores)])
-    atomic_write_text(out / "aggregate.json", json.dumps(aggregate, indent=2, default=str))
-    return EvalSource(domain.name, out, aggregate, domain.report_section(tasks, outputs, scores), model)
-
-
-def model_generate(model_path: str | Path, max_new_tokens: int = 64, temperature: float = 0.7, seed: int = 0) -> Callable[[list[list[dict[str, str]]]], list[str]]:
-    """A `generate(messages_batch) -> outputs` function for a local model folder (for
-    example a run checkpoint's `agent` folder), through the engine's generator."""
-    from workbench.config import GenerationSettings, ModelSettings
-    from workbench.engine.generation import make_generator
-    from workbench.engine.models import load_model, load_tokenizer
-
-    settings = ModelSettings(name_or_path=str(model_path))
-    tokenizer = load_tokenizer(settings, "model")
-    loaded = load_model(settings, "model", trainable=False)
-    gen = make_generator(GenerationSettings(max_new_tokens=max_new_tokens, temperature=temperature), loaded, tokenizer, str(model_path), seed)
-    return lambda batch: [outs[0] for outs in gen.generate(batch, n=1, seed=seed)]

@@ -38,10 +38,10 @@ class RunState(traitlets.HasTraits):
     phase = traitlets.Unicode("")
     epoch = traitlets.Int(0)
     target_epoch = traitlets.Int(0)
-    metrics = traitlets.List()
-    candidates = traitlets.List()  # rows: {task_id, prompt, valid, rejections, env_text, attempts}
-    errors = traitlets.List()  # error texts, newest last
-    warnings = traitlets.List()  # the engine's non-fatal warnings (no valid task this epoch, a listener failed)
+    metrics: traitlets.List = traitlets.List()
+    candidates: traitlets.List = traitlets.List()  # rows: {task_id, prompt, valid, rejections, env_text, attempts}
+    errors: traitlets.List = traitlets.List()  # error texts, newest last
+    warnings: traitlets.List = traitlets.List()  # the engine's non-fatal warnings (no valid task this epoch, a listener failed)
     notice = traitlets.Unicode("")  # why the last request did nothing or less than asked
     alpha = traitlets.Float(None, allow_none=True)  # the run config's band; None until known
     k_min = traitlets.Float(None, allow_none=True)
@@ -70,7 +70,7 @@ def candidate_rows(candidates: list[Any], attempts: dict[str, list[Any]]) -> lis
                 "rejections": [f"{r.code}: {r.message}" for r in c.rejections],
                 "env_text": c.text,
                 "attempts": [
-                    {"output": a.output, "reward": a.score.reward, "correct": a.score.correct, "error": a.score.error}
+                    {"output": a.output, **a.score.to_dict()}
                     for a in attempts.get(tid, [])
                 ] if tid else [],
             }

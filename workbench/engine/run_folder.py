@@ -1,0 +1,269 @@
+"""The run folder: every file a GenEnv run writes, and what its checkpoints hold.
+
+`RunFolder` is the one owner of a run folder's layout; the epoch loop
+(`workbench.engine.loop`) decides when to write, this module decides what and where:
+
+    config.yaml                 the run's configuration (rewritten only when it changes)
+    metrics.jsonl               one record per completed epoch, written once per epoch, after
+                                the epoch's timings are complete
+    epochs/epoch_NNNN.jsonl     the epoch's generations (valid and rejected, with reasons) and
+                                the agent's attempts at each distinct valid one
+    pools/d_train.jsonl         D_train: seed tasks, history, the static pool
+    pools/d_env.jsonl           D_env: environment generations with p_hat, R_env and weights
+    checkpoints/epoch_NNNN/     a checkpoint (format, manifest and verification:
+                                `workbench.engine.checkpoint`), holding
+        agent/, env/            each model (or its LoRA adapter) with its tokenizer
+        trainer_state.pt        optimizer states, the global RNG states, the engine's RNG
+        history.jsonl, static_pool.jsonl, d_env.jsonl, state.json, metrics.jsonl
+    .trainer/agent, .trainer/env   the trainers' scratch folders
+    eval/<benchmark>/           evaluation folders (`workbench.evaluation`), read by reports
+    shards/                     per-rank task ids, with WORKBENCH_DEBUG_SHARDS=1
+
+A checkpoint's `metrics.jsonl` is the last file written into it: just before, the loop's
+`seal` callback completes the epoch's timings (`time.checkpoint`, `time.epoch`) up to that
+moment, so every record a resume can restore has them. The live `metrics.jsonl` is written
+after the checkpoint is complete, with the final timings (they also count the manifest and
+the renaming); a run killed between the two resumes with the checkpoint's copy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+import torch
+
+from workbench.engine import checkpoint as ckpt
+from workbench.tasks import AgentStats, Task, atomic_write_text, read_jsonl, write_jsonl
+
+if TYPE_CHECKING:
+    from workbench.engine.agent import Attempt
+    from workbench.engine.loop import Candidate
+
+ROLES = ("agent", "env")
+
+
+@dataclasses.dataclass
+class RunState:
+    """What a checkpoint restores besides the model weights: the engine's bookkeeping, the
+    optimizer states and every RNG state, so a resumed run continues as if never stopped."""
+
+    epoch: int
+    metrics: list[dict[str, Any]]
+    history: list[Task]
+    static_pool: list[Task]
+    d_env: list[dict[str, Any]]
+    stats: AgentStats
+    epochs_without_valid: int
+    engine_rng: Any  # random.Random.getstate()
+    agent_optimizer: Any = None
+    env_optimizer: Any = None
+    rng: dict[str, Any] | None = None  # checkpoint.rng_state(): python, numpy, torch, cuda
+
+
+class RunFolder:
+    """Paths and writers of one run folder (see the module doc for the layout)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    # ------------------------------------------------------------------ paths
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / "config.yaml"
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    @property
+    def epochs_dir(self) -> Path:
+        return self.path / "epochs"
+
+    @property
+    def pools_dir(self) -> Path:
+        return self.path / "pools"
+
+    @property
+    def d_train_path(self) -> Path:
+        return self.pools_dir / "d_train.jsonl"
+
+    @property
+    def d_env_path(self) -> Path:
+        return self.pools_dir / "d_env.jsonl"
+
+    def epoch_files(self) -> list[tuple[int, Path]]:
+        """(epoch, path) of every epoch file, in epoch order."""
+        found = []
+        for path in self.epochs_dir.glob("epoch_*.jsonl"):
+            try:
+                found.append((int(path.stem.removeprefix("epoch_")), path))
+            except ValueError:
+                continue
+        return sorted(found)
+
+    def epoch_path(self, epoch: int) -> Path:
+        return self.epochs_dir / f"epoch_{epoch:04d}.jsonl"
+
+    def trainer_dir(self, role: str) -> Path:
+        """The scratch folder of the `agent` or `env` trainer."""
+        return self.path / ".trainer" / role
+
+    @property
+    def shards_dir(self) -> Path:
+        return self.path / "shards"
+
+    def eval_dir(self, benchmark: str) -> Path:
+        """Where an evaluation of this run on `benchmark` goes; reports pick it up."""
+        return self.path / "eval" / benchmark
+
+    @staticmethod
+    def model_dir(checkpoint: Path, role: str) -> Path:
+        """The `agent` or `env` model folder inside a checkpoint."""
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+        return checkpoint / role
+
+    # ------------------------------------------------------------------ live files
+
+    def create(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def write_config(self, text: str) -> None:
+        """config.yaml, rewritten only when its text changes (a resume with the same config
+        leaves the file untouched)."""
+        if not self.config_path.exists() or self.config_path.read_text(encoding="utf-8") != text:
+            atomic_write_text(self.config_path, text)
+
+    def write_metrics(self, records: list[dict[str, Any]]) -> None:
+        write_jsonl(self.metrics_path, records)
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        return list(read_jsonl(self.metrics_path)) if self.metrics_path.exists() else []
+
+    def write_pools(self, d_train: Iterable[Task], d_env: list[dict[str, Any]]) -> None:
+        write_jsonl(self.d_train_path, [t.to_dict() for t in d_train])
+        write_jsonl(self.d_env_path, d_env)
+
+    def write_epoch(self, epoch: int, candidates: list["Candidate"], attempts: dict[str, list["Attempt"]]) -> None:
+        """The epoch file: one row per generation (valid and rejected, with reasons) with the
+        agent's attempts at it; a linked duplicate's attempts are its original's row's."""
+        rows = []
+        for c in candidates:
+            own = attempts.get(c.task.id, []) if c.task and c.valid and c.duplicate_of is None else []
+            rows.append(
+                {
+                    "task": c.task.to_dict() if c.task else None,
+                    "env_text": c.text,
+                    "valid": c.valid,
+                    "duplicate_of": c.duplicate_of,
+                    "rejections": [dataclasses.asdict(r) for r in c.rejections],
+                    "attempts": [{"output": a.output, **a.score.to_dict(), "success": a.score.success} for a in own],
+                }
+            )
+        write_jsonl(self.epoch_path(epoch), rows)
+
+    def write_shard(self, folder: Path | None, rank: int, payload: dict[str, Any]) -> None:
+        """The task ids one rank scored in one epoch (WORKBENCH_DEBUG_SHARDS); `folder` None
+        means this run's `shards/`."""
+        target = folder or self.shards_dir
+        target.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(target / f"rank{rank}_epoch{payload['epoch']}.json", json.dumps(payload))
+
+    def remove_epochs_after(self, epoch: int) -> None:
+        """Epoch files of epochs after a checkpoint (written before a kill, or by the epochs
+        between checkpoints with checkpoint_every > 1) describe a history the resumed run will
+        redo differently: remove them; the redone epochs write their own."""
+        for number, path in self.epoch_files():
+            if number > epoch:
+                path.unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def latest_checkpoint(self, verify: bool = True) -> Path | None:
+        return ckpt.latest_checkpoint(self.path, verify=verify)
+
+    def write_checkpoint(
+        self,
+        state: RunState,
+        models: dict[str, tuple[Any, Any]],
+        keep: int,
+        seal: Callable[[], None] | None = None,
+    ) -> Path:
+        """The checkpoint of `state.epoch`: each role's (model, tokenizer) in `models`, the
+        state, and last the metrics, after `seal()` has completed the last record's timings."""
+
+        def fill(folder: Path) -> None:
+            for role, (model, tokenizer) in models.items():
+                model.save_pretrained(self.model_dir(folder, role))
+                tokenizer.save_pretrained(self.model_dir(folder, role))
+            torch.save(
+                {
+                    "agent_optimizer": state.agent_optimizer,
+                    "env_optimizer": state.env_optimizer,
+                    "rng": state.rng if state.rng is not None else ckpt.rng_state(),
+                    "engine_rng": state.engine_rng,
+                },
+                folder / "trainer_state.pt",
+            )
+            write_jsonl(folder / "history.jsonl", [t.to_dict() for t in state.history])
+            write_jsonl(folder / "static_pool.jsonl", [t.to_dict() for t in state.static_pool])
+            write_jsonl(folder / "d_env.jsonl", state.d_env)
+            s = state.stats
+            stats = {"epoch": s.epoch, "p_hat_mean": s.p_hat_mean, "frac_in_band": s.frac_in_band,
+                     "recent": [[t.to_dict(), p] for t, p in s.recent]}
+            atomic_write_text(folder / "state.json", json.dumps(
+                {"epoch": state.epoch, "stats": stats, "epochs_without_valid": state.epochs_without_valid}))
+            if seal is not None:
+                seal()
+            write_jsonl(folder / "metrics.jsonl", state.metrics)
+
+        return ckpt.write_checkpoint(self.path, state.epoch, fill, keep=keep)
+
+    def read_checkpoint(self, folder: Path, alpha: float) -> RunState:
+        """The state saved in checkpoint `folder` (its metrics cover epochs 1..N, else
+        CheckpointError). The metrics are the live metrics.jsonl's records of epochs 1..N
+        where it has exactly those (they carry the final timings), else the checkpoint's."""
+        state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
+        epoch = int(state["epoch"])
+        saved = list(read_jsonl(folder / "metrics.jsonl"))
+        expected = list(range(1, epoch + 1))
+        if [r.get("epoch") for r in saved] != expected:
+            raise ckpt.CheckpointError(
+                f"checkpoint {folder}: metrics.jsonl holds epochs {[r.get('epoch') for r in saved]}, "
+                f"expected 1..{epoch}; the checkpoint is damaged"
+            )
+        try:
+            live = [r for r in self.read_metrics() if r.get("epoch", 0) <= epoch]
+        except ValueError:  # a metrics.jsonl torn by a crash: the checkpoint's copy is whole
+            live = []
+        s = state["stats"]
+        trainer = torch.load(folder / "trainer_state.pt", weights_only=False)
+        return RunState(
+            epoch=epoch,
+            metrics=live if [r.get("epoch") for r in live] == expected else saved,
+            history=[Task.from_dict(d) for d in read_jsonl(folder / "history.jsonl")],
+            static_pool=[Task.from_dict(d) for d in read_jsonl(folder / "static_pool.jsonl")],
+            d_env=list(read_jsonl(folder / "d_env.jsonl")),
+            stats=AgentStats(s["epoch"], s["p_hat_mean"], s["frac_in_band"], alpha, [(Task.from_dict(t), p) for t, p in s["recent"]]),
+            epochs_without_valid=int(state.get("epochs_without_valid", 0)),
+            engine_rng=trainer["engine_rng"],
+            agent_optimizer=trainer["agent_optimizer"],
+            env_optimizer=trainer["env_optimizer"],
+            rng=trainer["rng"],
+        )
+
+    def reset_to(self, state: RunState, d_train: Iterable[Task]) -> None:
+        """After a resume: the live files as they were at the checkpoint, discarding anything
+        a killed epoch (or the epochs after the checkpoint) wrote."""
+        self.write_pools(d_train, state.d_env)
+        self.write_metrics(state.metrics)
+        self.remove_epochs_after(state.epoch)
+
+
+def completed_epochs(checkpoint: Path) -> int:
+    """The number of completed epochs a checkpoint holds."""
+    return int(json.loads((checkpoint / "state.json").read_text(encoding="utf-8"))["epoch"])
