@@ -1,6 +1,7 @@
 """Bad invocations of the `workbench` command, table-driven: each must exit 2 with ONE line
 `error: ...` that names the problem and the file or config field at fault, and no traceback.
-A bug (an unexpected exception) is not a user error: it must show its traceback.
+A bug (an unexpected exception) is not a user error: it prints its full traceback and an
+`internal error:` line, and exits 1 (the policy in `workbench.cli`'s docstring and help).
 
 The CLI runs in this process (`workbench.cli.main`) to keep the table fast. `CASES` is
 counted for the README's reliability section.
@@ -124,20 +125,98 @@ def test_bad_invocation_is_one_line_naming_the_culprit(files, argv, words):
         assert word in errors[0], (word, errors[0])
 
 
+def _bug_report(out: subprocess.CompletedProcess) -> str:
+    """The `internal error:` line of a bug's output, after checking the whole shape of it."""
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    assert "Traceback (most recent call last)" in out.stderr, out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert not [line for line in lines if line.startswith("error: ")], "a bug must not look like a user error"
+    assert lines[-1].startswith("internal error: ") and "please report it" in lines[-1], lines[-1]
+    return lines[-1]
+
+
 def test_a_bug_is_not_a_user_error(monkeypatch):
-    """An unexpected exception propagates (the console script prints its traceback)."""
+    """An unexpected exception prints its full traceback (no --verbose needed), then one
+    `internal error:` line, and exits 1; a project error from anywhere is still one line."""
     import workbench.cli as cli
+    from workbench.engine.invariants import InvariantError
+    from workbench.errors import WorkbenchError
 
     def buggy(args):
         raise KeyError("internal")
 
     monkeypatch.setattr(cli, "cmd_config_help", buggy)
-    with pytest.raises(KeyError, match="internal"):
-        workbench("config-help")
-    # A bare ValueError from deep inside is a bug too, no longer printed as a user error.
+    out = workbench("config-help")
+    assert "KeyError: 'internal'" in _bug_report(out) and "in buggy" in out.stderr
+    # A bare ValueError from deep inside is a bug too, not a user error.
     monkeypatch.setattr(cli, "cmd_config_help", lambda args: int("x"))
-    with pytest.raises(ValueError):
-        workbench("config-help")
+    assert "ValueError: invalid literal for int()" in _bug_report(workbench("config-help"))
+    # The engine's own consistency check failing is a bug, though it is a project error type.
+    def invariant(args):
+        raise InvariantError("epoch 1: task 'a' got 0 attempts, expected exactly n = 4")
+
+    monkeypatch.setattr(cli, "cmd_config_help", invariant)
+    assert "InvariantError" in _bug_report(workbench("config-help"))
+
+    class SomeNewError(WorkbenchError):
+        pass
+
+    def user_error(args):
+        raise SomeNewError("the widget field is wrong\n    ^^^\n  (see field x)")
+
+    monkeypatch.setattr(cli, "cmd_config_help", user_error)
+    out = workbench("config-help")
+    assert out.returncode == 2 and out.stderr == "error: the widget field is wrong (see field x)\n"
+
+
+def test_a_bug_in_a_real_process_prints_its_traceback_and_exits_1():
+    code = ("import sys, workbench.cli as cli\n"
+            "def buggy(args):\n    return {}['missing-key']\n"
+            "cli.cmd_config_help = buggy\n"
+            "sys.exit(cli.main(['config-help']))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert "KeyError: 'missing-key'" in _bug_report(out) and 'line 3, in buggy' in out.stderr
+
+
+def test_every_project_error_is_a_workbench_error_and_the_help_states_the_policy():
+    import workbench.cli as cli
+    from workbench.config import ConfigError
+    from workbench.conformance import PluginContractError
+    from workbench.demo import DemoError
+    from workbench.engine.checkpoint import CheckpointError
+    from workbench.engine.generation import GenerationError
+    from workbench.engine.invariants import InvariantError
+    from workbench.engine.loop import RunError
+    from workbench.engine.models import ModelLoadError
+    from workbench.errors import InternalError, WorkbenchError
+    from workbench.evaluation import PredictionsError
+    from workbench.export import ExportError
+    from workbench.plugin_support import OptionError
+    from workbench.registry import PluginError
+    from workbench.serve import ServeError
+    from workbench.tracking import TrackingError
+
+    user = [ConfigError, PluginContractError, DemoError, CheckpointError, GenerationError, RunError, ModelLoadError,
+            PredictionsError, ExportError, OptionError, PluginError, ServeError, TrackingError, cli.UsageError]
+    for cls in user:
+        assert issubclass(cls, WorkbenchError) and cli.is_user_error(cls("x")), cls
+    assert issubclass(ConfigError, ValueError) and issubclass(CheckpointError, RuntimeError)  # old bases kept
+    assert issubclass(InvariantError, InternalError) and not cli.is_user_error(InvariantError("x"))
+    assert cli.is_user_error(FileNotFoundError("x")) and not cli.is_user_error(KeyError("x"))
+    text = cli.build_parser().format_help()
+    assert "exits 2" in text and "traceback" in text and "exits 1" in text
+
+
+def test_no_global_warning_filter_in_the_package():
+    """Warnings are silenced only by category+module or message (or inside catch_warnings):
+    never a bare `filterwarnings("ignore")` that would hide a warning about the user's setup."""
+    import re
+
+    root = Path(__file__).resolve().parents[1] / "workbench"
+    bare = re.compile(r"""(filterwarnings|simplefilter)\(\s*["']ignore["']\s*\)""")
+    offenders = [f"{path}:{i}" for path in root.rglob("*.py")
+                 for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if bare.search(line)]
+    assert offenders == []
 
 
 def test_duplicates_are_not_silently_last_wins_and_unmatched_ids_are_reported(files):
@@ -168,7 +247,7 @@ def test_check_plugin_resolves_domains_first_and_parses_option_values(capsys):
     import workbench_alfworld
     import workbench_demo
 
-    from workbench.contract import _resolve
+    from workbench.conformance import _resolve
 
     # `alfworld` is both a domain and a pip package (installed in the test environment): the domain wins.
     label, plugin, found = _resolve("alfworld")

@@ -15,10 +15,11 @@ import time
 
 import pytest
 
+from engine_support import toy_plugin
 from fuzzing import HOSTILE_STRINGS
-from test_plugins import load_only, make_domain_plugin
+from test_registry import load_only
 from workbench import Rejection, Score, Task, hookimpl
-from workbench.plugins import MAX_STUCK_CALLS, PLUGIN_FAULT, PluginError, is_plugin_fault, load_registry
+from workbench.registry import MAX_STUCK_CALLS, PLUGIN_FAULT, PluginError, is_plugin_fault, load_registry
 from workbench.tasks import Interaction
 from workbench.tasks import AgentStats
 from workbench.textsafety import clean_text, find_bad_text
@@ -34,6 +35,10 @@ def hang(*args, **kwargs):
 
 def boom(*args, **kwargs):
     raise RuntimeError("kaboom")
+
+
+def leave(*args, **kwargs):
+    raise SystemExit(3)  # a plugin calling sys.exit() must not end the run
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -88,6 +93,15 @@ FAULT_CASES = [
     ("workbench_make_interaction", hang, lambda d: d.make_interaction(TASK), "make_interaction:plugin_timeout", "none"),
     ("workbench_make_interaction", lambda task: "not an env", lambda d: d.make_interaction(TASK), "make_interaction:plugin_error", "none"),
     ("workbench_aggregate", boom, lambda d: d.aggregate([TASK], [Score(1.0, True)]), "aggregate:plugin_error", "default_aggregate"),
+    ("workbench_aggregate", lambda tasks, scores: [0.5], lambda d: d.aggregate([TASK], [Score(1.0, True)]), "aggregate:plugin_error", "default_aggregate"),
+    # SystemExit is contained like any exception (only the user's Ctrl-C passes).
+    ("workbench_score", leave, lambda d: d.score(TASK, "hi"), "score:plugin_error", "zero_fault_score"),
+    ("workbench_environment_prompt", leave, lambda d: d.environment_prompt([TASK], AgentStats()), "environment_prompt:plugin_error", "default_prompt"),
+    ("workbench_parse_task", leave, lambda d: d.parse_task("Q: x", []), "parse_task:plugin_error", "rejection:plugin_error"),
+    # A generated task whose agent prompt cannot be built is rejected at validation.
+    ("workbench_agent_prompt", boom, lambda d: d.validate(TASK), "agent_prompt:plugin_error", "rejections:plugin_error"),
+    ("workbench_agent_prompt", hang, lambda d: d.validate(TASK), "agent_prompt:plugin_timeout", "rejections:plugin_timeout"),
+    ("workbench_agent_prompt", lambda task: "not messages", lambda d: d.validate(TASK), "agent_prompt:plugin_error", "rejections:plugin_error"),
     ("workbench_report_section", boom, lambda d: d.report_section([TASK], ["x"], [Score(0.0, False)]), "report_section:plugin_error", "default_section"),
 ]
 
@@ -120,7 +134,7 @@ def _check_answer(kind: str, answer, domain) -> None:
 
 @pytest.mark.parametrize("hook, replacement, call, key, kind", FAULT_CASES, ids=[f"{c[3]}-{i}" for i, c in enumerate(FAULT_CASES)])
 def test_fault_is_contained_counted_and_named(hook, replacement, call, key, kind):
-    plugin = make_domain_plugin("toy", **{hook: hookimpl(replacement)})
+    plugin = toy_plugin("toy", **{hook: hookimpl(replacement)})
     registry = load_registry(builtins=False, entry_points=False, extra_plugins=[("faulty", plugin)], plugin_timeout_s=TIMEOUT)
     domain = registry.domain("toy")
     start = time.perf_counter()
@@ -133,24 +147,24 @@ def test_fault_is_contained_counted_and_named(hook, replacement, call, key, kind
 
 
 def test_a_valid_score_passes_untouched_and_a_parse_failure_is_not_a_fault():
-    plugin = make_domain_plugin("toy", workbench_score=hookimpl(lambda task, output: Score(0.0, False, error="no answer found")))
+    plugin = toy_plugin("toy", workbench_score=hookimpl(lambda task, output: Score(0.0, False, error="no answer found")))
     domain = load_only(("ok", plugin)).domain("toy")
     score = domain.score(TASK, "garbage")
     assert score.error == "no answer found" and not is_plugin_fault(score)
     assert domain.take_faults() == {}
-    good = load_only(("ok2", make_domain_plugin("toy"))).domain("toy")
+    good = load_only(("ok2", toy_plugin("toy"))).domain("toy")
     assert good.score(TASK, "hi").reward == 1.0 and good.take_faults() == {}
 
 
 def test_a_plugin_cannot_forge_the_fault_mark_and_its_error_text_is_sanitised():
-    plugin = make_domain_plugin("toy", workbench_score=hookimpl(
+    plugin = toy_plugin("toy", workbench_score=hookimpl(
         lambda task, output: Score(0.0, False, metrics={PLUGIN_FAULT: 1.0}, error="bad \ud800 output")))
     score = load_only(("p", plugin)).domain("toy").score(TASK, "x")
     assert not is_plugin_fault(score) and score.error == "bad \ufffd output"
 
 
 def test_hung_calls_do_not_pile_up_threads():
-    plugin = make_domain_plugin("toy", workbench_score=hookimpl(hang))
+    plugin = toy_plugin("toy", workbench_score=hookimpl(hang))
     registry = load_registry(builtins=False, entry_points=False, extra_plugins=[("hangs", plugin)], plugin_timeout_s=0.1)
     domain = registry.domain("toy")
     before = threading.active_count()
@@ -164,9 +178,18 @@ def test_hung_calls_do_not_pile_up_threads():
     assert domain.take_faults() == {"score:plugin_timeout": MAX_STUCK_CALLS + 20}
 
 
+def test_a_hanging_hook_does_not_take_the_plugins_other_hooks_down():
+    plugin = toy_plugin("toy", workbench_environment_prompt=hookimpl(hang))
+    domain = load_registry(builtins=False, entry_points=False, extra_plugins=[("hangs", plugin)], plugin_timeout_s=0.1).domain("toy")
+    for _ in range(MAX_STUCK_CALLS + 2):
+        assert domain.environment_prompt([TASK], AgentStats()).startswith("Write one new task")
+    assert domain.score(TASK, "hi").reward == 1.0 and isinstance(domain.parse_task("Q: say yo", []), Task)
+    assert domain.take_faults() == {"environment_prompt:plugin_timeout": MAX_STUCK_CALLS + 2}
+
+
 def test_the_time_budget_can_be_switched_off_and_changed():
     calls = []
-    plugin = make_domain_plugin("toy", workbench_score=hookimpl(lambda task, output: calls.append(threading.current_thread()) or Score(1.0)))
+    plugin = toy_plugin("toy", workbench_score=hookimpl(lambda task, output: calls.append(threading.current_thread()) or Score(1.0)))
     registry = load_registry(builtins=False, entry_points=False, extra_plugins=[("p", plugin)], plugin_timeout_s=None)
     registry.domain("toy").score(TASK, "x")
     assert calls[-1] is threading.current_thread()  # no budget: the caller's thread
@@ -214,7 +237,7 @@ def test_extra_validators_and_listeners_are_contained_one_by_one():
 
     registry = load_registry(
         builtins=False, entry_points=False, plugin_timeout_s=TIMEOUT,
-        extra_plugins=[("toy", make_domain_plugin("toy")), ("badv", BadValidator()), ("slowv", SlowValidator()),
+        extra_plugins=[("toy", toy_plugin("toy")), ("badv", BadValidator()), ("slowv", SlowValidator()),
                        ("goodv", GoodValidator()), ("listen", Listeners()), ("badl", BadListeners())],
     )
     domain = registry.domain("toy")
@@ -230,7 +253,7 @@ def test_extra_validators_and_listeners_are_contained_one_by_one():
 
 def test_hostile_strings_through_a_pass_through_plugin_never_escape():
     """A plugin that copies the model's text into the task: unsafe text becomes bad_text."""
-    plugin = make_domain_plugin("toy", workbench_parse_task=hookimpl(
+    plugin = toy_plugin("toy", workbench_parse_task=hookimpl(
         lambda text, examples: Task("toy", text or "empty", {"raw": text})))
     domain = load_only(("echo", plugin)).domain("toy")
     import json
@@ -251,7 +274,7 @@ def test_hostile_strings_through_a_pass_through_plugin_never_escape():
 
 def test_load_time_faults_of_discovered_plugins_do_not_block_the_others(monkeypatch):
     """A built-in whose import fails is broken; the others load; asking for it names the error."""
-    import workbench.plugins as plugins
+    import workbench.registry as plugins
 
     real = plugins._import_module
 
@@ -303,14 +326,14 @@ def test_interaction_from_a_sound_plugin_passes():
         def reset(self):
             return "start"
 
-    plugin = make_domain_plugin("toy", workbench_make_interaction=hookimpl(lambda task: Env()))
+    plugin = toy_plugin("toy", workbench_make_interaction=hookimpl(lambda task: Env()))
     domain = load_only(("i", plugin)).domain("toy")
     assert isinstance(domain.make_interaction(TASK), Env) and domain.take_faults() == {}
 
 
 def test_a_task_the_plugin_cannot_even_build_is_bad_text():
     """Task.__post_init__ hashes the prompt: a lone surrogate raises inside the plugin."""
-    plugin = make_domain_plugin("toy", workbench_parse_task=hookimpl(lambda text, examples: Task("toy", text, {})))
+    plugin = toy_plugin("toy", workbench_parse_task=hookimpl(lambda text, examples: Task("toy", text, {})))
     domain = load_only(("p", plugin)).domain("toy")
     rejection = domain.parse_task("x\ud800", [])
     assert rejection.code == "bad_text" and "surrogate" in rejection.message
@@ -324,7 +347,7 @@ def test_worker_threads_end_with_their_domain_and_survive_a_fork():
     def alive():
         return sum(t.name.startswith("workbench-plugin-gctoy") for t in threading.enumerate())
 
-    domain = load_registry(builtins=False, entry_points=False, extra_plugins=[("p", make_domain_plugin("gctoy"))]).domain("gctoy")
+    domain = load_registry(builtins=False, entry_points=False, extra_plugins=[("p", toy_plugin("gctoy"))]).domain("gctoy")
     assert domain.score(Task("gctoy", "x", {"answer": "hi"}), "hi").reward == 1.0
     assert alive() == 1
     del domain
@@ -335,7 +358,7 @@ def test_worker_threads_end_with_their_domain_and_survive_a_fork():
         time.sleep(0.02)
     assert alive() == 0
     # In a forked child the worker thread is gone; the guard starts a new one instead of timing out.
-    domain = load_registry(builtins=False, entry_points=False, extra_plugins=[("p", make_domain_plugin("toy"))], plugin_timeout_s=5).domain("toy")
+    domain = load_registry(builtins=False, entry_points=False, extra_plugins=[("p", toy_plugin("toy"))], plugin_timeout_s=5).domain("toy")
     domain.score(TASK, "hi")
     pid = os.fork()
     if pid == 0:  # the child must never return into pytest
@@ -346,3 +369,55 @@ def test_worker_threads_end_with_their_domain_and_survive_a_fork():
             os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 0
+
+
+def test_a_task_rejected_for_its_agent_prompt_is_counted_once_and_a_seed_falls_back():
+    """validate() rejects a generated task whose agent prompt faults; the engine's context
+    check right after gets the fallback messages without a second fault. A task that is never
+    validated (a seed) gets `task.messages()`, counted."""
+    plugin = toy_plugin("toy", workbench_agent_prompt=hookimpl(boom))
+    domain = load_only(("faulty", plugin)).domain("toy")
+    generated = Task("toy", "say hi", {"answer": "hi"})
+    [rejection] = domain.validate(generated)
+    assert rejection.code == "plugin_error" and "hook agent_prompt" in rejection.message and "kaboom" in rejection.message
+    assert domain.agent_messages(generated) == generated.messages()
+    assert domain.take_faults() == {"agent_prompt:plugin_error": 1}
+    seed = Task("toy", "say yo", {"answer": "yo"})
+    assert domain.agent_messages(seed) == seed.messages()
+    assert domain.take_faults() == {"agent_prompt:plugin_error": 1}
+    good = load_only(("ok", toy_plugin("toy", workbench_agent_prompt=hookimpl(lambda task: [{"role": "user", "content": "hi"}])))).domain("toy")
+    assert good.validate(generated) == [] and good.agent_messages(generated) == [{"role": "user", "content": "hi"}]
+
+
+def test_listeners_get_copies_and_returning_a_value_is_a_fault():
+    class Meddler:
+        @hookimpl
+        def workbench_run_start(self, config):
+            config["seed"] = 99
+            return 1
+
+        @hookimpl
+        def workbench_epoch_end(self, metrics):
+            metrics.clear()
+
+    seen = []
+
+    class Reader:
+        @hookimpl
+        def workbench_epoch_end(self, metrics):
+            seen.append(dict(metrics))
+
+    class Leaver:
+        @hookimpl
+        def workbench_epoch_end(self, epoch):
+            raise SystemExit(0)
+
+    plugins = [("toy", toy_plugin("toy")), ("reader", Reader()), ("meddler", Meddler()), ("leaver", Leaver())]  # called last to first
+    registry = load_registry(builtins=False, entry_points=False, plugin_timeout_s=TIMEOUT, extra_plugins=plugins)
+    config, record = {"seed": 1}, {"epoch": 1, "valid": 3}
+    errors = registry.run_start("/tmp/run", config)
+    assert config == {"seed": 1} and errors == ["run_start listener of plugin 'meddler' returned int, not None"]
+    errors = registry.epoch_end("/tmp/run", 1, record)
+    assert record == {"epoch": 1, "valid": 3} and seen == [record], "a listener cannot change the record or what others see"
+    assert len(errors) == 1 and "'leaver'" in errors[0] and "SystemExit" in errors[0]
+    assert registry.take_faults() == {"run_start:plugin_error": 1, "epoch_end:plugin_error": 1}

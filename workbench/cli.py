@@ -1,8 +1,21 @@
 """The `workbench` command: plugins, demo, run, score, eval, report, check-plugin, export, serve, config-help.
 
-Errors a user can fix (bad config, missing path, unknown plugin) are printed as one line
-starting with `error:` and exit with status 2; nothing is half-written, because every run
-file is written atomically and runs resume from their last completed epoch.
+Error policy (also in `workbench --help`):
+
+* An error the user can fix is one of the project's own errors (`workbench.errors.WorkbenchError`
+  and its subclasses: a bad config field, an unknown plugin, unreadable data, a run folder that
+  cannot be resumed) or the operating system's refusal of a path the user gave (missing file,
+  a folder where a file was expected, no permission). It prints ONE line `error: <message>`
+  on stderr and exits with status 2.
+* Anything else is a bug (in workbench or a plugin), not a user error: the command prints the
+  full traceback, then one line `internal error: ...` asking for a report, and exits with
+  status 1. `InternalError`s (the engine's own checks failing) are bugs too. There is no
+  need to re-run with `--verbose` to see the traceback.
+* Ctrl-C exits with status 130; a closed output pipe (`workbench plugins --json | head -1`)
+  ends the command quietly with status 0.
+
+Nothing is half-written: every run file is written atomically and runs resume from their
+last completed epoch.
 """
 
 from __future__ import annotations
@@ -16,36 +29,28 @@ import time
 from pathlib import Path
 from typing import Any
 
-class UsageError(Exception):
+from workbench.errors import InternalError, WorkbenchError
+
+
+class UsageError(WorkbenchError):
     """A command line the user can fix (a bad option value, a folder that cannot be resumed)."""
 
 
-# Errors a user can fix, printed as one line; anything else is a bug and prints its traceback.
-_USER_ERROR_MODULES = [
-    ("workbench.config", "ConfigError"),
-    ("workbench.engine.generation", "GenerationError"),
-    ("workbench.engine.loop", "RunError"),
-    ("workbench.engine.models", "ModelLoadError"),
-    ("workbench.engine.checkpoint", "CheckpointError"),
-    ("workbench.evaluation", "PredictionsError"),
-    ("workbench.plugins", "PluginError"),
-    ("workbench.tracking", "TrackingError"),
-    ("workbench.export", "ExportError"),
-    ("workbench.serve", "ServeError"),
-    ("workbench.demo", "DemoError"),
-]
+# The operating system's refusal of a path the user gave: a user error, printed as one line.
+_PATH_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+
+ERROR_POLICY = (
+    "errors: a problem you can fix (bad config, missing file, unknown plugin) prints one line "
+    "'error: ...' and exits 2; anything else is a bug and prints its full traceback plus a line "
+    "'internal error: ...' and exits 1 (please report it with the traceback); Ctrl-C exits 130."
+)
 
 
-def _user_errors() -> tuple[type[BaseException], ...]:
-    import importlib
-
-    found: list[type[BaseException]] = [UsageError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError]
-    for module, name in _USER_ERROR_MODULES:
-        try:
-            found.append(getattr(importlib.import_module(module), name))
-        except (ImportError, AttributeError):  # an optional part missing must not hide the real error
-            continue
-    return tuple(found)
+def is_user_error(exc: BaseException) -> bool:
+    """True for an error the CLI prints as one line (see the module docstring)."""
+    if isinstance(exc, InternalError):
+        return False
+    return isinstance(exc, (WorkbenchError, *_PATH_ERRORS))
 
 
 def _quiet_libraries() -> None:
@@ -116,7 +121,7 @@ def _run_tracked(run: Any, epochs: int) -> None:
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
-    from workbench.plugins import load_registry
+    from workbench.registry import load_registry
 
     registry = load_registry()
     rows = [
@@ -238,7 +243,7 @@ def _relaunch_with_accelerate(args: argparse.Namespace) -> int:
 
 def cmd_score(args: argparse.Namespace) -> int:
     from workbench.evaluation import read_predictions, score_predictions, write_scores
-    from workbench.plugins import load_registry
+    from workbench.registry import load_registry
 
     domain = load_registry().domain(args.benchmark)
     predictions = read_predictions(domain, args.predictions)
@@ -266,20 +271,13 @@ def _warn_faults(domain: Any) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from workbench.config import GenerationSettings, ModelSettings
-    from workbench.engine.generation import make_generator
-    from workbench.engine.models import load_model, load_tokenizer
-    from workbench.evaluation import evaluate_model
-    from workbench.plugins import load_registry
+    from workbench.evaluation import evaluate_model, model_generate
+    from workbench.registry import load_registry
 
     domain = load_registry().domain(args.benchmark)
     if not Path(args.data).exists():  # before minutes of model loading
         raise FileNotFoundError(f"benchmark data {args.data!r} does not exist; pass the path of the official file")
-    settings = ModelSettings(name_or_path=args.model)
-    tokenizer = load_tokenizer(settings, "--model")
-    model = load_model(settings, "--model", trainable=False)
-    gen_settings = GenerationSettings(backend=args.backend, max_new_tokens=args.max_new_tokens, temperature=args.temperature, batch_size=args.batch_size)
-    generator = make_generator(gen_settings, model, tokenizer, args.model, args.seed)
+    generate = model_generate(args.model, args.max_new_tokens, args.temperature, args.seed, args.backend, args.batch_size, field_name="--model")
     out = Path(args.out or f"runs/eval-{domain.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     bar = tqdm(desc=f"eval {domain.name}", unit="item", file=sys.stderr)
 
@@ -289,8 +287,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         bar.refresh()
 
     result = evaluate_model(
-        domain, args.data, lambda batch: [o[0] for o in generator.generate(batch, n=1, seed=args.seed)],
-        limit=args.limit, out_dir=out, batch_size=args.batch_size, progress=progress,
+        domain, args.data, generate, limit=args.limit, out_dir=out, batch_size=args.batch_size, progress=progress, model=args.model,
     )
     bar.close()
     print(json.dumps({"benchmark": domain.name, "model": args.model, "items": len(result.tasks), **result.aggregate}, indent=2))
@@ -389,7 +386,7 @@ def _option_values(items: list[str] | None) -> dict[str, Any]:
 
 
 def cmd_check_plugin(args: argparse.Namespace) -> int:
-    from workbench.contract import check_plugin
+    from workbench.conformance import check_plugin
 
     options = _option_values(args.option)
     # A plugin module in the current folder (a plugin being written) must be importable, as
@@ -421,7 +418,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from workbench.plugins import load_registry
+    from workbench.registry import load_registry
     from workbench.serve import load_tasks, serve
 
     options = _option_values(args.option)
@@ -441,8 +438,9 @@ def cmd_config_help(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="workbench", description="GenEnv Workbench: co-evolve an agent with a task-generating environment model.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="show library logs")
+    parser = argparse.ArgumentParser(prog="workbench", description="GenEnv Workbench: co-evolve an agent with a task-generating environment model.",
+                                     epilog=ERROR_POLICY)
+    parser.add_argument("-v", "--verbose", action="store_true", help="show library logs (INFO level)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("plugins", help="list registered domain plugins")
@@ -457,7 +455,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=int, help="co-evolution epochs (default 16 for arithmetic, 4 for other domains)")
     p.add_argument("--mode", choices=["genenv", "random", "static"], default="genenv")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--track", metavar="BACKENDS", help="experiment trackers, comma-separated: trackio, tensorboard, wandb (offline; overrides tracking.backends)")
+    p.add_argument("--track", metavar="BACKENDS",
+                   help="experiment trackers, comma-separated: trackio, tensorboard, wandb (offline; overrides tracking.backends)")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("run", help="a co-evolution run from a YAML config")
@@ -470,7 +469,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-processes", type=int, help="with --launcher accelerate: processes (GPUs, or CPU workers with --cpu)")
     p.add_argument("--cpu", action="store_true", help="with --launcher accelerate: CPU processes (gloo), no GPU")
     p.add_argument("--accelerate-config", help="with --launcher accelerate: an accelerate config file, e.g. configs/accelerate/deepspeed_zero2.yaml")
-    p.add_argument("--track", metavar="BACKENDS", help="experiment trackers, comma-separated: trackio, tensorboard, wandb (offline; overrides tracking.backends)")
+    p.add_argument("--track", metavar="BACKENDS",
+                   help="experiment trackers, comma-separated: trackio, tensorboard, wandb (offline; overrides tracking.backends)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("score", help="score a predictions file against official benchmark data")
@@ -517,7 +517,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="serve a domain as an OpenEnv environment (reset/step/state over HTTP and WebSocket)")
     p.add_argument("domain", metavar="DOMAIN", help="domain name, see `workbench plugins`")
-    p.add_argument("--tasks", metavar="FILE|RUN_DIR", help="tasks to hand out: a run folder, a JSON Lines file of tasks, or a benchmark file (default: the seed tasks)")
+    p.add_argument("--tasks", metavar="FILE|RUN_DIR",
+                   help="tasks to hand out: a run folder, a JSON Lines file of tasks, or a benchmark file (default: the seed tasks)")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="seed-task option (repeatable), e.g. mode=episode for ALFWorld games")
     p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1, this machine only)")
     p.add_argument("--port", type=int, default=8000)
@@ -545,12 +546,19 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
-    except _user_errors() as exc:
-        print(f"error: {_one_line(exc)}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("interrupted; the run resumes from its last completed epoch with --resume", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if is_user_error(exc):
+            print(f"error: {_one_line(exc)}", file=sys.stderr)
+            return 2
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+        print(f"internal error: {type(exc).__name__}: {_one_line(exc)} -- a bug in workbench or a plugin, "
+              "not in your input; please report it with the traceback above", file=sys.stderr)
+        return 1
 
 
 def _one_line(exc: BaseException) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import functools
 import math
 import typing
 from dataclasses import dataclass, field
@@ -21,8 +22,10 @@ from typing import Any, Literal
 import dacite
 import yaml
 
+from workbench.errors import WorkbenchError
 
-class ConfigError(ValueError):
+
+class ConfigError(WorkbenchError, ValueError):
     """A config value is invalid; the message names the field and how to fix it."""
 
 
@@ -31,7 +34,7 @@ def _f(default: Any = dataclasses.MISSING, help: str = "") -> Any:
     if isinstance(default, type) and dataclasses.is_dataclass(default):
         return field(default_factory=default, metadata={"help": help})
     if isinstance(default, (list, dict)):
-        return field(default_factory=lambda d=default: copy.deepcopy(d), metadata={"help": help})
+        return field(default_factory=functools.partial(copy.deepcopy, default), metadata={"help": help})
     return field(default=default, metadata={"help": help})
 
 
@@ -376,7 +379,7 @@ def _section_type(cls: type, name: str) -> type | None:
     """The dataclass a field holds (unwrapping `X | None`), or None for a plain value field."""
     hint = typing.get_type_hints(cls)[name]
     candidates = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
-    return next((c for c in candidates if dataclasses.is_dataclass(c)), None)
+    return next((c for c in candidates if isinstance(c, type) and dataclasses.is_dataclass(c)), None)
 
 
 def _all_field_names(cls: type = RunConfig) -> list[str]:
@@ -487,6 +490,6 @@ def help_text(cls: type = RunConfig, prefix: str = "") -> str:
             lines.append(f"{prefix}{f.name}{optional}: {f.metadata.get('help', '')}")
             lines.append(help_text(section, prefix + f.name + "."))
         else:
-            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
             lines.append(f"{prefix}{f.name} (default {default!r}): {f.metadata.get('help', '')}")
     return "\n".join(lines)

@@ -52,7 +52,8 @@ from workbench.config import (
     RunConfig,
 )
 from workbench.engine.tiny import TinySpec, cache_root, cached_tiny_model
-from workbench.plugins import Domain, load_registry
+from workbench.errors import WorkbenchError
+from workbench.registry import Domain, load_registry
 from workbench.tasks import AgentStats, Task, restore_plain_modes
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ VALID_TARGET = 0.75  # share of the warm-started environment's samples that must
 ENV_TEMPERATURE = 0.8  # the domain demos' environment sampling temperature (warm start and runs)
 
 
-class DemoError(RuntimeError):
+class DemoError(WorkbenchError, RuntimeError):
     """A domain cannot be demonstrated as asked; the message says what the plugin lacks."""
 
 
@@ -188,7 +189,7 @@ def prepare_demo_models(progress: Callable[[str], None] = print, bars: bool = Fa
     domain = load_registry(allow=["workbench_demo"]).domain(DEMO_DOMAIN)
     spec = TinySpec()
     corpus = _corpus(domain)
-    settings = {"v": WARM_START_VERSION, "spec": asdict(spec), "agent_epochs": 60, "env_epochs": 4, "lr": 3e-3}
+    settings: dict[str, Any] = {"v": WARM_START_VERSION, "spec": asdict(spec), "agent_epochs": 60, "env_epochs": 4, "lr": 3e-3}
     key = hashlib.sha1(json.dumps([settings, corpus[:50]], sort_keys=True).encode()).hexdigest()[:10]
     root = cache_root() / f"demo-{key}"
     agent_dir, env_dir = root / "agent", root / "env"
@@ -299,7 +300,7 @@ def prepare_domain_demo(
     domain = load_registry().domain(name)
     chosen = _choose_seeds(domain, options, seeds)
     corpus = _corpus(domain, chosen, examples_per_prompt=1)
-    recipe = {"v": WARM_START_VERSION, "domain": name, "version": domain.info.version, "seeds": [t.id for t in chosen],
+    recipe: dict[str, Any] = {"v": WARM_START_VERSION, "domain": name, "version": domain.info.version, "seeds": [t.id for t in chosen],
               "vocab": 2048, "hidden": 64, "layers": 2, "lr": 3e-3, "rounds": max_rounds,
               "valid_target": VALID_TARGET, "temperature": ENV_TEMPERATURE,
               "steps_per_round": [AGENT_STEPS_PER_ROUND, ENV_STEPS_PER_ROUND]}

@@ -39,7 +39,9 @@ import math
 import os
 import zlib
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Protocol
+
+from workbench.errors import WorkbenchError
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +55,7 @@ _MODULE = {"trackio": "trackio", "tensorboard": "tensorboard", "wandb": "wandb"}
 HISTOGRAM_KEYS = ("p_hat",)
 
 
-class TrackingError(ValueError):
+class TrackingError(WorkbenchError, ValueError):
     """Tracking cannot start as configured; the message says how to fix it."""
 
 
@@ -128,10 +130,10 @@ def _point_loaded_trackio_at(store: Path) -> None:
     import sys
 
     for name, module in list(sys.modules.items()):
-        if (name == "trackio" or name.startswith("trackio.")) and isinstance(getattr(module, "TRACKIO_DIR", None), Path):
-            if Path(module.TRACKIO_DIR) != store:
-                log.info("re-pointing %s.TRACKIO_DIR from %s to %s", name, module.TRACKIO_DIR, store)
-                module.TRACKIO_DIR = store
+        current = getattr(module, "TRACKIO_DIR", None)
+        if (name == "trackio" or name.startswith("trackio.")) and isinstance(current, Path) and current != store:
+            log.info("re-pointing %s.TRACKIO_DIR from %s to %s", name, current, store)
+            module.TRACKIO_DIR = store  # type: ignore[attr-defined]
 
 
 def trainer_report_arguments(settings: Any, run_dir: str | Path, role: str) -> dict[str, Any]:
@@ -228,9 +230,8 @@ class _Trackio:
 
 class _TensorBoard:
     def __init__(self, settings: Any, run_dir: Path, config: dict[str, Any]):
-        from torch.utils.tensorboard import SummaryWriter
-
         import yaml
+        from torch.utils.tensorboard import SummaryWriter
 
         self.dir = run_dir / "tensorboard"
         self.writer = SummaryWriter(log_dir=str(self.dir))
@@ -274,7 +275,17 @@ class _Wandb:
         self.run.finish()
 
 
-_BACKEND_CLASSES = {"trackio": _Trackio, "tensorboard": _TensorBoard, "wandb": _Wandb}
+class _Backend(Protocol):
+    """What every tracker adapter above provides."""
+
+    def __init__(self, settings: Any, run_dir: Path, config: dict[str, Any]) -> None: ...
+
+    def log(self, step: int, scalars: dict[str, float], histograms: dict[str, list[float]]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+_BACKEND_CLASSES: dict[str, type[_Backend]] = {"trackio": _Trackio, "tensorboard": _TensorBoard, "wandb": _Wandb}
 
 
 class Tracker:

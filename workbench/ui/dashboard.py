@@ -193,7 +193,7 @@ class Dashboard:
     def _domain_names(self, registry: Any, current: str) -> list[str]:
         try:
             if registry is None:
-                from workbench.plugins import load_registry
+                from workbench.registry import load_registry
 
                 registry = load_registry()
             names = sorted(registry.domains)

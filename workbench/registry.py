@@ -11,11 +11,39 @@ the others load normally; only a command that needs it fails, with its error. Wi
 allowlist (`allow`), plugins it excludes are not even imported. Plugins registered
 programmatically (`extra_plugins`) and allowlisted ones must load: their errors raise.
 
-A `Domain` calls one domain plugin's hooks and *contains* its faults: every hook the engine
-calls per task (parse, validate, extra validators, score, environment prompt, agent prompt,
-interaction, aggregate, report section) and the run listeners run under a time budget and
-never raise. A fault is logged with its traceback, counted under "<hook>:<code>" (read and
-reset with `Domain.take_faults()`), and answered with a safe value:
+A `Domain` calls one domain plugin's hooks, and a `Registry` the cross-cutting listeners.
+Every hook the engine calls goes through one guard (`_contain`): the call runs under the time
+budget, and whatever it does wrong (raises any exception but KeyboardInterrupt, `SystemExit`
+included; runs past the budget; returns the wrong type or unsafe text) is a *contained fault*:
+it never raises out of the wrapper, it is logged with its traceback (the first few per hook,
+then at debug level) and counted under "<hook>:<code>" (read and reset with
+`Domain.take_faults()` / `Registry.take_faults()`; the engine adds both to each epoch's
+`plugin_faults`), and the run goes on with the answer below:
+
+    hook                  what a contained fault does
+    environment_prompt    that generation uses `default_environment_prompt(examples)`; the
+                          candidate records the prompt actually used
+    parse_task            the generation is rejected (Rejection with the fault's code)
+    validate_task,        the task is rejected (one Rejection per faulting validator; the other
+    extra_validators      validators still run)
+    agent_prompt          a generated task: rejected at validation (`validate`), so it is never
+                          trained or scored through a prompt its plugin did not write; a seed or
+                          history task: `task.messages()` is used for it (it still gets its n
+                          attempts, never zero)
+    score                 that attempt scores 0 with `metrics["plugin_fault"] = 1.0`
+                          (`is_plugin_fault`); the engine counts it in `score_errors` and keeps a
+                          task whose attempts all faulted out of the environment's curriculum
+    run_start, epoch_end  that listener's call is lost (the other listeners still run); the error
+                          is returned to the engine, which emits it as a warning event, and counted
+                          in `Registry.take_faults()` (in the run's records: a run_start fault in
+                          epoch 1's, an epoch_end fault in the next epoch's). Listeners get deep
+                          copies of the config and metrics, so one cannot change the run's record;
+                          returning anything but None is a fault too
+    make_interaction,     None (no interaction / no rendering) — used by serve and demos, not the
+    render_task,          training loop
+    reference_output
+    aggregate,            `default_aggregate(scores)` / a default section (reports and evaluation)
+    report_section
 
     code            when
     plugin_error    the hook raised, or returned the wrong type
@@ -25,18 +53,24 @@ reset with `Domain.take_faults()`), and answered with a safe value:
 
 A contained scoring fault is a zero `Score` whose `metrics["plugin_fault"] == 1.0` (test it
 with `is_plugin_fault(score)`), so the engine can tell it from an output that merely failed to
-parse (a zero Score with `error` set and no such metric). Load-time errors (`PluginError`)
-name the plugin.
+parse (a zero Score with `error` set and no such metric).
 
-The time budget: a call runs on a worker thread and the caller waits `timeout_s` seconds.
-Python cannot kill a thread, so a call that overruns is abandoned: its daemon thread runs on
-until the plugin returns (and dies with the process). While `MAX_STUCK_CALLS` abandoned
-calls of one plugin are still running, further calls to it fail at once as `plugin_timeout`
-rather than piling up threads.
+Not contained, on purpose: loading seed tasks, benchmark files and predictions files raises
+`PluginError` naming the plugin and the data, because those errors are the user's (a bad path
+or file) and must stop the command; load-time errors (`PluginError`) name the plugin.
+
+The time budget (`plugin_timeout_s` in the run config): a call runs on a worker thread and
+the caller waits `timeout_s` seconds. Python cannot kill a thread, so a call that overruns is
+abandoned: its daemon thread runs on until the plugin returns (and dies with the process).
+Each hook of each plugin has its own worker and guard: while `MAX_STUCK_CALLS` abandoned
+calls of one hook are still running, further calls to that hook fail at once as
+`plugin_timeout` rather than piling up threads, and the plugin's other hooks run normally.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib
 import importlib.metadata
 import logging
@@ -49,11 +83,12 @@ import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pluggy
 
 from workbench import hookspecs
+from workbench.errors import WorkbenchError
 from workbench.tasks import AgentStats, DomainInfo, Interaction, Rejection, ReportSection, Score, Task
 from workbench.textsafety import clean_text, find_bad_text
 
@@ -80,19 +115,20 @@ BUILTIN_DOMAINS = {
 }
 
 DEFAULT_PLUGIN_TIMEOUT_S = 30.0
-MAX_STUCK_CALLS = 4  # abandoned calls of one plugin still running before calls fail fast
+MAX_STUCK_CALLS = 4  # abandoned calls of one hook still running before its calls fail fast
 PLUGIN_FAULT = "plugin_fault"  # Score.metrics key marking a contained scoring fault
 FAULT_CODES = ("plugin_error", "plugin_timeout", "bad_score", "bad_text")
 _LOGGED_PER_KEY = 5  # full tracebacks logged per fault key and Domain; later ones at debug level
 _MAX_MESSAGE = 500  # characters of a plugin's exception message kept in a Rejection/Score
 
 
-class PluginError(Exception):
-    """A plugin could not be loaded or does not satisfy the contract."""
+class PluginError(WorkbenchError):
+    """A plugin could not be loaded or does not satisfy the contract, or its data could not be read."""
 
 
 class PluginTimeout(Exception):
-    """A plugin call ran past its time budget (raised inside the wrapper, never out of it)."""
+    """A plugin call ran past its time budget (raised inside the wrapper, never out of it, so
+    deliberately not a `WorkbenchError`: if one ever escaped, that would be a bug)."""
 
 
 @dataclass
@@ -164,8 +200,8 @@ class _Worker:
 
 
 class _CallGuard:
-    """Runs calls of one plugin under a time budget (`timeout_s`; None or 0 = no budget,
-    calls run in the caller's thread)."""
+    """Runs calls of one plugin hook (`label` "<plugin>.<hook>") under a time budget
+    (`timeout_s`; None or 0 = no budget, calls run in the caller's thread)."""
 
     def __init__(self, label: str, timeout_s: float | None):
         self.label = label
@@ -182,7 +218,7 @@ class _CallGuard:
             self._stuck = [w for w in self._stuck if w.thread.is_alive()]
             if len(self._stuck) >= MAX_STUCK_CALLS:
                 raise PluginTimeout(
-                    f"not run: {len(self._stuck)} earlier calls to plugin {self.label!r} are still running "
+                    f"not run: {len(self._stuck)} earlier calls to {self.label} are still running "
                     f"past their {self.timeout_s:g}s budget"
                 )
             if self._worker is not None and not self._worker.thread.is_alive():
@@ -210,6 +246,64 @@ def _where(thread: threading.Thread) -> str:
     return f" (was at {Path(frame.f_code.co_filename).name}:{frame.f_lineno} in {frame.f_code.co_name})"
 
 
+@dataclass(frozen=True)
+class Fault:
+    """A contained fault: its code (see the module docstring) and a message naming plugin and hook."""
+
+    code: str
+    message: str
+
+
+class _FaultLog:
+    """Counts and logs the contained faults of one Domain or Registry."""
+
+    def __init__(self) -> None:
+        self.current: Counter[str] = Counter()  # since the last take()
+        self.totals: Counter[str] = Counter()  # since creation, never reset
+
+    def record(self, hook: str, code: str, text: str, exc: BaseException | None = None) -> None:
+        key = f"{hook}:{code}"
+        self.current[key] += 1
+        self.totals[key] += 1
+        level = logging.WARNING if self.totals[key] <= _LOGGED_PER_KEY else logging.DEBUG
+        if exc is not None and not isinstance(exc, PluginTimeout):
+            tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            log.log(level, "%s [%s]\n%s", text, code, tb)
+        else:
+            log.log(level, "%s [%s]", text, code)
+
+    def take(self) -> dict[str, int]:
+        out, self.current = dict(self.current), Counter()
+        return out
+
+
+_NO_RESULT = object()
+
+
+def _contain(guard: _CallGuard, fn: Callable[..., Any], kwargs: dict[str, Any]) -> tuple[Any, BaseException | None]:
+    """THE guard every engine-called hook goes through: run `fn(**kwargs)` under `guard`'s time
+    budget and return (result, None), or (_NO_RESULT, the exception) for anything it raised
+    (`SystemExit` and other BaseExceptions included) or a PluginTimeout. Only KeyboardInterrupt
+    (the user's Ctrl-C, when there is no budget and the call runs in the caller's thread) passes."""
+    try:
+        return guard.call(fn, kwargs), None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - containing every plugin fault is the point
+        return _NO_RESULT, exc
+
+
+def _fault_of(exc: BaseException) -> tuple[str, str]:
+    """(code, message) for an exception out of `_contain`."""
+    if isinstance(exc, PluginTimeout):
+        return "plugin_timeout", str(exc)
+    if _raised_by_score_check(exc):
+        return "bad_score", f"built an invalid Score: {_short(exc)}"
+    if isinstance(exc, UnicodeEncodeError):  # text the plugin built cannot be encoded (lone surrogate)
+        return "bad_text", f"raised {_short(exc)}"
+    return "plugin_error", f"raised {_short(exc)}"
+
+
 def _data_error(exc: BaseException) -> str:
     """A plugin's error while reading data: its message for the documented ValueError/OSError,
     else the exception type and where the plugin raised it (the data has a shape it did not expect)."""
@@ -232,10 +326,11 @@ def _raised_by_score_check(exc: BaseException) -> bool:
 class Domain:
     """One domain plugin, as the engine and CLI use it. Every call goes to that plugin only.
 
-    The per-task hooks never raise (see the module docstring for the containment rules);
-    seed, benchmark and predictions loading raise `PluginError` naming the plugin and the data
-    (whatever the plugin raised), because those errors are the user's (a bad path or file)
-    and must stop the command. They run without a time budget (big files take time).
+    The hooks the engine calls never raise: each goes through `_contain`, and a fault is
+    answered as the module docstring's table says. Seed, benchmark and predictions loading
+    raise `PluginError` naming the plugin and the data (whatever the plugin raised), because
+    those errors are the user's (a bad path or file) and must stop the command. They run
+    without a time budget (big files take time).
     """
 
     def __init__(
@@ -258,22 +353,27 @@ class Domain:
             for name in hookspecs.REQUIRED_DOMAIN_HOOKS + hookspecs.OPTIONAL_DOMAIN_HOOKS
         }
         self._implemented = _hook_names(pm, plugin)
-        self._guard = _CallGuard(self.name, timeout_s)
-        self._guards: dict[str, _CallGuard] = {}  # extra validators of other plugins
-        self._faults: Counter[str] = Counter()
-        self.fault_totals: Counter[str] = Counter()  # since creation, never reset
+        self._timeout_s = timeout_s
+        self._guards: dict[str, _CallGuard] = {}  # one per hook (and per other plugin's extra validator)
+        self._log = _FaultLog()
+        self._unusable_prompt: Task | None = None  # the last task `validate` rejected for its agent prompt
 
     @property
     def name(self) -> str:
         return self.info.name
 
     @property
+    def fault_totals(self) -> Counter[str]:
+        """Faults contained since this Domain was created, by "<hook>:<code>" (never reset)."""
+        return self._log.totals
+
+    @property
     def timeout_s(self) -> float | None:
-        return self._guard.timeout_s
+        return self._timeout_s
 
     @timeout_s.setter
     def timeout_s(self, value: float | None) -> None:
-        self._guard.timeout_s = value
+        self._timeout_s = value
         for guard in self._guards.values():
             guard.timeout_s = value
 
@@ -282,37 +382,34 @@ class Domain:
 
     def take_faults(self) -> dict[str, int]:
         """Faults contained since the last call, as {"<hook>:<code>": count}; resets them."""
-        out, self._faults = dict(self._faults), Counter()
-        return out
+        return self._log.take()
 
     def _call(self, hook: str, **kwargs: Any) -> Any:
+        """An uncontained call (data loading, whose errors are the user's)."""
         return self._hooks[hook](**kwargs)
 
-    def _guarded(self, hook: str, **kwargs: Any) -> Any:
-        """Call a hook under the time budget; raises what the plugin raised or PluginTimeout."""
-        return self._guard.call(self._hooks[hook], kwargs)
+    def _guard(self, hook: str, owner: str | None = None) -> _CallGuard:
+        """The time-budget guard of one hook. Each hook has its own, so a hook whose calls hang
+        (and, after MAX_STUCK_CALLS of them, fail at once) does not take the others down."""
+        guard = self._guards.get(hook)
+        if guard is None:
+            guard = self._guards[hook] = _CallGuard(f"{owner or self.name}.{hook}", self._timeout_s)
+        return guard
 
-    def _fault(self, hook: str, code: str, message: str, exc: BaseException | None = None) -> str:
-        """Count and log a contained fault; returns the message naming plugin and hook."""
-        key = f"{hook}:{code}"
-        self._faults[key] += 1
-        self.fault_totals[key] += 1
+    def _contained(self, hook: str, fn: Callable[..., Any] | None = None, owner: str | None = None, **kwargs: Any) -> Any:
+        """Call `workbench_<hook>` (or `fn`, a hook of plugin `owner`) through `_contain`;
+        returns its result, or a counted `Fault` if it raised or ran past the time budget."""
+        result, exc = _contain(self._guard(hook, owner), fn or self._hooks[f"workbench_{hook}"], kwargs)
+        if exc is None:
+            return result
+        code, message = _fault_of(exc)
+        return self._fault(hook, code, message, exc)
+
+    def _fault(self, hook: str, code: str, message: str, exc: BaseException | None = None) -> Fault:
+        """Count and log a contained fault; returns it, its message naming plugin and hook."""
         text = f"plugin {self.plugin_name!r} (domain {self.name}) hook {hook}: {message}"
-        level = logging.WARNING if self.fault_totals[key] <= _LOGGED_PER_KEY else logging.DEBUG
-        if exc is not None and not isinstance(exc, PluginTimeout):
-            tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-            log.log(level, "%s [%s]\n%s", text, code, tb)
-        else:
-            log.log(level, "%s [%s]", text, code)
-        return text
-
-    def _exception_fault(self, hook: str, exc: BaseException) -> tuple[str, str]:
-        """(code, message) for an exception out of a guarded call."""
-        if isinstance(exc, PluginTimeout):
-            return "plugin_timeout", self._fault(hook, "plugin_timeout", str(exc), exc)
-        if isinstance(exc, UnicodeEncodeError):  # text the plugin built cannot be encoded (lone surrogate)
-            return "bad_text", self._fault(hook, "bad_text", f"raised {_short(exc)}", exc)
-        return "plugin_error", self._fault(hook, "plugin_error", f"raised {_short(exc)}", exc)
+        self._log.record(hook, code, text, exc)
+        return Fault(code, text)
 
     # Seed and benchmark data: errors here are the user's (bad path, bad file) and stop the command.
     def seed_tasks(self, options: dict[str, Any] | None = None) -> list[Task]:
@@ -348,17 +445,15 @@ class Domain:
         except Exception as exc:
             raise PluginError(f"{self.name} predictions file {str(path)!r} could not be read: {_data_error(exc)}") from exc
 
-    # Generation and validation: plugin faults become counted rejections.
+    # Generation and validation: plugin faults become counted rejections (or the default prompt).
     def environment_prompt(self, examples: list[Task], stats: AgentStats) -> str:
         """The plugin's prompt; on a fault, `default_environment_prompt(examples)` (counted)."""
         hook = "environment_prompt"
-        try:
-            prompt = self._guarded("workbench_environment_prompt", examples=examples, stats=stats)
-        except Exception as exc:
-            self._exception_fault(hook, exc)
+        prompt = self._contained(hook, examples=examples, stats=stats)
+        if isinstance(prompt, Fault):
             return default_environment_prompt(self.name, examples)
         if not isinstance(prompt, str) or not prompt.strip():
-            self._fault(hook, "plugin_error", f"returned {type(prompt).__name__} {str(prompt)[:40]!r}, not a non-empty str")
+            self._fault(hook, "plugin_error", f"returned {type(prompt).__name__} {clean_text(str(prompt))[:40]!r}, not a non-empty str")
             return default_environment_prompt(self.name, examples)
         problem = find_bad_text(prompt, "prompt")
         if problem is not None:
@@ -368,105 +463,90 @@ class Domain:
 
     def parse_task(self, text: str, examples: list[Task]) -> Task | Rejection:
         hook = "parse_task"
-        try:
-            result = self._guarded("workbench_parse_task", text=text, examples=examples)
-        except Exception as exc:
-            code, message = self._exception_fault(hook, exc)
-            return Rejection(code, message)
+        result = self._contained(hook, text=text, examples=examples)
+        if isinstance(result, Fault):
+            return Rejection(result.code, result.message)
         if isinstance(result, Rejection):
             return _clean_rejection(result)
         if not isinstance(result, Task):
-            return Rejection("plugin_error", self._fault(hook, "plugin_error", f"returned {type(result).__name__}, not Task or Rejection"))
+            return _rejection(self._fault(hook, "plugin_error", f"returned {type(result).__name__}, not Task or Rejection"))
         problem = task_bad_text(result)
         if problem is not None:
-            return Rejection("bad_text", self._fault(hook, "bad_text", f"the task's {problem}"))
+            return _rejection(self._fault(hook, "bad_text", f"the task's {problem}"))
         return result
 
     def validate(self, task: Task) -> list[Rejection]:
-        """The domain's own checks plus every plugin's extra validators."""
-        reasons: list[Rejection] = []
-        hook = "validate_task"
-        try:
-            result = self._guarded("workbench_validate_task", task=task)
-        except Exception as exc:
-            code, message = self._exception_fault(hook, exc)
-            result = [Rejection(code, message)]
-        reasons += self._rejection_list(hook, result)
+        """The domain's own checks, every plugin's extra validators, and (a plugin with an
+        agent prompt) whether the agent prompt can be built for the task."""
+        reasons = self._rejection_list("validate_task", self._contained("validate_task", task=task))
         for impl in self._pm.hook.workbench_extra_validators.get_hookimpls():  # one by one, so one failing spares the rest
             kwargs = {"task": task, "domain": self.name}
-            guard = self._guards.get(impl.plugin_name)
-            if guard is None:
-                guard = self._guards[impl.plugin_name] = _CallGuard(impl.plugin_name, self.timeout_s)
             hook = f"extra_validators[{impl.plugin_name}]"
-            try:
-                result = guard.call(impl.function, {a: kwargs[a] for a in impl.argnames})
-            except Exception as exc:
-                code, message = self._exception_fault(hook, exc)
-                result = [Rejection(code, message)]
+            result = self._contained(hook, impl.function, impl.plugin_name, **{a: kwargs[a] for a in impl.argnames})
             reasons += self._rejection_list(hook, result)
+        if self.implements("workbench_agent_prompt"):
+            _, fault = self._agent_prompt(task)
+            if fault is not None:
+                self._unusable_prompt = task  # agent_messages answers it without a second fault
+                reasons.append(_rejection(fault))
         return reasons
 
     def _rejection_list(self, hook: str, result: Any) -> list[Rejection]:
+        if isinstance(result, Fault):
+            return [_rejection(result)]
         if result is None:
             return []
         if not isinstance(result, (list, tuple)) or not all(isinstance(r, Rejection) for r in result):
-            return [Rejection("plugin_error", self._fault(hook, "plugin_error", f"returned {type(result).__name__}, not a list of Rejection"))]
+            return [_rejection(self._fault(hook, "plugin_error", f"returned {type(result).__name__}, not a list of Rejection"))]
         return [_clean_rejection(r) for r in result]
 
     # Agent side.
     def agent_messages(self, task: Task) -> list[dict[str, str]]:
-        """The plugin's agent prompt, or `task.messages()` (also the fallback on a fault, counted)."""
-        if not self.implements("workbench_agent_prompt"):
+        """The plugin's agent prompt, or `task.messages()` (also the fallback on a fault, counted;
+        a generated task whose agent prompt faults is rejected by `validate` before it gets here)."""
+        if not self.implements("workbench_agent_prompt") or task is self._unusable_prompt:
             return _clean_messages(task.messages())
+        return self._agent_prompt(task)[0]
+
+    def _agent_prompt(self, task: Task) -> tuple[list[dict[str, str]], Fault | None]:
+        """(messages, None), or (the fallback messages, the counted fault)."""
         hook = "agent_prompt"
-        try:
-            messages = self._guarded("workbench_agent_prompt", task=task)
-        except Exception as exc:
-            self._exception_fault(hook, exc)
-            return _clean_messages(task.messages())
+        messages = self._contained(hook, task=task)
+        if isinstance(messages, Fault):
+            return _clean_messages(task.messages()), messages
         if messages is None:
-            return _clean_messages(task.messages())
+            return _clean_messages(task.messages()), None
         if not (isinstance(messages, list) and messages and all(
             isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages
         )):
-            self._fault(hook, "plugin_error", f"returned {type(messages).__name__}, not a list of {{'role', 'content'}} str dicts")
-            return _clean_messages(task.messages())
+            fault = self._fault(hook, "plugin_error", f"returned {type(messages).__name__}, not a list of {{'role', 'content'}} str dicts")
+            return _clean_messages(task.messages()), fault
         problem = find_bad_text(messages, "messages")
         if problem is not None:
-            self._fault(hook, "bad_text", problem)
-            return _clean_messages(messages)
-        return messages
+            return _clean_messages(messages), self._fault(hook, "bad_text", problem)
+        return messages, None
 
     def score(self, task: Task, output: str) -> Score:
         """The plugin's Score, checked; a fault is a zero Score marked with `plugin_fault`."""
         hook = "score"
-        try:
-            result = self._guarded("workbench_score", task=task, output=output)
-        except Exception as exc:
-            if _raised_by_score_check(exc):
-                return self._fault_score(hook, "bad_score", f"built an invalid Score: {_short(exc)}")
-            code, message = self._exception_fault(hook, exc)
-            return _fault_score(message)
+        result = self._contained(hook, task=task, output=output)
+        if isinstance(result, Fault):
+            return _fault_score(result.message)
         problem = _score_problem(result)
         if problem is not None:
-            return self._fault_score(hook, "bad_score", problem)
+            return _fault_score(self._fault(hook, "bad_score", problem).message)
         result.reward = float(result.reward)
         result.metrics.pop(PLUGIN_FAULT, None)  # the mark is the wrapper's alone
         if result.error is not None:
             result.error = clean_text(result.error)[: 4 * _MAX_MESSAGE]
         return result
 
-    def _fault_score(self, hook: str, code: str, problem: str) -> Score:
-        return _fault_score(self._fault(hook, code, problem))
-
     def _optional_text(self, hook: str, task: Task) -> str | None:
         """An optional hook answering a str or None for `task`; a fault is None (counted)."""
         if not self.implements(f"workbench_{hook}"):
             return None
-        try:
-            text = self._guarded(f"workbench_{hook}", task=task)
-        except Exception as exc:
-            self._exception_fault(hook, exc)
+        text = self._contained(hook, task=task)
+        if isinstance(text, Fault):
             return None
         if text is not None and not isinstance(text, str):
             self._fault(hook, "plugin_error", f"returned {type(text).__name__}, not str or None")
@@ -489,10 +569,8 @@ class Domain:
         if not self.implements("workbench_make_interaction"):
             return None
         hook = "make_interaction"
-        try:
-            env = self._guarded("workbench_make_interaction", task=task)
-        except Exception as exc:
-            self._exception_fault(hook, exc)
+        env = self._contained(hook, task=task)
+        if isinstance(env, Fault):
             return None
         if env is not None and not isinstance(env, Interaction):
             self._fault(hook, "plugin_error", f"returned {type(env).__name__}, not an Interaction")
@@ -504,21 +582,21 @@ class Domain:
         """The plugin's benchmark metrics, or `default_aggregate` (also on a fault, counted)."""
         if not self.implements("workbench_aggregate"):
             return default_aggregate(scores)
-        try:
-            return dict(self._guarded("workbench_aggregate", tasks=tasks, scores=scores))
-        except Exception as exc:
-            self._exception_fault("aggregate", exc)
+        result = self._contained("aggregate", tasks=tasks, scores=scores)
+        if isinstance(result, Fault):
             return default_aggregate(scores)
+        if not isinstance(result, Mapping):
+            self._fault("aggregate", "plugin_error", f"returned {type(result).__name__}, not a dict")
+            return default_aggregate(scores)
+        return dict(result)
 
     def report_section(self, tasks: list[Task], outputs: list[str], scores: list[Score]) -> ReportSection:
         if self.implements("workbench_report_section"):
-            try:
-                section = self._guarded("workbench_report_section", tasks=tasks, outputs=outputs, scores=scores)
-                if isinstance(section, ReportSection):
-                    return section
+            section = self._contained("report_section", tasks=tasks, outputs=outputs, scores=scores)
+            if isinstance(section, ReportSection):
+                return section
+            if not isinstance(section, Fault):
                 self._fault("report_section", "plugin_error", f"returned {type(section).__name__}, not ReportSection")
-            except Exception as exc:
-                self._exception_fault("report_section", exc)
         failures = [
             {"id": t.id, "prompt": t.prompt[:300], "output": o[:300], "error": s.error}
             for t, o, s in zip(tasks, outputs, scores)
@@ -557,6 +635,10 @@ def _clean_messages(messages: list[dict[str, str]]) -> list[dict[str, str]]:
     if find_bad_text(messages) is None:
         return messages
     return [{k: clean_text(v) if isinstance(v, str) else v for k, v in m.items()} for m in messages]
+
+
+def _rejection(fault: Fault) -> Rejection:
+    return Rejection(fault.code, fault.message)
 
 
 def _fault_score(message: str) -> Score:
@@ -621,7 +703,7 @@ class Registry:
         self.broken = list(broken or [])
         self._timeout_s = timeout_s
         self._guards: dict[str, _CallGuard] = {}
-        self._faults: Counter[str] = Counter()
+        self._log = _FaultLog()
 
     def domain(self, name: str) -> Domain:
         try:
@@ -645,36 +727,36 @@ class Registry:
 
     def take_faults(self) -> dict[str, int]:
         """Listener faults (run_start, epoch_end) since the last call, as {"<hook>:<code>": n}."""
-        out, self._faults = dict(self._faults), Counter()
-        return out
+        return self._log.take()
 
     def _notify(self, hook: str, kwargs: dict[str, Any]) -> list[str]:
-        """Call every listener of `hook` one by one under the time budget; returns the errors."""
+        """Call every listener of `hook` one by one through `_contain`, each with its own deep
+        copy of `kwargs` (a listener cannot change the run's config or record, nor what the
+        next listener sees); returns the errors of the listeners that faulted."""
         errors = []
+        short = hook.removeprefix("workbench_")
         for impl in getattr(self.pm.hook, hook).get_hookimpls():  # one failing listener spares the rest
-            guard = self._guards.get(impl.plugin_name)
+            label = f"{impl.plugin_name}.{short}"  # one guard per listener, as for a Domain's hooks
+            guard = self._guards.get(label)
             if guard is None:
-                guard = self._guards[impl.plugin_name] = _CallGuard(impl.plugin_name, self._timeout_s)
-            short = hook.removeprefix("workbench_")
-            try:
-                guard.call(impl.function, {name: kwargs[name] for name in impl.argnames})
-            except Exception as exc:
-                code = "plugin_timeout" if isinstance(exc, PluginTimeout) else "plugin_error"
-                what = str(exc) if code == "plugin_timeout" else f"raised {_short(exc)}"
-                errors.append(f"{short} listener of plugin {impl.plugin_name!r} {what}")
-                self._faults[f"{short}:{code}"] += 1
-                if code == "plugin_error":
-                    log.warning("%s\n%s", errors[-1], "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
-                else:
-                    log.warning(errors[-1])
+                guard = self._guards[label] = _CallGuard(label, self._timeout_s)
+            result, exc = _contain(guard, impl.function, {name: copy.deepcopy(kwargs[name]) for name in impl.argnames})
+            if exc is not None:
+                code, what = _fault_of(exc)
+            elif result is not None:
+                code, what, exc = "plugin_error", f"returned {type(result).__name__}, not None", None
+            else:
+                continue
+            errors.append(f"{short} listener of plugin {impl.plugin_name!r} {what}")
+            self._log.record(short, code, errors[-1], exc)
         return errors
 
     def run_start(self, run_dir: str, config: dict[str, Any]) -> list[str]:
-        """Notify listeners; returns error messages from listeners that raised or timed out (not fatal)."""
+        """Notify listeners; returns error messages from listeners that faulted (not fatal)."""
         return self._notify("workbench_run_start", {"run_dir": run_dir, "config": config})
 
     def epoch_end(self, run_dir: str, epoch: int, metrics: dict[str, Any]) -> list[str]:
-        """Notify listeners; returns error messages from listeners that raised or timed out (not fatal)."""
+        """Notify listeners; returns error messages from listeners that faulted (not fatal)."""
         return self._notify("workbench_epoch_end", {"run_dir": run_dir, "epoch": epoch, "metrics": metrics})
 
 
@@ -690,6 +772,11 @@ class _Candidate:
     load: Callable[[], object]
     names: set[str] = field(default_factory=set)
     required: bool = False  # errors raise instead of marking it broken
+
+
+def _constant(obj: object) -> Callable[[], object]:
+    """A loader that returns an already-built plugin object."""
+    return lambda: obj
 
 
 def _import_module(module_name: str) -> object:
@@ -781,11 +868,11 @@ def load_registry(
     candidates: list[_Candidate] = []
     if builtins:
         candidates += [
-            _Candidate(m, "built-in", lambda m=m: _import_module(m), {m, BUILTIN_DOMAINS.get(m, m)}) for m in BUILTIN_PLUGINS
+            _Candidate(m, "built-in", functools.partial(_import_module, m), {m, BUILTIN_DOMAINS.get(m, m)}) for m in BUILTIN_PLUGINS
         ]
     if entry_points:
         candidates += list(_entry_point_candidates())
-    candidates += [_Candidate(name, "registered", lambda obj=obj: obj, {name}, required=True) for name, obj in extra_plugins]
+    candidates += [_Candidate(name, "registered", _constant(obj), {name}, required=True) for name, obj in extra_plugins]
 
     allowed = set(allow) if allow is not None else None
     if allowed is not None:

@@ -6,9 +6,10 @@ import sys
 import types
 
 import pytest
+from engine_support import toy_plugin
 
-from workbench import DomainInfo, Rejection, Score, Task, hookimpl
-from workbench.plugins import BUILTIN_PLUGINS, PluginError, load_registry
+from workbench import Rejection, Score, Task, hookimpl
+from workbench.registry import BUILTIN_PLUGINS, PluginError, load_registry
 
 
 def as_module(name: str, hooks: dict) -> types.ModuleType:
@@ -16,48 +17,6 @@ def as_module(name: str, hooks: dict) -> types.ModuleType:
     for key, value in hooks.items():
         setattr(module, key, value)
     return module
-
-
-def make_domain_plugin(name: str = "toy", **overrides) -> types.ModuleType:
-    """A minimal, complete domain plugin as a module of hookimpls."""
-
-    @hookimpl
-    def workbench_domain_info():
-        return DomainInfo(name=name, version="0.1", description="toy", task_schema={"type": "object"})
-
-    @hookimpl
-    def workbench_seed_tasks(options):
-        return [Task(domain=name, prompt="say hi", spec={"answer": "hi"})]
-
-    @hookimpl
-    def workbench_environment_prompt(examples, stats):
-        return "write a task"
-
-    @hookimpl
-    def workbench_parse_task(text, examples):
-        if not text.startswith("Q:"):
-            return Rejection("parse_error", "no Q: prefix")
-        return Task(domain=name, prompt=text[2:].strip(), spec={"answer": "hi"})
-
-    @hookimpl
-    def workbench_validate_task(task):
-        return [] if task.prompt else [Rejection("empty", "empty prompt")]
-
-    @hookimpl
-    def workbench_score(task, output):
-        ok = output.strip() == task.spec["answer"]
-        return Score(float(ok), ok)
-
-    hooks = dict(
-        workbench_domain_info=workbench_domain_info,
-        workbench_seed_tasks=workbench_seed_tasks,
-        workbench_environment_prompt=workbench_environment_prompt,
-        workbench_parse_task=workbench_parse_task,
-        workbench_validate_task=workbench_validate_task,
-        workbench_score=workbench_score,
-    )
-    hooks.update(overrides)
-    return as_module(f"plugin_{name}", {k: v for k, v in hooks.items() if v is not None})
 
 
 def load_only(*plugins):
@@ -73,25 +32,25 @@ def test_builtins_load_with_their_source():
 
 
 def test_domain_calls_reach_only_their_plugin():
-    registry = load_only(("a", make_domain_plugin("alpha")), ("b", make_domain_plugin("beta")))
+    registry = load_only(("a", toy_plugin("alpha")), ("b", toy_plugin("beta")))
     assert registry.domain("alpha").seed_tasks()[0].domain == "alpha"
     assert registry.domain("beta").seed_tasks()[0].domain == "beta"
     assert registry.domain("alpha").score(Task("alpha", "x", {"answer": "hi"}), "hi").correct is True
 
 
 def test_unknown_domain_names_the_loaded_ones():
-    registry = load_only(("a", make_domain_plugin("alpha")))
+    registry = load_only(("a", toy_plugin("alpha")))
     with pytest.raises(PluginError, match="no domain plugin named 'nope'.*alpha"):
         registry.domain("nope")
 
 
 def test_name_collision_is_an_error_naming_both():
     with pytest.raises(PluginError, match="collision.*'toy'"):
-        load_only(("first", make_domain_plugin("toy")), ("second", make_domain_plugin("toy")))
+        load_only(("first", toy_plugin("toy")), ("second", toy_plugin("toy")))
 
 
 def test_missing_required_hook_is_named():
-    broken = make_domain_plugin("toy", workbench_score=None)
+    broken = toy_plugin("toy", workbench_score=None)
     with pytest.raises(PluginError, match="'broken'.*missing required hooks: workbench_score"):
         load_only(("broken", broken))
 
@@ -101,7 +60,7 @@ def test_hookimpl_matching_no_spec_is_an_error():
     def workbench_scoer(task, output):  # typo
         return None
 
-    plugin = make_domain_plugin("toy", workbench_scoer=workbench_scoer)
+    plugin = toy_plugin("toy", workbench_scoer=workbench_scoer)
     with pytest.raises(PluginError, match="'typo'.*matches no spec"):
         load_only(("typo", plugin))
 
@@ -112,7 +71,7 @@ def test_hookimpl_with_unknown_argument_is_an_error():
         return None
 
     with pytest.raises(PluginError, match="'badargs'.*does not match the contract"):
-        load_only(("badargs", make_domain_plugin("toy", workbench_score=workbench_score)))
+        load_only(("badargs", toy_plugin("toy", workbench_score=workbench_score)))
 
 
 def test_domain_hooks_without_domain_info_are_an_error():
@@ -135,7 +94,7 @@ def test_plugin_faults_are_contained_and_named():
     def boom(*args, **kwargs):
         raise RuntimeError("kaboom")
 
-    plugin = make_domain_plugin(
+    plugin = toy_plugin(
         "toy",
         workbench_parse_task=hookimpl(lambda text, examples: boom()),
         workbench_validate_task=hookimpl(lambda task: boom()),
@@ -151,7 +110,7 @@ def test_plugin_faults_are_contained_and_named():
 
 
 def test_wrong_return_types_are_rejections_not_crashes():
-    plugin = make_domain_plugin("toy", workbench_parse_task=hookimpl(lambda text, examples: {"not": "a task"}))
+    plugin = toy_plugin("toy", workbench_parse_task=hookimpl(lambda text, examples: {"not": "a task"}))
     rejection = load_only(("odd", plugin)).domain("toy").parse_task("Q: x", [])
     assert rejection.code == "plugin_error" and "dict" in rejection.message
 
@@ -174,10 +133,10 @@ def test_cross_cutting_validators_and_listeners_collect_from_all_plugins():
         def workbench_epoch_end(self, epoch):
             raise ValueError("disk full")
 
-    registry = load_only(("toy", make_domain_plugin("toy")), ("guard", Guard()), ("log", Logger()), ("bad", BrokenLogger()))
+    registry = load_only(("toy", toy_plugin("toy")), ("guard", Guard()), ("log", Logger()), ("bad", BrokenLogger()))
     domain = registry.domain("toy")
-    assert [r.code for r in domain.validate(Task("toy", "a long prompt", {}))] == ["too_long"]
-    assert domain.validate(Task("toy", "ok", {})) == []
+    assert [r.code for r in domain.validate(Task("toy", "a long prompt", {"answer": "x"}))] == ["too_long"]
+    assert domain.validate(Task("toy", "ok", {"answer": "x"})) == []
     errors = registry.epoch_end("/tmp/run", 3, {"epoch": 3})
     assert calls == [3]
     assert len(errors) == 1 and "'bad'" in errors[0] and "disk full" in errors[0]
