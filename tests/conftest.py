@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-for extra in (ROOT, ROOT / "plugins"):
-    if str(extra) not in sys.path:
-        sys.path.insert(0, str(extra))
-
+# The repository, plugins/, tests/, benchmarks/ and notebooks/ are on sys.path through
+# `pythonpath` in pyproject.toml's [tool.pytest.ini_options].
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -44,7 +40,7 @@ def tiny_models(tiny_cache: Path) -> tuple[Path, Path]:
     enough to write the demo formats some of the time. Built once per session (~20 s)."""
     from workbench.demo import _corpus, warm_start
     from workbench.engine.tiny import TinySpec, cached_tiny_model
-    from workbench.plugins import load_registry
+    from workbench.registry import load_registry
 
     domain = load_registry(allow=["workbench_demo"]).domain("arithmetic")
     base = cached_tiny_model(_corpus(domain), TinySpec())

@@ -1,15 +1,17 @@
-"""Test support for engine tests: a scripted environment generator and demo-plugin variants.
+"""Test support for engine and plugin tests: a scripted environment generator and plugins
+built in code.
 
 `ScriptedGenerator` stands in for the environment model's sampling (the environment model
 itself still trains on the scripted texts by RWR), so a test decides exactly which tasks an
-epoch generates. `demo_variant` is the arithmetic plugin under another domain name with some
-hooks replaced: a faulty plugin, or one that collapses task ids."""
+epoch generates. `toy_plugin` is a small, complete and correct domain plugin whose hooks a
+test replaces to break it; `demo_variant` is the arithmetic plugin under another domain name
+with some hooks replaced: a faulty plugin, one that collapses task ids, or a scripted scorer."""
 
 from __future__ import annotations
 
 import types
 
-from workbench import hookimpl
+from workbench import DomainInfo, Rejection, Score, Task, hookimpl
 from workbench.engine.generation import GenerationStats
 
 
@@ -50,4 +52,47 @@ def demo_variant(name: str, **hooks) -> types.ModuleType:
     module.workbench_domain_info = workbench_domain_info
     for hook, fn in hooks.items():
         setattr(module, hook, hookimpl(fn))
+    return module
+
+
+def toy_plugin(name: str = "toy", **overrides) -> types.ModuleType:
+    """A small, complete and correct domain plugin (tasks "say WORD", generated as
+    "Q: say WORD", scored by exact match); keyword arguments replace hooks, None removes one."""
+
+    @hookimpl
+    def workbench_domain_info():
+        return DomainInfo(name=name, version="0.1", description="toy", task_schema={"type": "object", "required": ["answer"]})
+
+    @hookimpl
+    def workbench_seed_tasks(options):
+        return [Task(domain=name, prompt=f"say {w}", spec={"answer": w}) for w in ("hi", "yo", "ok")]
+
+    @hookimpl
+    def workbench_environment_prompt(examples, stats):
+        return "Write a task like these:\n" + "\n".join(f"Q: say {t.spec['answer']}" for t in examples)
+
+    @hookimpl
+    def workbench_parse_task(text, examples):
+        if not text.startswith("Q: say ") or not text[7:].strip().isalpha():
+            return Rejection("parse_error", "expected 'Q: say WORD'")
+        word = text[7:].strip()
+        return Task(domain=name, prompt=f"say {word}", spec={"answer": word})
+
+    @hookimpl
+    def workbench_validate_task(task):
+        return [] if task.prompt and task.spec.get("answer") else [Rejection("empty", "empty prompt or answer")]
+
+    @hookimpl
+    def workbench_score(task, output):
+        ok = output.strip() == task.spec["answer"]
+        return Score(float(ok), ok)
+
+    hooks = dict(workbench_domain_info=workbench_domain_info, workbench_seed_tasks=workbench_seed_tasks,
+                 workbench_environment_prompt=workbench_environment_prompt, workbench_parse_task=workbench_parse_task,
+                 workbench_validate_task=workbench_validate_task, workbench_score=workbench_score)
+    hooks.update(overrides)
+    module = types.ModuleType(f"plugin_{name}")
+    for key, value in hooks.items():
+        if value is not None:
+            setattr(module, key, value)
     return module

@@ -11,14 +11,14 @@ import types
 
 import pytest
 import torch
-from engine_support import demo_variant
+from engine_support import ScriptedGenerator, demo_variant
 
-from workbench import Rejection
+from workbench import Score
 from workbench.config import ModelSettings
 from workbench.engine.checkpoint import latest_checkpoint
 from workbench.engine.loop import CoEvolution, RunError
 from workbench.engine.models import ModelLoadError
-from workbench.plugins import load_registry
+from workbench.registry import load_registry
 from workbench.tasks import read_jsonl
 
 REQUIRED_METRICS = {
@@ -36,30 +36,23 @@ def same_params(a: dict, b: dict) -> bool:
 
 
 def test_genenv_epochs_write_metrics_pools_and_checkpoints(make_config, tmp_path):
-    cfg = make_config(curriculum__k_min=1.0)  # every task in band, so the env update runs
+    """Two epochs with the environment model's own sampling: every file and metric is written."""
+    cfg = make_config(curriculum__k_min=1.0)
     run = CoEvolution(cfg, tmp_path / "run")
     events = []
     run.subscribe(events.append)
-    env_before = params_of(run.env_updater.model)
     record = run.step()
     assert REQUIRED_METRICS <= set(record)
     assert record["epoch"] == 1 and record["candidates"] == cfg.env.tasks_per_epoch
     assert record["valid"] + sum(record["rejections"].values()) >= record["candidates"]
     assert len(record["p_hat"]) <= record["valid"]
     assert all(0.0 <= p <= 1.0 for p in record["p_hat"])
-    if record["p_hat"]:
-        assert record["env_update"] is not None and record["env_update"]["steps"] > 0
-        assert not same_params(env_before, params_of(run.env_updater.model)), "RWR must change the env model"
     run.step()
     metrics = list(read_jsonl(tmp_path / "run" / "metrics.jsonl"))
     assert [m["epoch"] for m in metrics] == [1, 2]
     assert (tmp_path / "run" / "config.yaml").exists()
     assert (tmp_path / "run" / "pools" / "d_train.jsonl").exists()
-    d_env = list(read_jsonl(tmp_path / "run" / "pools" / "d_env.jsonl"))
-    assert all({"context", "text", "p_hat", "r_env", "weight", "in_band"} <= set(r) for r in d_env)
-    in_band = [r for r in d_env if r["epoch"] == 2 and r["in_band"]]
-    if in_band:
-        assert sum(r["weight"] for r in in_band) == pytest.approx(1.0)
+    assert (tmp_path / "run" / "pools" / "d_env.jsonl").exists()
     rows = list(read_jsonl(tmp_path / "run" / "epochs" / "epoch_0002.jsonl"))
     assert len(rows) == cfg.env.tasks_per_epoch
     assert all(row["valid"] or row["rejections"] for row in rows)
@@ -73,6 +66,44 @@ def test_every_trained_task_gets_exactly_n_attempts(make_config, tmp_path):
     run.step()
     counts = {tid: len(a) for tid, a in run.last_attempts.items()}
     assert counts and set(counts.values()) == {cfg.agent.num_generations}
+
+
+def addition_only_scorer(task, output):
+    """Every attempt at an addition succeeds, every other attempt fails: p_hat is 1 or 0 by task."""
+    ok = "+" in task.spec["expression"]
+    return Score(float(ok), ok)
+
+
+ADDITIONS = ["Task: 1 + 2", "Task: 3 + 4", "Task: 5 + 6"]
+OTHERS = ["Task: 3 * 4", "Task: 9 - 2", "Task: 7 * 2"]
+
+
+def test_rwr_trains_the_environment_on_the_in_band_generations_only(make_config, tmp_path):
+    """alpha 1.0, k_min 0.1: the additions (p_hat 1) are in band, the others (p_hat 0) are not.
+    RWR runs on exactly the in-band generations, with weights summing to one, and moves the model."""
+    registry = load_registry(builtins=False, entry_points=False,
+                             extra_plugins=[("scripted", demo_variant("scripted", workbench_score=addition_only_scorer))])
+    cfg = make_config(domain="scripted", curriculum__alpha=1.0, curriculum__k_min=0.1, env__tasks_per_epoch=6)
+    run = CoEvolution(cfg, tmp_path / "run", registry=registry)
+    run.env_generator = ScriptedGenerator([t for pair in zip(ADDITIONS, OTHERS) for t in pair])
+    trained_on = []
+    update = run.env_updater.update
+    run.env_updater.update = lambda examples: trained_on.append(examples) or update(examples)
+    before = params_of(run.env_updater.model)
+
+    record = run.step()
+
+    assert record["valid"] == 6 and sorted(record["p_hat"]) == [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
+    assert record["frac_in_band"] == 0.5 and record["in_band_for_env"] == 3
+    d_env = {r["text"]: r for r in read_jsonl(tmp_path / "run" / "pools" / "d_env.jsonl")}
+    assert set(d_env) == set(ADDITIONS + OTHERS)
+    assert all({"context", "text", "p_hat", "r_env", "weight", "in_band"} <= set(r) for r in d_env.values())
+    assert all(d_env[t]["in_band"] and d_env[t]["p_hat"] == 1.0 for t in ADDITIONS)
+    assert all(not d_env[t]["in_band"] and d_env[t]["weight"] == 0.0 for t in OTHERS)
+    assert sum(d_env[t]["weight"] for t in ADDITIONS) == pytest.approx(1.0)
+    assert len(trained_on) == 1 and sorted(e.completion for e in trained_on[0]) == ADDITIONS
+    assert record["env_update"]["steps"] > 0 and record["env_rolled_back"] is False
+    assert not same_params(before, params_of(run.env_updater.model)), "RWR must change the env model"
 
 
 def test_random_mode_never_updates_the_environment(make_config, tmp_path):
@@ -101,12 +132,13 @@ def test_teacher_mode_uses_a_frozen_teacher(make_config, tiny_models, tmp_path):
 
 
 def test_kl_cap_rolls_the_environment_update_back(make_config, tmp_path):
-    cfg = make_config(curriculum__k_min=1.0, env__max_kl=1e-12, env__learning_rate=5e-2, env__tasks_per_epoch=24)
+    """Every generation valid and in band, so the update runs; a tiny cap then undoes it."""
+    cfg = make_config(curriculum__k_min=1.0, env__max_kl=1e-12, env__learning_rate=5e-2, env__tasks_per_epoch=6)
     run = CoEvolution(cfg, tmp_path / "run")
+    run.env_generator = ScriptedGenerator(ADDITIONS + OTHERS)
     before = params_of(run.env_updater.model)
     record = run.step()
-    if record["env_update"] is None:
-        pytest.skip("no valid generated task this epoch, so no environment update to cap")
+    assert record["valid"] == 6 and record["env_update"]["steps"] > 0
     assert record["env_rolled_back"] is True and record["env_kl"] <= cfg.env.max_kl, "env_kl is the kept model's KL"
     assert same_params(before, params_of(run.env_updater.model))
 
@@ -122,31 +154,36 @@ def faulty_plugin(mode: str) -> types.ModuleType:
     return demo_variant("faulty", workbench_score=score)
 
 
-@pytest.mark.parametrize("mode", ["parse_raises", "score_raises"])
-def test_a_raising_plugin_is_counted_not_fatal(make_config, tmp_path, mode):
-    registry = load_registry(builtins=False, entry_points=False, extra_plugins=[("faulty", faulty_plugin(mode))])
+def test_a_raising_parser_is_counted_not_fatal(make_config, tmp_path):
+    registry = load_registry(builtins=False, entry_points=False, extra_plugins=[("faulty", faulty_plugin("parse_raises"))])
     run = CoEvolution(make_config(domain="faulty"), tmp_path / "run", registry=registry)
     record = run.step()
-    if mode == "parse_raises":
-        assert record["rejections"].get("plugin_error") == record["candidates"]
-        assert record["valid"] == 0
-    else:
-        assert record["agent_reward_mean"] == 0.0
-        attempts = [a for atts in run.last_attempts.values() for a in atts]
-        assert attempts and all("scorer exploded" in a.score.error for a in attempts)
+    assert record["rejections"].get("plugin_error") == record["candidates"]
+    assert record["valid"] == 0
+
+
+def test_a_raising_scorer_is_counted_not_fatal(make_config, tmp_path):
+    registry = load_registry(builtins=False, entry_points=False, extra_plugins=[("faulty", faulty_plugin("score_raises"))])
+    run = CoEvolution(make_config(domain="faulty"), tmp_path / "run", registry=registry)
+    record = run.step()
+    assert record["agent_reward_mean"] == 0.0
+    attempts = [a for atts in run.last_attempts.values() for a in atts]
+    assert attempts and all("scorer exploded" in a.score.error for a in attempts)
+
+
+MALFORMED = {"no task here": "parse_error", "Task: 3 +": "parse_error", "Task: (1 + 2)": "parse_error", "Task: 12345 + 1": "too_hard"}
 
 
 def test_malformed_generations_are_rejected_with_reasons(make_config, tmp_path):
-    run = CoEvolution(make_config(), tmp_path / "run")
-    run.step()
-    rows = list(read_jsonl(tmp_path / "run" / "epochs" / "epoch_0001.jsonl"))
-    rejected = [r for r in rows if not r["valid"]]
-    for row in rejected:
-        assert row["rejections"] and all(r["code"] and r["message"] for r in row["rejections"])
-    # and the demo parser refuses hostile text without executing it
-    domain = run.domain
-    result = domain.parse_task("Task: __import__('os').system('touch /tmp/pwned')", [])
-    assert isinstance(result, Rejection) and not os.path.exists("/tmp/pwned")
+    run = CoEvolution(make_config(env__tasks_per_epoch=6), tmp_path / "run")
+    run.env_generator = ScriptedGenerator(["Task: 1 + 2", *MALFORMED, "Task: 3 * 4"])
+    record = run.step()
+    assert record["valid"] == 2 and record["rejections"] == {"parse_error": 3, "too_hard": 1}
+    rows = {r["env_text"]: r for r in read_jsonl(tmp_path / "run" / "epochs" / "epoch_0001.jsonl")}
+    assert rows["Task: 1 + 2"]["valid"] and rows["Task: 3 * 4"]["valid"]
+    for text, code in MALFORMED.items():
+        assert not rows[text]["valid"] and (rows[text]["task"] is None) == (code == "parse_error")
+        assert [r["code"] for r in rows[text]["rejections"]] == [code] and rows[text]["rejections"][0]["message"]
 
 
 def test_missing_model_path_is_a_clear_error(make_config, tmp_path):

@@ -56,10 +56,8 @@ def tracked_notebooks() -> list[Path]:
 def test_tracked_notebooks_have_no_outputs():
     """Outputs stay out of the repository: run `python notebooks/strip_outputs.py` before committing."""
     import json
-    import sys
 
-    sys.path.insert(0, str(NOTEBOOKS))
-    from strip_outputs import dirty_parts
+    from strip_outputs import dirty_parts  # notebooks/ is on pytest's pythonpath (pyproject.toml)
 
     notebooks = tracked_notebooks()
     assert len(notebooks) >= 3

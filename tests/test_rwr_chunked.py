@@ -82,7 +82,6 @@ def test_a_chunk_size_below_one_is_refused():
 _PEAK_SCRIPT = """
 import re, sys
 import torch
-sys.path.insert(0, {tests!r})
 from test_rwr_chunked import _batch, _loss, _model, _unchunked
 from workbench.engine.rwr import chunked_nll_kl, last_hidden_states, output_layer
 
@@ -122,9 +121,9 @@ def _peak_rss_growth(variant: str) -> int:
     import sys
     from pathlib import Path
 
-    tests = str(Path(__file__).parent)
-    env = dict(os.environ, OMP_NUM_THREADS="1", MALLOC_MMAP_THRESHOLD_="131072")
-    out = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT.format(tests=tests), variant], capture_output=True,
+    path = os.pathsep.join([str(Path(__file__).parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    env = dict(os.environ, OMP_NUM_THREADS="1", MALLOC_MMAP_THRESHOLD_="131072", PYTHONPATH=path)
+    out = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT, variant], capture_output=True,
                          text=True, env=env, timeout=120, check=True)
     return int(out.stdout.strip().splitlines()[-1])
 
