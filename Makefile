@@ -10,7 +10,7 @@ ifneq ($(wildcard ../shared/benchmarks),)
 export WORKBENCH_BENCHMARK_DATA ?= $(abspath ../shared/benchmarks)
 endif
 
-.PHONY: install install-test browser-deps demo test test-slow test-all
+.PHONY: install install-test browser-deps demo lint test test-slow test-all
 
 install:
 	$(PIP) install -q $(TORCH)
@@ -23,7 +23,12 @@ install-test: install
 demo: install
 	workbench demo
 
-test: install-test
+# ruff (lint + import sorting) and mypy over the package and the plugins, configured in pyproject.toml
+lint:
+	$(PYTHON) -m ruff check workbench plugins
+	$(PYTHON) -m mypy
+
+test: install-test lint
 	$(PYTHON) -m pytest -m "not slow" -q
 
 # Debian chromium + playwright-core for the real-browser check; without them that test skips with the reason.

@@ -117,7 +117,7 @@ def build_shape(shape: str, out_dir: Path, vocab_size: int | None, dtype: torch.
 
     from workbench.demo import _corpus
     from workbench.engine.tiny import TinySpec, train_tokenizer
-    from workbench.plugins import load_registry
+    from workbench.registry import load_registry
     from workbench.tasks import restore_plain_modes
 
     if (out_dir / "config.json").exists():
@@ -484,7 +484,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     from workbench.engine.loop import CoEvolution
     from workbench.engine.models import resolve_device
-    from workbench.plugins import load_registry
+    from workbench.registry import load_registry
 
     if os.environ.get("GPU_SCALE_STACKS"):  # where a slow set-up spends its time: all stacks every N seconds
         import faulthandler

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from workbench.plugins import load_registry
+from workbench.registry import load_registry
 from workbench.tasks import Task
 
 

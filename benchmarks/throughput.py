@@ -110,7 +110,7 @@ def main() -> int:
     from transformers.utils import logging as hf_logging
 
     from workbench.hookspecs import AgentStats
-    from workbench.plugins import load_registry
+    from workbench.registry import load_registry
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
