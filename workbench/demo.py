@@ -19,7 +19,7 @@ Arithmetic (the embedded default) overrides the paper's values for a 100k-parame
 a CPU: learning rates 1e-6/5e-7 -> 2e-4/1e-3, GRPO group n 8 -> 10 (so p_hat can be 0.4, 0.5
 or 0.6 inside the band), epochs 10 -> 16, completion length 9000 -> 12 tokens, KL cap 2.0
 with penalty 0.05, and the band half-width k_min 0.1 -> 0.3: at this scale a task is mostly
-solved always or never, so few land in 0.4-0.6 (see the README for the measured effect).
+solved always or never, so few land in 0.4-0.6 (docs/measurements.md has the measured effect).
 
 Other domains (`--domain`): the demo takes the `DOMAIN_SEEDS` shortest seed tasks that the
 plugin can render and answer, sizes the tokenizer and the context from their lengths, and
