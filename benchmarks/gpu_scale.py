@@ -29,6 +29,11 @@ checkpointing all run. Printed per epoch and phase:
 `--decode-batch` (default 64 on CUDA) with the dynamic cache, the static cache and (with
 `--compare-no-cache`) no KV cache, for the issue's batch-64 figures. The last line printed is
 `RESULT {json}` with everything; `--json PATH` writes it too.
+
+Random weights never sample the end-of-sequence token, so every rollout runs to its cap:
+`--max-new`, `--pool-base` and `--pool-history` bound the agent's mixture (one task = one GRPO
+batch of num_generations completions), and `--epochs 0` with `--decode-bench` or
+`--profile-generate` measures decoding alone. `benchmarks/gpu_issue9.sh` holds bounded commands.
 """
 
 from __future__ import annotations

@@ -59,6 +59,27 @@ def test_tiny_shape_runs_every_phase_on_cpu(tmp_path, capsys, monkeypatch):
         assert decode[name]["tokens_per_s"] > 0 and 0 < decode[name]["frac_of_bw_limit"] < 1
 
 
+def test_a_bounded_mixture_and_a_decode_only_run(tmp_path, capsys, monkeypatch):
+    """The options the H100 run needed: one task an epoch (random weights never stop early, so
+    every rollout runs to its cap), and --epochs 0 for the decode benchmark and the profile alone."""
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
+    script = load_script()
+    work = ["--shape", "tiny", "--device", "cpu", "--workdir", str(tmp_path / "work")]
+    bounded = script.main(work + ["--epochs", "1", "--tasks", "2", "--max-new", "1", "--pool-base", "0", "--pool-history", "0",
+                                  "--agent-batch", "4", "--agent-cache-implementation", "static"])
+    epoch = bounded["epochs"][0]
+    assert epoch["agent_steps"] == 1, "one task x num_generations 4 = one GRPO batch of 4"
+    assert epoch["candidates"] == 2
+
+    profile = tmp_path / "profile.txt"
+    only = script.main(work + ["--epochs", "0", "--decode-bench", "--decode-compile", "--profile-generate", str(profile)])
+    assert only["epochs"] == [], "--epochs 0 runs no epoch"
+    assert {"dynamic", "static", "static_compiled"} <= set(only["decode"])
+    assert only["profile"]["new_tokens"] > 0 and "aten::" in profile.read_text()
+    with pytest.raises(SystemExit):
+        script.main(work + ["--epochs", "0"])  # nothing to measure
+
+
 def test_bad_arguments_are_refused():
     with pytest.raises(SystemExit):
         load_script().main(["--shape", "13b"])
