@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 from workbench.errors import WorkbenchError
+from workbench.run_layout import RunLayout
 from workbench.tasks import Task, read_jsonl, write_jsonl
 
 FORMATS = ("hf", "verl", "jsonl")
@@ -79,11 +80,6 @@ def _read(path: Path) -> list[dict[str, Any]]:
         raise ExportError(f"cannot read {path}: {exc}") from None
 
 
-def _epoch_of(path: Path) -> int | None:
-    match = re.fullmatch(r"epoch_(\d+)\.jsonl", path.name)
-    return int(match.group(1)) if match else None
-
-
 @dataclasses.dataclass
 class RunCurriculum:
     """What a run folder holds about its tasks: generated tasks by epoch, seeds, env records."""
@@ -122,7 +118,8 @@ def load_run(run_dir: str | Path) -> RunCurriculum:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ExportError(f"run folder {str(run_dir)!r} does not exist")
-    config_path = run_dir / "config.yaml"
+    layout = RunLayout(run_dir)
+    config_path = layout.config_path
     if not config_path.exists():
         raise ExportError(f"{run_dir} has no config.yaml, so it is not a workbench run folder (see `workbench run --out`)")
     try:
@@ -133,15 +130,15 @@ def load_run(run_dir: str | Path) -> RunCurriculum:
         raise ExportError(f"{config_path} does not hold a run config mapping")
 
     env_records: dict[tuple[str, int], dict[str, Any]] = {}
-    for record in _read(run_dir / "pools" / "d_env.jsonl"):
+    for record in _read(layout.d_env_path):
         tid, epoch = record.get("task_id"), record.get("epoch")
         if isinstance(tid, str) and isinstance(epoch, int):
             env_records[(tid, epoch)] = record
 
     generated: list[tuple[int, Task]] = []
     seen: set[str] = set()
-    numbered = [(n, p) for p in (run_dir / "epochs").glob("epoch_*.jsonl") if (n := _epoch_of(p)) is not None]
-    for epoch, path in sorted(numbered):
+    numbered = layout.epoch_files()
+    for epoch, path in numbered:
         for row in _read(path):
             task = _task(row.get("task"))
             if task is None or not row.get("valid", False) or row.get("duplicate_of") or task.id in seen:
@@ -149,7 +146,7 @@ def load_run(run_dir: str | Path) -> RunCurriculum:
             seen.add(task.id)
             generated.append((epoch, task))
 
-    d_train = [t for t in (_task(d) for d in _read(run_dir / "pools" / "d_train.jsonl")) if t is not None]
+    d_train = [t for t in (_task(d) for d in _read(layout.d_train_path)) if t is not None]
     if not numbered:  # older layouts: generated tasks from the pool, their epoch from d_env
         first_epoch: dict[str, int] = {}
         for tid, epoch in sorted(env_records, key=lambda k: k[1]):

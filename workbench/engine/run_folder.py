@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 import torch
 
 from workbench.engine import checkpoint as ckpt
+from workbench.run_layout import RunLayout
 from workbench.tasks import AgentStats, Task, atomic_write_text, read_jsonl, write_jsonl
 
 if TYPE_CHECKING:
@@ -63,62 +64,8 @@ class RunState:
     rng: dict[str, Any] | None = None  # checkpoint.rng_state(): python, numpy, torch, cuda
 
 
-class RunFolder:
-    """Paths and writers of one run folder (see the module doc for the layout)."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-
-    # ------------------------------------------------------------------ paths
-
-    @property
-    def config_path(self) -> Path:
-        return self.path / "config.yaml"
-
-    @property
-    def metrics_path(self) -> Path:
-        return self.path / "metrics.jsonl"
-
-    @property
-    def epochs_dir(self) -> Path:
-        return self.path / "epochs"
-
-    @property
-    def pools_dir(self) -> Path:
-        return self.path / "pools"
-
-    @property
-    def d_train_path(self) -> Path:
-        return self.pools_dir / "d_train.jsonl"
-
-    @property
-    def d_env_path(self) -> Path:
-        return self.pools_dir / "d_env.jsonl"
-
-    def epoch_files(self) -> list[tuple[int, Path]]:
-        """(epoch, path) of every epoch file, in epoch order."""
-        found = []
-        for path in self.epochs_dir.glob("epoch_*.jsonl"):
-            try:
-                found.append((int(path.stem.removeprefix("epoch_")), path))
-            except ValueError:
-                continue
-        return sorted(found)
-
-    def epoch_path(self, epoch: int) -> Path:
-        return self.epochs_dir / f"epoch_{epoch:04d}.jsonl"
-
-    def trainer_dir(self, role: str) -> Path:
-        """The scratch folder of the `agent` or `env` trainer."""
-        return self.path / ".trainer" / role
-
-    @property
-    def shards_dir(self) -> Path:
-        return self.path / "shards"
-
-    def eval_dir(self, benchmark: str) -> Path:
-        """Where an evaluation of this run on `benchmark` goes; reports pick it up."""
-        return self.path / "eval" / benchmark
+class RunFolder(RunLayout):
+    """Paths (`RunLayout`), writers and checkpoints of one run folder (see the module doc)."""
 
     @staticmethod
     def model_dir(checkpoint: Path, role: str) -> Path:

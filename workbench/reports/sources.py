@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from workbench.run_layout import RunLayout
 from workbench.tasks import ReportSection, Score, Task, read_jsonl
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ class RunSource:
 
 
 def is_run_dir(path: Path) -> bool:
-    return (path / "config.yaml").exists() and (path / "metrics.jsonl").exists()
+    return RunLayout(path).is_run()
 
 
 def is_eval_dir(path: Path) -> bool:
@@ -136,7 +137,7 @@ def _run_task_section(path: Path, config: dict[str, Any], metrics: list[dict[str
         return None
     for record in reversed(metrics):  # the latest epoch with attempted valid tasks
         epoch = record["epoch"]
-        file = path / "epochs" / f"epoch_{epoch:04d}.jsonl"
+        file = RunLayout(path).epoch_path(epoch)
         if not file.exists():
             continue
         tasks, outputs, scores = [], [], []
@@ -163,9 +164,10 @@ def _run_task_section(path: Path, config: dict[str, Any], metrics: list[dict[str
 
 def load_run(path: str | Path, registry: Any = None) -> RunSource:
     path = Path(path)
-    config = yaml.safe_load((path / "config.yaml").read_text(encoding="utf-8")) or {}
-    metrics = list(read_jsonl(path / "metrics.jsonl"))
-    evals = [load_eval(p.parent, registry) for p in sorted((path / "eval").glob("*/aggregate.json"))]
+    layout = RunLayout(path)
+    config = yaml.safe_load(layout.config_path.read_text(encoding="utf-8")) or {}
+    metrics = list(read_jsonl(layout.metrics_path))
+    evals = [load_eval(p.parent, registry) for p in sorted(layout.eval_root.glob("*/aggregate.json"))]
     return RunSource(path, config, metrics, evals, _run_task_section(path, config, metrics, registry))
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from workbench.run_layout import RunLayout
 from workbench.tasks import atomic_write_text, read_jsonl
 
 COLUMNS = [
@@ -39,8 +40,9 @@ def _fmt(value: Any) -> str:
 
 def summary_markdown(run_dir: str | Path) -> str:
     run_dir = Path(run_dir)
-    config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    metrics = list(read_jsonl(run_dir / "metrics.jsonl")) if (run_dir / "metrics.jsonl").exists() else []
+    layout = RunLayout(run_dir)
+    config = yaml.safe_load(layout.config_path.read_text(encoding="utf-8"))
+    metrics = list(read_jsonl(layout.metrics_path)) if layout.metrics_path.exists() else []
     cur = config["curriculum"]
     lines = [
         f"# Run summary: {run_dir.name}",
