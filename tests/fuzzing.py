@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from hypothesis import strategies as st
 
-from workbench.tasks import Rejection, Score
+from workbench.tasks import Rejection, Score, Task
 
 # Hand-made hostile texts: each one broke (or could break) a parser somewhere.
 HOSTILE_STRINGS: list[str] = [
@@ -94,3 +94,31 @@ def assert_contained(call: Callable[..., Any], *args: Any, seconds: float = 5.0,
     elif isinstance(result, list):
         assert all(isinstance(r, Rejection) for r in result), result
     return result
+
+
+def assert_encodable(*texts: str | None) -> None:
+    """Each text can be written as UTF-8 (no lone surrogate)."""
+    for text in texts:
+        if text is not None:
+            text.encode("utf-8")  # raises on a lone surrogate
+
+
+def check_task_or_rejection(plugin: Any, result: Any) -> None:
+    """A parsed generation is a Task whose validation is contained and encodable, or an encodable Rejection."""
+    if isinstance(result, Task):
+        assert_encodable(json.dumps(result.to_dict(), ensure_ascii=False))
+        for reason in assert_contained(plugin.workbench_validate_task, result):
+            assert_encodable(reason.code, reason.message)
+    else:
+        assert isinstance(result, Rejection), result
+        assert_encodable(result.code, result.message)
+
+
+def check_validate_and_score(plugin: Any, task: Task, outputs: list[str]) -> None:
+    """Validating a (mutated) task and scoring each output are contained, with encodable texts."""
+    for reason in assert_contained(plugin.workbench_validate_task, task):
+        assert_encodable(reason.code, reason.message)
+    for output in outputs:
+        result = assert_contained(plugin.workbench_score, task, output)
+        assert isinstance(result, Score)
+        assert_encodable(result.error)

@@ -164,18 +164,12 @@ import re  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from fuzzing import assert_contained, hostile_text, json_values, mutated_record  # noqa: E402
+from fuzzing import assert_contained, assert_encodable, check_validate_and_score, hostile_text, json_values, mutated_record  # noqa: E402
 from workbench import Score  # noqa: E402
 
 FUZZ_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 GOOD = demo.make_task("12 + 7 * 3")
 _expressions = st.lists(st.one_of(st.integers(-5, 99_999).map(str), st.sampled_from(["+", "-", "*", "/", "(", ")", " ", "**"])), max_size=20).map(" ".join)
-
-
-def _encodable(*texts):
-    for text in texts:
-        if text is not None:
-            text.encode("utf-8")  # raises on a lone surrogate
 
 
 @FUZZ_SETTINGS
@@ -187,25 +181,20 @@ def _encodable(*texts):
 def test_property_parse_and_validate_hostile_generations(text):
     result = assert_contained(demo.workbench_parse_task, text, [])
     if isinstance(result, Task):
-        _encodable(json.dumps(result.to_dict(), ensure_ascii=False))
+        assert_encodable(json.dumps(result.to_dict(), ensure_ascii=False))
         reasons = assert_contained(demo.workbench_validate_task, result)
         if not reasons:  # a valid task is scored right on its own answer, wrong on another
             assert demo.workbench_score(result, f"Answer: {result.spec['answer']}").correct
             assert not demo.workbench_score(result, f"Answer: {result.spec['answer'] + 1}").correct
     else:
         assert isinstance(result, Rejection) and result.code in {"parse_error", "too_long"}
-        _encodable(result.message)
+        assert_encodable(result.message)
 
 
 @FUZZ_SETTINGS
 @given(spec=st.one_of(mutated_record(GOOD.spec), json_values), output=st.one_of(st.just("Answer: 33"), hostile_text))
 def test_property_validate_and_score_mutated_specs(spec, output):
-    task = Task(domain="arithmetic", prompt="p", spec=spec, id="fuzz")
-    for reason in assert_contained(demo.workbench_validate_task, task):
-        _encodable(reason.code, reason.message)
-    result = assert_contained(demo.workbench_score, task, output)
-    assert isinstance(result, Score)
-    _encodable(result.error)
+    check_validate_and_score(demo, Task(domain="arithmetic", prompt="p", spec=spec, id="fuzz"), [output])
 
 
 @FUZZ_SETTINGS
@@ -217,7 +206,7 @@ def test_property_validate_and_score_mutated_specs(spec, output):
 def test_property_score_hostile_outputs(output):
     result = assert_contained(demo.workbench_score, GOOD, output)
     assert isinstance(result, Score)
-    _encodable(result.error)
+    assert_encodable(result.error)
     if result.correct:  # the only way to score 1: exactly one answer line, exactly the integer 33
         lines = [line for line in output.split("\n") if re.search(r"answer\s*:", line, re.IGNORECASE)]
         assert len(lines) == 1 and lines[0].strip().replace(" ", "").replace("\t", "") == "Answer:33"

@@ -560,7 +560,15 @@ def test_oversize_spec_is_refused_before_the_quadratic_checks(domain):
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from fuzzing import assert_contained, dumps_hostile, hostile_text, mutated_record  # noqa: E402
+from fuzzing import (  # noqa: E402
+    assert_contained,
+    assert_encodable,
+    check_task_or_rejection,
+    check_validate_and_score,
+    dumps_hostile,
+    hostile_text,
+    mutated_record,
+)
 
 FUZZ_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 GOOD_RECORD = json.loads(GOOD_GENERATION[GOOD_GENERATION.index("{") : GOOD_GENERATION.rindex("}") + 1])
@@ -573,35 +581,17 @@ _generations = st.one_of(
 )
 
 
-def _encodable(*texts):
-    for text in texts:
-        if text is not None:
-            text.encode("utf-8")  # raises on a lone surrogate
-
-
 @FUZZ_SETTINGS
 @given(text=_generations)
 def test_property_parse_and_validate_hostile_generations(text):
-    result = assert_contained(bb.workbench_parse_task, text, [])
-    if isinstance(result, Task):
-        _encodable(json.dumps(result.to_dict(), ensure_ascii=False))
-        for reason in assert_contained(bb.workbench_validate_task, result):
-            _encodable(reason.code, reason.message)
-    else:
-        assert isinstance(result, Rejection), result
-        _encodable(result.code, result.message)
+    check_task_or_rejection(bb, assert_contained(bb.workbench_parse_task, text, []))
 
 
 @FUZZ_SETTINGS
 @given(spec=st.one_of(mutated_record(SAMPLE_SPEC), mutated_record({**SAMPLE_SPEC, "hops": ["a fact", "another fact"]})),
        output=st.one_of(st.just("<answer>x</answer>"), hostile_text))
 def test_property_validate_and_score_mutated_specs(spec, output):
-    task = Task(domain="bamboogle", prompt="p", spec=spec)
-    for reason in assert_contained(bb.workbench_validate_task, task):
-        _encodable(reason.code, reason.message)
-    result = assert_contained(bb.workbench_score, task, output)
-    assert isinstance(result, Score)
-    _encodable(result.error)
+    check_validate_and_score(bb, Task(domain="bamboogle", prompt="p", spec=spec), [output])
 
 
 @FUZZ_SETTINGS
@@ -614,4 +604,4 @@ def test_property_score_hostile_outputs(output):
     task = bb.data.builtin_samples()[0]
     result = assert_contained(bb.workbench_score, task, output)
     assert isinstance(result, Score)
-    _encodable(result.error)
+    assert_encodable(result.error)

@@ -579,7 +579,15 @@ def test_keyword_arguments_renamed_in_linear_time(fixture_tasks):
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from fuzzing import assert_contained, dumps_hostile, hostile_text, mutated_record  # noqa: E402
+from fuzzing import (  # noqa: E402
+    assert_contained,
+    assert_encodable,
+    check_task_or_rejection,
+    check_validate_and_score,
+    dumps_hostile,
+    hostile_text,
+    mutated_record,
+)
 
 FUZZ_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 _FX, _TIMER = GOOD_GENERATED["functions"]
@@ -593,27 +601,11 @@ _generations = st.one_of(
 )
 
 
-def _encodable(*texts: str | None) -> None:
-    for text in texts:
-        if text is not None:
-            text.encode("utf-8")  # raises on a lone surrogate
-
-
-def _check_task_or_rejection(result) -> None:
-    if isinstance(result, Task):
-        _encodable(json.dumps(result.to_dict(), ensure_ascii=False))
-        for reason in assert_contained(P.workbench_validate_task, result):
-            _encodable(reason.code, reason.message)
-    else:
-        assert isinstance(result, Rejection), result
-        _encodable(result.code, result.message)
-
-
 @FUZZ_SETTINGS
 @given(text=_generations)
 def test_property_parse_and_validate_hostile_generations(text):
     result = assert_contained(P.workbench_parse_task, text, [])
-    _check_task_or_rejection(result)
+    check_task_or_rejection(P, result)
 
 
 @FUZZ_SETTINGS
@@ -621,13 +613,8 @@ def test_property_parse_and_validate_hostile_generations(text):
                       st.sampled_from(sorted(p.name for p in FIX.glob("BFCL_v4_*.json"))).map(
                           lambda name: P.workbench_load_benchmark(FIX / name)[0].spec).flatmap(mutated_record)))
 def test_property_validate_and_score_mutated_specs(spec):
-    task = Task(domain="bfcl", prompt="p", spec=spec)
-    for reason in assert_contained(P.workbench_validate_task, task):
-        _encodable(reason.code, reason.message)
-    for output in ("[timer(minutes=5)]", '{"name": "timer", "arguments": {"minutes": 5}}', "no call"):
-        result = assert_contained(P.workbench_score, task, output)
-        assert isinstance(result, Score)
-        _encodable(result.error)
+    check_validate_and_score(P, Task(domain="bfcl", prompt="p", spec=spec),
+                             ["[timer(minutes=5)]", '{"name": "timer", "arguments": {"minutes": 5}}', "no call"])
 
 
 _SCORED = sorted(t.id for t in P.workbench_load_benchmark(FIX))
@@ -643,7 +630,7 @@ def test_property_score_hostile_outputs(task_id, output):
     for text in (output, render_gold(task.spec) + output, output + render_gold(task.spec)):
         result = assert_contained(P.workbench_score, task, text)
         assert isinstance(result, Score)
-        _encodable(result.error)
+        assert_encodable(result.error)
 
 
 _FIXTURE_CACHE: dict[str, Task] = {}
