@@ -59,9 +59,8 @@ def make_config(tiny_models: tuple[Path, Path]):
     from workbench.demo import demo_config
 
     def build(**overrides):
-        import dataclasses
-
         import copy
+        import dataclasses
 
         from workbench.ui.state import apply_overrides
 

@@ -8,9 +8,9 @@ games and all variants is `python -m workbench_alfworld.agreement` (figure in th
 
 from __future__ import annotations
 
+from alfworld_env import alfworld_data_dir, needs_alfworld  # noqa: F401 (alfworld_data_dir: an autouse fixture)
 
 from workbench_alfworld import agreement, games
-from alfworld_env import alfworld_data_dir, needs_alfworld  # noqa: F401 (alfworld_data_dir: an autouse fixture)
 
 pytestmark = needs_alfworld
 

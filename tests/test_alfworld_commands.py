@@ -11,11 +11,11 @@ import json
 import time
 
 import pytest
+from alfworld_env import alfworld_data_dir, needs_alfworld  # noqa: F401 (alfworld_data_dir: an autouse fixture)
 
 import workbench_alfworld as alf
 from workbench import Task
 from workbench_alfworld import actions
-from alfworld_env import alfworld_data_dir, needs_alfworld  # noqa: F401 (alfworld_data_dir: an autouse fixture)
 
 
 def episode(task_type: str) -> Task:

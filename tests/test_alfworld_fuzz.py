@@ -18,6 +18,7 @@ import os
 from collections import Counter
 
 import pytest
+from alfworld_env import alfworld_data_dir  # noqa: F401 (an autouse fixture)
 from fuzzing import HOSTILE_STRINGS, assert_contained, dumps_hostile, hostile_text, mutated_record
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -25,7 +26,6 @@ from hypothesis import strategies as st
 import workbench_alfworld as alf
 from workbench import Rejection, Score, Task
 from workbench_alfworld import games, taskspec
-from alfworld_env import alfworld_data_dir  # noqa: F401 (an autouse fixture)
 
 COUNTS: Counter = Counter()
 SECONDS = 5.0

@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from alfworld_env import alfworld_data_dir, needs_alfworld  # noqa: F401 (alfworld_data_dir: an autouse fixture)
 
 import workbench_alfworld as alf
 from workbench import Rejection, Task
 from workbench_alfworld import games, grounding, taskspec
-from alfworld_env import alfworld_data_dir, needs_alfworld  # noqa: F401 (alfworld_data_dir: an autouse fixture)
 
 pytestmark = needs_alfworld
 

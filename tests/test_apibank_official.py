@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from apibank_vs_official import OfficialEvaluator, compare, variants
+from benchmark_data import benchmark_folder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,13 +28,7 @@ pytestmark = pytest.mark.benchmark_data
 
 @pytest.fixture(scope="module")
 def data_dir() -> Path:
-    root = os.environ.get("WORKBENCH_BENCHMARK_DATA")
-    if not root:
-        pytest.skip("WORKBENCH_BENCHMARK_DATA is unset; the official API-Bank sandbox is not available")
-    path = Path(root) / "api_bank"
-    if not (path / "damo-api-bank" / "apis").is_dir():
-        pytest.skip(f"{path / 'damo-api-bank'} does not exist")
-    return path
+    return benchmark_folder("api_bank", "damo-api-bank/apis", "official sandbox")
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_cli import workbench
 
 BASE_CONFIG = "agent: {model: {name_or_path: a}}\nenv: {model: {name_or_path: e}}\n"
@@ -242,11 +241,9 @@ def test_report_out_in_a_run_folder_keeps_the_runs_own_report_md(files):
 
 
 def test_check_plugin_resolves_domains_first_and_parses_option_values(capsys):
-    from workbench.cli import main
-
     import workbench_alfworld
     import workbench_demo
-
+    from workbench.cli import main
     from workbench.conformance import _resolve
 
     # `alfworld` is both a domain and a pip package (installed in the test environment): the domain wins.

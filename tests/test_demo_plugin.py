@@ -161,10 +161,10 @@ def test_seed_file_errors_name_the_line(tmp_path):
 import json  # noqa: E402
 import re  # noqa: E402
 
+from fuzzing import assert_contained, assert_encodable, check_validate_and_score, hostile_text, json_values, mutated_record  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from fuzzing import assert_contained, assert_encodable, check_validate_and_score, hostile_text, json_values, mutated_record  # noqa: E402
 from workbench import Score  # noqa: E402
 
 FUZZ_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))

@@ -22,6 +22,7 @@ PROVENANCE = {"epoch", "p_hat", "r_env", "in_band", "rwr_weight", "env_model", "
 def run_dir(tiny_models, tmp_path_factory):
     """A real 3-epoch genenv run of the demo domain (~40 s), shared by the module."""
     from conftest import SMALL_OVERRIDES
+
     from workbench.demo import demo_config
     from workbench.engine.loop import CoEvolution
     from workbench.ui.state import apply_overrides

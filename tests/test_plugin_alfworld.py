@@ -10,7 +10,6 @@ grammar and wrappers. Game tests skip with a reason when alfworld/textworld are 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from alfworld_env import alfworld_data_dir, needs_alfworld  # noqa: F401 (alfworld_data_dir: an autouse fixture)
+from benchmark_data import benchmark_folder
 
 import workbench_alfworld as alf
 from workbench import AgentStats, Rejection, Score, Task
@@ -489,12 +489,7 @@ def test_interaction_restores_sys_argv():
 
 @pytest.mark.benchmark_data
 def test_real_alfworld_games_if_present():
-    base = os.environ.get("WORKBENCH_BENCHMARK_DATA")
-    if not base:
-        pytest.skip("WORKBENCH_BENCHMARK_DATA is not set")
-    root = Path(base) / "alfworld"
-    if not (root / "json_2.1.1").is_dir():
-        pytest.skip(f"no ALFWorld games under {root} (the games need a download; the shared data has none)")
+    root = benchmark_folder("alfworld", "json_2.1.1", "games (they need a download; the shared data has none)")
     if not games.alfworld_available():
         pytest.skip("alfworld/textworld not installed")
     tasks = alf.workbench_load_benchmark(root)

@@ -4,11 +4,11 @@ parsing and validation, hostile input, reporting, registry loading, and a real-d
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
 import pytest
+from benchmark_data import benchmark_folder
 
 import workbench_apibank
 from workbench import AgentStats, Rejection, ReportSection, Task
@@ -579,13 +579,7 @@ REAL_COUNTS = {
 
 @pytest.fixture(scope="module")
 def real_dir():
-    root = os.environ.get("WORKBENCH_BENCHMARK_DATA")
-    if not root:
-        pytest.skip("WORKBENCH_BENCHMARK_DATA is unset; real API-Bank records are not available")
-    path = Path(root) / "api_bank"
-    if not path.is_dir():
-        pytest.skip(f"{path} does not exist")
-    return path
+    return benchmark_folder("api_bank")
 
 
 @pytest.mark.benchmark_data

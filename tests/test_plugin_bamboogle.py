@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import time
 from pathlib import Path
 
 import pytest
+from benchmark_data import benchmark_folder
 
 import workbench_bamboogle as bb
 from workbench import AgentStats, Rejection, Score, Task
@@ -495,13 +495,7 @@ def test_answer_types(gold, kind):
 
 
 def _real_data_file() -> Path:
-    root = os.environ.get("WORKBENCH_BENCHMARK_DATA")
-    if not root:
-        pytest.skip("WORKBENCH_BENCHMARK_DATA is not set: real Bamboogle records unavailable")
-    path = Path(root) / "bamboogle" / "data.json"
-    if not path.is_file():
-        pytest.skip(f"{path} not found under WORKBENCH_BENCHMARK_DATA")
-    return path
+    return benchmark_folder("bamboogle", "data.json") / "data.json"
 
 
 @pytest.mark.benchmark_data
@@ -557,9 +551,6 @@ def test_oversize_spec_is_refused_before_the_quadratic_checks(domain):
 
 # --- Property test: hostile generations, specs and outputs (issue 11) ---------------------------------------
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
 from fuzzing import (  # noqa: E402
     assert_contained,
     assert_encodable,
@@ -569,6 +560,8 @@ from fuzzing import (  # noqa: E402
     hostile_text,
     mutated_record,
 )
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 FUZZ_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 GOOD_RECORD = json.loads(GOOD_GENERATION[GOOD_GENERATION.index("{") : GOOD_GENERATION.rindex("}") + 1])

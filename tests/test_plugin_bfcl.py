@@ -576,9 +576,6 @@ def test_keyword_arguments_renamed_in_linear_time(fixture_tasks):
 
 # --- Property test: hostile generations, specs and outputs (issue 11) -----------------------------------
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
 from fuzzing import (  # noqa: E402
     assert_contained,
     assert_encodable,
@@ -588,6 +585,8 @@ from fuzzing import (  # noqa: E402
     hostile_text,
     mutated_record,
 )
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 FUZZ_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 _FX, _TIMER = GOOD_GENERATED["functions"]

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import time
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+from benchmark_data import benchmark_folder
+
 import workbench_travelplanner as tp
 from workbench import AgentStats, Rejection, ReportSection, Score, Task
 from workbench.registry import Domain, load_registry
@@ -458,13 +459,7 @@ def test_city_list_from_environment(samples, city_file, monkeypatch, tmp_path):
 
 @pytest.fixture(scope="module")
 def real_dir() -> Path:
-    base = os.environ.get("WORKBENCH_BENCHMARK_DATA")
-    if not base:
-        pytest.skip("WORKBENCH_BENCHMARK_DATA is not set: no real TravelPlanner records")
-    path = Path(base) / "travelplanner"
-    if not (path / "std_travelplanner.jsonl").exists():
-        pytest.skip(f"{path} has no std_travelplanner.jsonl")
-    return path
+    return benchmark_folder("travelplanner", "std_travelplanner.jsonl")
 
 
 @pytest.fixture(scope="module")

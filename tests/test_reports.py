@@ -8,6 +8,7 @@ import json
 import re
 
 import pytest
+from conftest import SMALL_OVERRIDES  # shared fast-run settings
 
 from workbench.cli import main
 from workbench.evaluation import evaluate_tasks
@@ -15,8 +16,6 @@ from workbench.registry import load_registry
 from workbench.reports.report import render_report, write_report
 from workbench.reports.sources import load_eval
 from workbench.ui.state import apply_overrides
-from conftest import SMALL_OVERRIDES  # shared fast-run settings
-
 
 
 @pytest.fixture(scope="module")

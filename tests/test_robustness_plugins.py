@@ -14,14 +14,13 @@ import threading
 import time
 
 import pytest
-
 from engine_support import toy_plugin
 from fuzzing import HOSTILE_STRINGS
 from test_registry import load_only
+
 from workbench import Rejection, Score, Task, hookimpl
 from workbench.registry import MAX_STUCK_CALLS, PLUGIN_FAULT, PluginError, is_plugin_fault, load_registry
-from workbench.tasks import Interaction
-from workbench.tasks import AgentStats
+from workbench.tasks import AgentStats, Interaction
 from workbench.textsafety import clean_text, find_bad_text
 
 TIMEOUT = 0.3

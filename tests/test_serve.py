@@ -148,9 +148,8 @@ def arithmetic_env(arithmetic):
 
 
 def test_hostile_outputs_get_a_bounded_reward(arithmetic_env):
-    from hypothesis import given, settings
-
     from fuzzing import hostile_text
+    from hypothesis import given, settings
 
     action, env, tasks = arithmetic_env
 
@@ -165,9 +164,9 @@ def test_hostile_outputs_get_a_bounded_reward(arithmetic_env):
 
 
 def test_hostile_task_files_are_read_or_refused_cleanly(arithmetic, tmp_path):
+    from fuzzing import dumps_hostile, json_values, mutated_record
     from hypothesis import given, settings
 
-    from fuzzing import dumps_hostile, json_values, mutated_record
     from workbench.serve import ServeError, load_tasks
 
     valid = arithmetic.seed_tasks({})[0].to_dict()

@@ -36,6 +36,7 @@ def tracked_run(tiny_models, tmp_path_factory):
     """A 2-epoch run with trackio + TensorBoard attached, while TRACKIO_SPACE_ID points at a
     Space: offline mode must drop it and log locally."""
     from conftest import SMALL_OVERRIDES
+
     from workbench.config import TrackingSettings
     from workbench.demo import demo_config
     from workbench.engine.loop import CoEvolution
@@ -158,9 +159,9 @@ def test_cli_rejects_an_unknown_tracker_before_loading_models(tmp_path, capsys):
 
 def test_cli_run_with_track_writes_tensorboard_events(tiny_models, tmp_path, capsys):
     """`workbench run CONFIG --track tensorboard`: the CLI attaches the tracker to the run."""
+    from conftest import SMALL_OVERRIDES
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from conftest import SMALL_OVERRIDES
     from workbench.cli import main
     from workbench.demo import demo_config
     from workbench.ui.state import apply_overrides
@@ -273,10 +274,9 @@ def test_wandb_offline_logs_the_same_records(tracked_run, tmp_path):
 
 
 def test_flatten_metrics_on_hostile_records():
+    from fuzzing import json_values
     from hypothesis import given, settings
     from hypothesis import strategies as st
-
-    from fuzzing import json_values
 
     @settings(max_examples=80, deadline=None)
     @given(record=st.dictionaries(st.text(max_size=12), json_values, max_size=8))

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 pytest.importorskip("pandas")
 pytest.importorskip("numpy")
 import travelplanner_vs_official as harness  # noqa: E402
+from benchmark_data import benchmark_folder  # noqa: E402
 
 tp = harness.tp
 START_CWD = os.getcwd()
@@ -32,13 +33,7 @@ pytestmark = pytest.mark.benchmark_data
 
 @pytest.fixture(scope="module")
 def data_dir() -> Path:
-    base = os.environ.get("WORKBENCH_BENCHMARK_DATA")
-    if not base:
-        pytest.skip("WORKBENCH_BENCHMARK_DATA is not set: no official TravelPlanner evaluation code")
-    path = Path(base) / "travelplanner"
-    if not (path / "official" / "evaluation" / "commonsense_constraint.py").exists():
-        pytest.skip(f"{path} has no official/evaluation/")
-    return path
+    return benchmark_folder("travelplanner", "official/evaluation/commonsense_constraint.py", "official evaluation code")
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,9 @@ import pytest
 
 pytest.importorskip("ipywidgets")
 
-from workbench.ui import Dashboard, candidates_table  # noqa: E402
 from conftest import SMALL_OVERRIDES  # shared fast-run settings
 
+from workbench.ui import Dashboard, candidates_table  # noqa: E402
 
 
 def test_only_the_dashboard_imports_ipywidgets():

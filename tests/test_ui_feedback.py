@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("ipywidgets")
 
 from conftest import SMALL_OVERRIDES  # noqa: E402  shared fast-run settings
+
 from workbench.ui import Dashboard  # noqa: E402
 
 
