@@ -2,11 +2,12 @@
 # The GPU measurements of issue 9 (docs/scale-out.md section 6), bounded to fit 10-minute device calls.
 #   bash benchmarks/gpu_issue9.sh small OUT_DIR   # 1.5B / 0.5B shapes: phases and checkpoint, then decode and a profile
 #   bash benchmarks/gpu_issue9.sh 7b OUT_DIR      # the 7B recipe's memory at 8192-token completions (needs ~15 min)
+#   bash benchmarks/gpu_issue9.sh overlap OUT_DIR # 0.5B shape: checkpoints in the foreground vs in the background
 # Random weights never sample EOS, so every rollout runs to its completion cap: keep the agent mixture small
 # (--max-new, --pool-*) or one epoch at 1024-token completions takes longer than a device call allows.
 # A full fine-tuning checkpoint of the 1.5B shape is ~37 GB (weights + AdamW states, both models): keep disk for 3.
 set -u
-part=${1:?small or 7b}; out=${2:?output folder}
+part=${1:?small, 7b or overlap}; out=${2:?output folder}
 work=${GPU_SCALE_WORKDIR:-/tmp/gpu-scale}
 mkdir -p "$out" "$work"
 run() { name=$1; shift; echo "=== $name: $*"; rm -rf "$work/run"; python3 -u benchmarks/gpu_scale.py --workdir "$work" --json "$out/$name.json" "$@" 2>&1 | grep -v 'it/s\]' | grep -v '^RESULT'; }
@@ -15,6 +16,12 @@ if [ "$part" = small ]; then
   run b15_epochs --shape 1.5b --vocab-size 151936 --epochs 2 --checkpoint-every 1 $small
   run b15_decode --shape 1.5b --vocab-size 151936 --epochs 0 --decode-bench --profile-generate "$out/b15_generate_profile.txt"
   run b05_epochs --shape 0.5b --vocab-size 151936 --epochs 2 --checkpoint-every 1 $small --decode-bench
+elif [ "$part" = overlap ]; then
+  # foreground vs background checkpoints, full fine-tuning. The 0.5B shape: a 1.5B checkpoint is ~37 GB and
+  # keep_checkpoints 2 + the one being written do not fit a 64 GB disk; a 0.5B one is ~12 GB.
+  echo "=== b05_overlap"; rm -rf "$work/run"
+  python3 -u benchmarks/checkpoint_overlap.py --shape 0.5b --vocab-size 151936 --epochs 3 --workdir "$work" $small \
+      2>&1 | grep -v 'it/s\]' | tee "$out/b05_overlap.txt" | grep -v '^RESULT'
 elif [ "$part" = 7b ]; then
   # one task an epoch: 8 attempts = one GRPO micro-batch of the recipe's per_device_batch_size 8, 8192-token completions
   run b7_8192 --shape 7b --vocab-size 152064 --epochs 1 --lora --offload --completion-length 8192 --agent-batch 8 \

@@ -54,6 +54,8 @@ import torch
 SHAPES: dict[str, dict[str, int]] = {
     # hidden, layers, heads, KV heads, MLP width: Qwen2.5-0.5B / 1.5B / 7B's config.json
     "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=192),
+    # ~25M parameters: big enough that a checkpoint costs seconds, small enough to train on 2 CPU cores
+    "small": dict(hidden_size=512, num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=2, intermediate_size=1536),
     "0.5b": dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2, intermediate_size=4864),
     "1.5b": dict(hidden_size=1536, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2, intermediate_size=8960),
     "7b": dict(hidden_size=3584, num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4, intermediate_size=18944),
@@ -132,7 +134,7 @@ def build_shape(shape: str, out_dir: Path, vocab_size: int | None, dtype: torch.
     config = Qwen2Config(
         vocab_size=max(vocab_size or 0, len(tokenizer)),
         max_position_embeddings=32768,
-        tie_word_embeddings=shape in ("tiny", "0.5b", "1.5b"),  # as the real Qwen2.5 configs
+        tie_word_embeddings=shape in ("tiny", "small", "0.5b", "1.5b"),  # as the real Qwen2.5 configs
         bos_token_id=None,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
@@ -267,7 +269,8 @@ def run_config(args: argparse.Namespace, model_path: Path, lora: bool) -> Any:
     n = args.num_generations
     return RunConfig(
         domain=DOMAIN,
-        epochs=max(1, args.epochs),
+        # background checkpoints: the run's last epoch is written in the foreground, so make it one past the measured ones
+        epochs=max(1, args.epochs) + (1 if args.checkpoint_background else 0),
         seed=0,
         agent=AgentSettings(model=model(), learning_rate=1e-5, num_generations=n, per_device_batch_size=args.agent_batch or n * 2,
                             gradient_accumulation_steps=1, max_completion_length=args.completion_length,
@@ -280,6 +283,7 @@ def run_config(args: argparse.Namespace, model_path: Path, lora: bool) -> Any:
         pool=PoolSettings(base_per_epoch=args.pool_base, history_per_epoch=args.pool_history,
                           max_new_per_epoch=args.tasks if args.max_new is None else args.max_new),
         checkpoint_every=args.checkpoint_every,
+        checkpoint_background=args.checkpoint_background,
     )
 
 
@@ -452,7 +456,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--lora", action=argparse.BooleanOptionalAction, default=None,
                         help="LoRA r64 on all linear layers (default: on for 7b, off otherwise)")
     parser.add_argument("--offload", action=argparse.BooleanOptionalAction, default=None, help="offload_when_idle (default: on for 7b)")
-    parser.add_argument("--tasks", type=int, default=None, help="environment generations per epoch (default 16; tiny 8)")
+    parser.add_argument("--tasks", type=int, default=None, help="environment generations per epoch (default 16; tiny, small 8)")
     parser.add_argument("--gen-batch", type=int, default=None, help="environment generation batch (default 16; tiny 8)")
     parser.add_argument("--env-tokens", type=int, default=None, help="environment max_new_tokens (default 256; tiny 16)")
     parser.add_argument("--completion-length", type=int, default=None, help="agent max_completion_length (default 1024; tiny 16)")
@@ -460,6 +464,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--agent-batch", type=int, default=None, help="agent per-device batch (default 2 x num_generations)")
     parser.add_argument("--rwr-batch", type=int, default=4)
     parser.add_argument("--checkpoint-every", type=int, default=1)
+    parser.add_argument("--checkpoint-background", action="store_true",
+                        help="checkpoint_background: write checkpoints on a thread while the next epoch trains")
     parser.add_argument("--cache-implementation", default=None, help="environment generation's KV cache (e.g. static)")
     parser.add_argument("--agent-cache-implementation", default=None, help="the agent's rollout KV cache (e.g. static)")
     parser.add_argument("--pool-base", type=int, default=4, help="seed tasks in each epoch's agent mixture")
@@ -477,7 +483,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--workdir", type=Path, default=None, help="models and the run folder (default: a temporary folder)")
     parser.add_argument("--json", type=Path, default=None, help="also write the RESULT object here")
     args = parser.parse_args(argv)
-    tiny = args.shape == "tiny"
+    tiny = args.shape in ("tiny", "small")  # CPU-sized shapes: CPU-sized workloads
     for name, big, small in [("tasks", 16, 8), ("gen_batch", 16, 8), ("env_tokens", 256, 16), ("completion_length", 1024, 16),
                              ("num_generations", 8, 4)]:
         if getattr(args, name) is None:
@@ -547,8 +553,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "epoch": record["epoch"], "seconds": record["time"]["epoch"], "phases": phases,
             "candidates": record["candidates"], "valid": record["valid"], "p_hat": record["p_hat"],
             "agent_steps": record["agent_steps"], "env_examples": (record.get("env_update") or {}).get("examples"),
+            "checkpoint_write": record.get("checkpoint_write"),
         })
         print(f"epoch {record['epoch']}: {record['time']['epoch']:.2f} s", flush=True)
+        if record.get("checkpoint_write"):
+            w = record["checkpoint_write"]
+            print(f"  background write of epoch {w['epoch']}: {w['write_seconds']:.3f} s, waited {w['waited_seconds']:.3f} s", flush=True)
         for name, fig in phases.items():
             parts = [f"  phase={name}", f"seconds={fig['seconds']:.3f}", f"share={fig['share_of_epoch']:.1%}"]
             if fig.get("tokens_per_s") is not None:
@@ -560,6 +570,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if "max_allocated_mib" in fig:
                 parts.append(f"max_allocated_mib={fig['max_allocated_mib']:.0f} max_reserved_mib={fig['max_reserved_mib']:.0f}")
             print(" ".join(parts), flush=True)
+    if args.checkpoint_background:
+        result["last_checkpoint_write"] = run.wait_for_checkpoint()
+        if result["last_checkpoint_write"]:
+            print(f"  background write of epoch {result['last_checkpoint_write']['epoch']}: "
+                  f"{result['last_checkpoint_write']['write_seconds']:.3f} s", flush=True)
     if args.profile_generate:
         result["profile"] = profile_generate(run, device, args.profile_generate)
         print(f"  profile: {result['profile']}", flush=True)

@@ -83,3 +83,24 @@ def test_a_bounded_mixture_and_a_decode_only_run(tmp_path, capsys, monkeypatch):
 def test_bad_arguments_are_refused():
     with pytest.raises(SystemExit):
         load_script().main(["--shape", "13b"])
+
+
+def test_checkpoint_overlap_compares_foreground_and_background_checkpoints(tmp_path, capsys, monkeypatch):
+    """benchmarks/checkpoint_overlap.py: both modes run the same epochs; the background run's
+    measured epochs all write in the background, and its last write is waited for and reported."""
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
+    spec = importlib.util.spec_from_file_location("checkpoint_overlap", SCRIPT.parent / "checkpoint_overlap.py")
+    overlap = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(overlap)
+    result = overlap.main(["--shape", "tiny", "--device", "cpu", "--epochs", "2", "--workdir", str(tmp_path / "work")])
+    printed = capsys.readouterr().out
+    assert "background write of epoch 1:" in printed and "background write of epoch 2:" in printed
+    fg, bg = result["runs"]["foreground"], result["runs"]["background"]
+    assert "background_write_seconds" not in fg and bg["background_write_seconds"] > 0
+    assert set(result["ratios"]) == {"epoch_seconds", "checkpoint_seconds", "training_seconds"}
+    assert all(value > 0 for value in result["ratios"].values())
+    checkpoints = tmp_path / "work" / "run" / "checkpoints"
+    assert sorted(p.name for p in checkpoints.glob("epoch_*")) == ["epoch_0001", "epoch_0002"], "both background writes completed"
+    assert printed.strip().splitlines()[-1].startswith("RESULT ")
+    with pytest.raises(SystemExit):
+        overlap.main(["--shape", "tiny", "--checkpoint-background"])

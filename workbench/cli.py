@@ -90,6 +90,7 @@ def _run_loop(run: Any, epochs: int) -> None:
             record = run.step()
             bar.update(1)
             tqdm.write(_epoch_line(record, epochs), file=sys.stdout)
+    run.wait_for_checkpoint()  # a checkpoint still being written in the background (checkpoint_background)
 
 
 def _apply_track(config: Any, args: argparse.Namespace, out: Path) -> Any:

@@ -201,6 +201,12 @@ class RunConfig:
         "metrics and epoch files are still written every epoch. A killed run resumes from the last checkpoint "
         "and redoes the epochs after it. Raise it when checkpoints are a large share of an epoch (big models).",
     )
+    checkpoint_background: bool = _f(
+        False,
+        "Write model checkpoints on a background thread from a host-memory copy, while the next epoch trains "
+        "(the last epoch's is written in the foreground). Costs host memory the size of a checkpoint; a killed "
+        "run can then lose the epoch whose checkpoint was still being written as well as the epoch in flight.",
+    )
 
     def __post_init__(self) -> None:
         validate(self)

@@ -46,6 +46,7 @@ from workbench.config import ModelSettings, RunConfig
 from workbench.engine import checkpoint as ckpt
 from workbench.engine import distributed as dist
 from workbench.engine.agent import AgentEpochResult, GRPOAgent
+from workbench.engine.checkpoint_writer import BackgroundWriter
 from workbench.engine.generation import chat_prompt, make_generator, require_backends
 from workbench.engine.invariants import check_epoch, content_id
 from workbench.engine.models import load_model, load_tokenizer, resolve_device, uses_bf16_autocast
@@ -108,6 +109,7 @@ class CoEvolution:
         self.last_candidates: list[Candidate] = []
         self.last_attempts: dict[str, list[Any]] = {}
         self._phase_times: dict[str, float] = {}
+        self._writer = BackgroundWriter() if config.checkpoint_background else None
 
         if not resume and self.folder.latest_checkpoint(verify=False) is not None:
             raise RunError(
@@ -483,7 +485,7 @@ class CoEvolution:
                 self.folder.write_epoch(epoch, candidates, result.attempts)
                 self.folder.write_pools(self._d_train(), self.d_env)
                 if self._checkpoint_due(epoch):
-                    self.folder.write_checkpoint(self._state(), self._models(), cfg.keep_checkpoints, seal=seal)
+                    self._write_checkpoint(record, seal)
             dist.barrier()  # no rank runs ahead of a checkpoint it might need to resume from
         _seal_times(record, self._phase_times.get("checkpoint", 0.0), start)
         if self.is_main:
@@ -540,7 +542,14 @@ class CoEvolution:
             record = self.step()
             if progress:
                 progress(record)
+        self.wait_for_checkpoint()
         return self.metrics
+
+    def wait_for_checkpoint(self) -> dict[str, Any] | None:
+        """Block until a checkpoint being written in the background (checkpoint_background)
+        is complete; raise CheckpointError if writing it failed. Returns its write report."""
+        report = self._writer.wait() if self._writer is not None else None
+        return report.to_dict() if report else None
 
     @property
     def done(self) -> bool:
@@ -660,6 +669,22 @@ class CoEvolution:
         Pools, metrics and epoch files are written every epoch regardless."""
         stopping = self._epochs_without_valid >= self.config.max_epochs_without_valid
         return epoch % self.config.checkpoint_every == 0 or epoch >= self.config.epochs or stopping
+
+    def _write_checkpoint(self, record: dict[str, Any], seal: Callable[[], None]) -> None:
+        """This epoch's model checkpoint: in the background (checkpoint_background) except the
+        last epoch's, which a finished run must hold when step() returns. With a background
+        writer the record notes its previous write (`checkpoint_write`: epoch, seconds writing,
+        seconds this epoch waited for it)."""
+        final = self.epoch >= self.config.epochs or self._epochs_without_valid >= self.config.max_epochs_without_valid
+        if self._writer is None:
+            self.folder.write_checkpoint(self._state(), self._models(), self.config.keep_checkpoints, seal=seal)
+            return
+        previous = self._writer.wait()
+        record["checkpoint_write"] = previous.to_dict() if previous else None
+        if final:
+            self.folder.write_checkpoint(self._state(), self._models(), self.config.keep_checkpoints, seal=seal)
+        else:
+            self.folder.write_checkpoint_in_background(self._state(), self._models(), self.config.keep_checkpoints, self._writer, seal=seal)
 
     def _models(self) -> dict[str, tuple[Any, Any]]:
         return {"agent": (self.agent.model, self.agent_tokenizer), "env": (self.env_updater.model, self.env_tokenizer)}

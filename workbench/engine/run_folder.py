@@ -28,6 +28,7 @@ the renaming); a run killed between the two resumes with the checkpoint's copy.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from pathlib import Path
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 import torch
 
 from workbench.engine import checkpoint as ckpt
+from workbench.engine.checkpoint_writer import BackgroundWriter, model_snapshot
 from workbench.run_layout import RunLayout
 from workbench.tasks import AgentStats, Task, atomic_write_text, read_jsonl, write_jsonl
 
@@ -142,10 +144,52 @@ class RunFolder(RunLayout):
     ) -> Path:
         """The checkpoint of `state.epoch`: each role's (model, tokenizer) in `models`, the
         state, and last the metrics, after `seal()` has completed the last record's timings."""
+        return ckpt.write_checkpoint(self.path, state.epoch, self._fill(state, models, seal), keep=keep)
+
+    def write_checkpoint_in_background(
+        self,
+        state: RunState,
+        models: dict[str, tuple[Any, Any]],
+        keep: int,
+        writer: BackgroundWriter,
+        seal: Callable[[], None] | None = None,
+    ) -> None:
+        """The checkpoint of `state.epoch`, written by `writer`'s thread from a host copy taken
+        now (`workbench.engine.checkpoint_writer`), after the previous background write."""
+        writer.wait()  # its host buffers are about to be overwritten
+        copies = writer.copies
+        weights = {role: model_snapshot(copies, role, model) for role, (model, _) in models.items()}
+        frozen = dataclasses.replace(
+            state,
+            metrics=[],  # filled below, after seal()
+            history=list(state.history),
+            static_pool=list(state.static_pool),
+            d_env=list(state.d_env),  # records are appended, never changed; the stats object is replaced each epoch
+            agent_optimizer=copies.copy_tree("agent_optimizer", state.agent_optimizer),
+            env_optimizer=copies.copy_tree("env_optimizer", state.env_optimizer),
+            rng=state.rng if state.rng is not None else ckpt.rng_state(),
+        )
+        copies.finish()
+        if seal is not None:
+            seal()
+        frozen.metrics = copy.deepcopy(state.metrics)
+        fill = self._fill(frozen, models, None, weights)
+        writer.submit(state.epoch, lambda: ckpt.write_checkpoint(self.path, state.epoch, fill, keep=keep))
+
+    def _fill(
+        self,
+        state: RunState,
+        models: dict[str, tuple[Any, Any]],
+        seal: Callable[[], None] | None,
+        weights: dict[str, dict[str, Any]] | None = None,
+    ) -> Callable[[Path], None]:
+        """What writes a checkpoint's contents into a folder; `weights` (role: state dict)
+        replaces the models' live weights (a host copy, for the background writer)."""
 
         def fill(folder: Path) -> None:
             for role, (model, tokenizer) in models.items():
-                model.save_pretrained(self.model_dir(folder, role))
+                copied = {"state_dict": weights[role]} if weights else {}
+                model.save_pretrained(self.model_dir(folder, role), **copied)
                 tokenizer.save_pretrained(self.model_dir(folder, role))
             torch.save(
                 {
@@ -168,7 +212,7 @@ class RunFolder(RunLayout):
                 seal()
             write_jsonl(folder / "metrics.jsonl", state.metrics)
 
-        return ckpt.write_checkpoint(self.path, state.epoch, fill, keep=keep)
+        return fill
 
     def read_checkpoint(self, folder: Path, alpha: float) -> RunState:
         """The state saved in checkpoint `folder` (its metrics cover epochs 1..N, else
