@@ -88,12 +88,22 @@ def check_disjoint_shards(dist_dir: Path, shards: Path) -> None:
 
 
 def check_resume(config_path: Path, dist_dir: Path) -> None:
-    cmd = ACCELERATE + ["-m", "workbench", "run", str(config_path), "--out", str(dist_dir), "--resume", "--epochs", "3"]
+    """Resume the 2-process run for two more epochs with checkpoint_background on: rank 0 writes
+    epoch 3's checkpoint on its writer thread while both ranks train epoch 4 (the last, written
+    in the foreground)."""
+    background = config_path.with_name("background.yaml")
+    text = config_path.read_text()
+    assert "checkpoint_background: false" in text
+    background.write_text(text.replace("checkpoint_background: false", "checkpoint_background: true"))
+    cmd = ACCELERATE + ["-m", "workbench", "run", str(background), "--out", str(dist_dir), "--resume", "--epochs", "4"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=launch_env())
     assert out.returncode == 0, out.stderr[-4000:]
     assert out.stdout.count("resumed") == 1
-    assert [m["epoch"] for m in read_jsonl(dist_dir / "metrics.jsonl")] == [1, 2, 3]
-    assert latest_checkpoint(dist_dir).name == "epoch_0003"
+    metrics = list(read_jsonl(dist_dir / "metrics.jsonl"))
+    assert [m["epoch"] for m in metrics] == [1, 2, 3, 4]
+    assert metrics[3]["checkpoint_write"]["epoch"] == 3, "epoch 3's checkpoint was written in the background"
+    assert sorted(p.name for p in (dist_dir / "checkpoints").glob("epoch_*")) == ["epoch_0003", "epoch_0004"]
+    assert latest_checkpoint(dist_dir).name == "epoch_0004"
 
 
 def test_launcher_flag_re_execs_through_accelerate(make_config, tmp_path):
