@@ -39,6 +39,7 @@ batch of num_generations completions), and `--epochs 0` with `--decode-bench` or
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
@@ -255,7 +256,8 @@ def run_config(args: argparse.Namespace, model_path: Path, lora: bool) -> Any:
         RunConfig,
     )
 
-    adapters = LoraSettings(r=64, alpha=128, target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+    adapters = LoraSettings(r=64, alpha=128, target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+                            merge_for_generation=args.merge_lora)
 
     def model() -> ModelSettings:
         return ModelSettings(
@@ -382,18 +384,28 @@ def decode_bench(model: Any, tokenizer: Any, device: torch.device, batch: int, n
         variants["static_compiled"] = {"use_cache": True, "cache_implementation": "static"}
     if compare_no_cache:
         variants["no_cache"] = {"use_cache": False}
+    from workbench.engine.lora_merge import LoraMerge, lora_layers
+
+    merger = LoraMerge()
+    if lora_layers(model):  # adapters merged for the call (lora.merge_for_generation; merge and restore timed), and off
+        variants["dynamic_lora_merged"] = {"use_cache": True}
+        variants["dynamic_lora_off"] = {"use_cache": True}
     was_training = model.training
     model.eval()
     out: dict[str, Any] = {"batch": batch, "new_tokens": new_tokens, "bw_limit_tokens_per_s": limit}
     try:
         for name, kwargs in variants.items():
+            merged = {"dynamic_lora_merged": merger.merged, "dynamic_lora_off": lambda m: m.disable_adapter()}.get(
+                name, lambda _: contextlib.nullcontext())
             with torch.no_grad():
                 # min_new_tokens: every sequence decodes exactly new_tokens (eos suppressed)
                 gen = dict(do_sample=True, max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=tokenizer.pad_token_id, **kwargs)
-                model.generate(**inputs, **dict(gen, max_new_tokens=2, min_new_tokens=2))  # warm-up
+                with merged(model):
+                    model.generate(**inputs, **dict(gen, max_new_tokens=2, min_new_tokens=2))  # warm-up
                 _sync(device)
                 start = time.perf_counter()
-                model.generate(**inputs, **gen)
+                with merged(model):
+                    model.generate(**inputs, **gen)
                 _sync(device)
                 seconds = time.perf_counter() - start
             tps = batch * new_tokens / seconds
@@ -455,6 +467,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                              "beyond the tokenizer decode to nothing (the synthetic domain accepts any text)")
     parser.add_argument("--lora", action=argparse.BooleanOptionalAction, default=None,
                         help="LoRA r64 on all linear layers (default: on for 7b, off otherwise)")
+    parser.add_argument("--merge-lora", action="store_true", help="with --lora: lora.merge_for_generation in the epochs")
     parser.add_argument("--offload", action=argparse.BooleanOptionalAction, default=None, help="offload_when_idle (default: on for 7b)")
     parser.add_argument("--tasks", type=int, default=None, help="environment generations per epoch (default 16; tiny, small 8)")
     parser.add_argument("--gen-batch", type=int, default=None, help="environment generation batch (default 16; tiny 8)")
@@ -585,7 +598,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         bench = decode_bench(run.env_updater.model, run.env_tokenizer, device, batch, tokens, hw["copy_bandwidth"], args.compare_no_cache,
                              args.decode_compile)
         result["decode"] = bench
-        for name in ("dynamic", "static", "static_compiled", "no_cache", "dynamic_bf16_copy", "static_bf16_copy",
+        for name in ("dynamic", "static", "static_compiled", "no_cache", "dynamic_lora_merged", "dynamic_lora_off", "dynamic_bf16_copy", "static_bf16_copy",
                      "static_compiled_bf16_copy"):
             if name in bench:
                 print(f"  decode={name} batch={batch} tokens_per_s={bench[name]['tokens_per_s']:.1f} "

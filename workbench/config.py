@@ -46,6 +46,12 @@ class LoraSettings:
     alpha: int = _f(32, "LoRA scaling alpha.")
     dropout: float = _f(0.05, "LoRA dropout.")
     target_modules: list[str] = _f(["q_proj", "k_proj", "v_proj", "o_proj"], "Module names to adapt.")
+    merge_for_generation: bool = _f(
+        False,
+        "Merge the adapters into the base weights for each generate call (environment tasks, the agent's "
+        "rollouts on the transformers backend) and restore the base bit-exactly afterwards from a host copy: "
+        "decoding skips the adapters' extra matmuls. Costs host memory the size of the adapted weights.",
+    )
 
 
 @dataclass

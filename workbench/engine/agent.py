@@ -26,6 +26,7 @@ from transformers import PrinterCallback
 from workbench.config import AgentSettings
 from workbench.engine import distributed as dist
 from workbench.engine.generation import check_cache_implementation
+from workbench.engine.lora_merge import LoraMerge
 from workbench.engine.models import checkpointing_arguments
 from workbench.tasks import Score, Task
 
@@ -119,6 +120,21 @@ class GRPOAgent:
         )
         self.trainer.model_accepts_loss_kwargs = False
         self.trainer.remove_callback(PrinterCallback)  # metrics go to metrics.jsonl, not stdout
+        if settings.model.lora and settings.model.lora.merge_for_generation and not settings.use_vllm:
+            self._merge_adapters_for_rollouts()
+
+    def _merge_adapters_for_rollouts(self) -> None:
+        """Sample the rollouts with the LoRA adapters merged (`workbench.engine.lora_merge`):
+        TRL 1.16 generates them in `GRPOTrainer._generate_single_turn` (the transformers path;
+        TRL's vLLM path merges adapters itself), so that call runs inside the merge."""
+        merger = LoraMerge()
+        generate = self.trainer._generate_single_turn
+
+        def generate_merged(*args: Any, **kwargs: Any) -> Any:
+            with merger.merged(self.trainer.model):
+                return generate(*args, **kwargs)
+
+        self.trainer._generate_single_turn = generate_merged  # type: ignore[method-assign]
 
     @property
     def model(self) -> Any:

@@ -17,6 +17,7 @@ any model is loaded.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from typing import Any, Protocol
 import torch
 
 from workbench.config import GenerationSettings
+from workbench.engine.lora_merge import LoraMerge
 from workbench.errors import WorkbenchError
 from workbench.textsafety import clean_text
 
@@ -67,11 +69,12 @@ def chat_prompt(tokenizer: Any, prompt: Prompt) -> str:
 class TransformersGenerator:
     """Batched sampling with `model.generate` on the model's own device."""
 
-    def __init__(self, settings: GenerationSettings, model: Any, tokenizer: Any):
+    def __init__(self, settings: GenerationSettings, model: Any, tokenizer: Any, merge_lora: bool = False):
         self.settings = settings
         self.model = model
         self.tokenizer = tokenizer
         self.stats = GenerationStats()
+        self.lora_merge = LoraMerge() if merge_lora else None
 
     def sync_weights(self, model: Any) -> None:
         self.model = model
@@ -82,43 +85,46 @@ class TransformersGenerator:
         if seed is not None:
             torch.manual_seed(seed)
         texts = [chat_prompt(self.tokenizer, p) for p in prompts for _ in range(n)]
-        outputs: list[str] = []
-        new_tokens = 0
         was_training = self.model.training
         self.model.eval()
         device = next(self.model.parameters()).device
+        merged = self.lora_merge.merged(self.model) if self.lora_merge else contextlib.nullcontext()
         try:
-            for i in range(0, len(texts), self.settings.batch_size):
-                batch = self.tokenizer(texts[i : i + self.settings.batch_size], return_tensors="pt", padding=True).to(device)
-                out = self.model.generate(
-                    **batch,
-                    do_sample=True,
-                    temperature=self.settings.temperature,
-                    top_p=self.settings.top_p,
-                    max_new_tokens=self.settings.max_new_tokens,
-                    pad_token_id=self.tokenizer.pad_token_id,
-                    eos_token_id=self.tokenizer.eos_token_id,
-                    **decode_cache_arguments(self.settings),
-                )
-                completion_ids = out[:, batch["input_ids"].shape[1] :]
-                new_tokens += int((completion_ids != self.tokenizer.pad_token_id).sum())
-                outputs += [clean_text(t) for t in self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)]
+            with merged:
+                outputs, new_tokens = self._sample(texts, device)
         finally:
             self.model.train(was_training)
         self.stats = GenerationStats(time.perf_counter() - start, len(prompts), len(outputs), new_tokens)
         return [outputs[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+    def _sample(self, texts: list[str], device: torch.device) -> tuple[list[str], int]:
+        """(completions, new tokens) of `texts`, sampled in batches of `batch_size`."""
+        outputs: list[str] = []
+        new_tokens = 0
+        for i in range(0, len(texts), self.settings.batch_size):
+            batch = self.tokenizer(texts[i : i + self.settings.batch_size], return_tensors="pt", padding=True).to(device)
+            out = self.model.generate(
+                **batch,
+                do_sample=True,
+                temperature=self.settings.temperature,
+                top_p=self.settings.top_p,
+                max_new_tokens=self.settings.max_new_tokens,
+                pad_token_id=self.tokenizer.pad_token_id,
+                eos_token_id=self.tokenizer.eos_token_id,
+                **decode_cache_arguments(self.settings),
+            )
+            completion_ids = out[:, batch["input_ids"].shape[1] :]
+            new_tokens += int((completion_ids != self.tokenizer.pad_token_id).sum())
+            outputs += [clean_text(t) for t in self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)]
+        return outputs, new_tokens
 
 
 def decode_cache_arguments(settings: GenerationSettings) -> dict[str, Any]:
     """generate() keywords for the KV cache. `use_cache=True` always: gradient checkpointing
     sets `model.config.use_cache = False` for training (models.load_model), and without the
     cache every decode step re-runs the whole prefix. `cache_implementation` (e.g. "static")
-    only when configured.
-
-    LoRA adapters are not merged for generation: each adapted linear adds two small matmuls
-    per decode step (a few extra kernel launches per layer), and merging into a bfloat16 base
-    and unmerging afterwards does not restore the base exactly (rounding), which would drift
-    the frozen weights every epoch."""
+    only when configured. (LoRA adapters stay unmerged unless `lora.merge_for_generation`:
+    `workbench.engine.lora_merge`.)"""
     kwargs: dict[str, Any] = {"use_cache": True}
     if settings.cache_implementation:
         kwargs["cache_implementation"] = settings.cache_implementation
@@ -240,10 +246,13 @@ def vllm_available() -> bool:
     return bool(is_vllm_available())
 
 
-def make_generator(settings: GenerationSettings, model: Any, tokenizer: Any, model_path: str = "", seed: int = 0) -> Generator:
+def make_generator(
+    settings: GenerationSettings, model: Any, tokenizer: Any, model_path: str = "", seed: int = 0, merge_lora: bool = False
+) -> Generator:
+    """The configured backend; `merge_lora` (transformers backend) samples with LoRA adapters merged."""
     if settings.backend == "transformers":
         check_cache_implementation(settings.cache_implementation)
-        return TransformersGenerator(settings, model, tokenizer)
+        return TransformersGenerator(settings, model, tokenizer, merge_lora=merge_lora)
     if settings.backend == "vllm":
         if not vllm_available():
             raise GenerationError(

@@ -201,7 +201,8 @@ class CoEvolution:
             report=trainer_report_arguments(cfg.tracking, self.run_dir, "env"),
         )
         self.env_generator = make_generator(
-            cfg.env.generation, self.env_updater.model, self.env_tokenizer, env_settings.name_or_path, cfg.seed
+            cfg.env.generation, self.env_updater.model, self.env_tokenizer, env_settings.name_or_path, cfg.seed,
+            merge_lora=bool(env_settings.lora and env_settings.lora.merge_for_generation),
         )
 
     def _load_trainable(self, settings: ModelSettings, field: str, from_checkpoint: Path | None) -> Any:
