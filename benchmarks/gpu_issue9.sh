@@ -23,8 +23,8 @@ elif [ "$part" = overlap ]; then
   python3 -u benchmarks/checkpoint_overlap.py --shape 0.5b --vocab-size 151936 --epochs 3 --workdir "$work" $small \
       2>&1 | grep -v 'it/s\]' | tee "$out/b05_overlap.txt" | grep -v '^RESULT'
 elif [ "$part" = 7b ]; then
-  # one task an epoch: 8 attempts = one GRPO micro-batch of the recipe's per_device_batch_size 8, 8192-token completions
-  run b7_8192 --shape 7b --vocab-size 152064 --epochs 1 --lora --offload --completion-length 8192 --agent-batch 8 \
+  # one task an epoch: 8 attempts = two GRPO micro-batches of the recipe's per_device_batch_size 4, 8192-token completions
+  run b7_8192 --shape 7b --vocab-size 152064 --epochs 1 --lora --offload --completion-length 8192 --agent-batch 4 --agent-accumulation 2 \
       --tasks 2 --max-new 1 --pool-base 0 --pool-history 0 --gen-batch 16 --env-tokens 768 --rwr-batch 8 \
       --agent-cache-implementation static
 fi

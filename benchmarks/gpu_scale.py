@@ -275,7 +275,7 @@ def run_config(args: argparse.Namespace, model_path: Path, lora: bool) -> Any:
         epochs=max(1, args.epochs) + (1 if args.checkpoint_background else 0),
         seed=0,
         agent=AgentSettings(model=model(), learning_rate=1e-5, num_generations=n, per_device_batch_size=args.agent_batch or n * 2,
-                            gradient_accumulation_steps=1, max_completion_length=args.completion_length,
+                            gradient_accumulation_steps=args.agent_accumulation, max_completion_length=args.completion_length,
                             cache_implementation=args.agent_cache_implementation),
         env=EnvSettings(model=model(), learning_rate=5e-6, tasks_per_epoch=args.tasks, examples_per_prompt=2,
                         generation=GenerationSettings(max_new_tokens=args.env_tokens, batch_size=args.gen_batch,
@@ -475,6 +475,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--completion-length", type=int, default=None, help="agent max_completion_length (default 1024; tiny 16)")
     parser.add_argument("--num-generations", type=int, default=None, help="GRPO group size (default 8; tiny 4)")
     parser.add_argument("--agent-batch", type=int, default=None, help="agent per-device batch (default 2 x num_generations)")
+    parser.add_argument("--agent-accumulation", type=int, default=1,
+                        help="agent gradient accumulation (per-device batch x this must be a multiple of --num-generations)")
     parser.add_argument("--rwr-batch", type=int, default=4)
     parser.add_argument("--checkpoint-every", type=int, default=1)
     parser.add_argument("--checkpoint-background", action="store_true",

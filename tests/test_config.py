@@ -41,7 +41,7 @@ def test_yaml_round_trip(tmp_path):
         ({"epochs": "ten"}, "epochs has type str"),
         ({"curriculum__alpha": 1.5}, r"curriculum.alpha = 1.5 is invalid: use a success rate in \[0, 1\]"),
         ({"curriculum__k_min": -1}, "curriculum.k_min"),
-        ({"agent__per_device_batch_size": 6}, "make it a multiple of agent.num_generations"),
+        ({"agent__per_device_batch_size": 6}, r"make per_device_batch_size x gradient_accumulation_steps \(6 x 1\) a multiple of agent.num_generations"),
         ({"agent__num_generations": 1}, "group of at least 2"),
         ({"env__max_kl": 0}, "positive KL cap"),
         ({"mode": "teacher"}, "mode=teacher needs teacher.name_or_path"),

@@ -66,9 +66,9 @@ def test_a_bounded_mixture_and_a_decode_only_run(tmp_path, capsys, monkeypatch):
     script = load_script()
     work = ["--shape", "tiny", "--device", "cpu", "--workdir", str(tmp_path / "work")]
     bounded = script.main(work + ["--epochs", "1", "--tasks", "2", "--max-new", "1", "--pool-base", "0", "--pool-history", "0",
-                                  "--agent-batch", "4", "--agent-cache-implementation", "static"])
+                                  "--agent-batch", "2", "--agent-accumulation", "2", "--agent-cache-implementation", "static"])
     epoch = bounded["epochs"][0]
-    assert epoch["agent_steps"] == 1, "one task x num_generations 4 = one GRPO batch of 4"
+    assert epoch["agent_steps"] == 1, "one task x num_generations 4 = one GRPO step of two micro-batches of 2"
     assert epoch["candidates"] == 2
 
     profile = tmp_path / "profile.txt"

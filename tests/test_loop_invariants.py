@@ -74,6 +74,19 @@ def test_every_valid_generated_task_gets_n_attempts_whatever_the_counts(make_con
     assert counts["epoch_0001"]["valid_distinct"] == 5
 
 
+def test_a_micro_batch_smaller_than_a_group_still_gives_every_task_n_attempts(make_config, tmp_path):
+    """per_device_batch_size below num_generations (what TRL allows: the generation batch, per_device x
+    accumulation, holds whole groups): the 7B recipe's way to halve GRPO activation memory."""
+    cfg = make_config(agent__per_device_batch_size=2, agent__gradient_accumulation_steps=2, agent__num_generations=4,
+                      curriculum__k_min=1.0, env__tasks_per_epoch=5, epochs=1)
+    run = CoEvolution(cfg, tmp_path / "run")
+    run.env_generator = ScriptedGenerator(["Task: 1 + 2", "Task: 2 + 5", "Task: 7 * 3", "Task: 4 - 1", "Task: 6 + 6"])
+    record = run.step()  # the engine's invariant check raises on a task without exactly n attempts
+    assert record["valid_distinct"] == 5 and record["agent_steps"] == record["agent_tasks"], "one task (4 attempts) per optimizer step"
+    assert all(len(a) == 4 for a in run.last_attempts.values()) and len(run.last_attempts) == record["agent_tasks"]
+    check_run_folder(tmp_path / "run", 4)
+
+
 def test_a_mixture_smaller_than_one_batch_is_padded_not_a_crash(make_config, tmp_path):
     """Regression: 2 seeds and 1 task per epoch crashed TRL ('max_steps must be set ...')."""
     cfg = make_config(domain_options={"count": 2}, env__tasks_per_epoch=1, pool__base_per_epoch=2, epochs=1)

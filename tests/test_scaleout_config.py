@@ -23,7 +23,7 @@ ACCELERATE_CONFIGS = sorted((ROOT / "configs" / "accelerate").glob("*.yaml"))
 @pytest.mark.parametrize("path", RUN_CONFIGS, ids=lambda p: p.name)
 def test_shipped_run_configs_validate(path):
     cfg = load_config(path)
-    assert cfg.agent.per_device_batch_size % cfg.agent.num_generations == 0
+    assert cfg.agent.per_device_batch_size * cfg.agent.gradient_accumulation_steps % cfg.agent.num_generations == 0
 
 
 def test_the_7b_recipe_carries_the_paper_curriculum_and_lora_rates():

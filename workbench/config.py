@@ -93,7 +93,11 @@ class AgentSettings:
     model: ModelSettings = _f(ModelSettings, "The agent model.")
     learning_rate: float = _f(1e-6, "GRPO learning rate (paper: 1e-6).")
     num_generations: int = _f(8, "Attempts per task: the GRPO group size n, and the n of p_hat = k/n.")
-    per_device_batch_size: int = _f(16, "Completions per device per step; a multiple of num_generations.")
+    per_device_batch_size: int = _f(
+        16,
+        "Completions per device per micro-step; per_device_batch_size x gradient_accumulation_steps must be a "
+        "multiple of num_generations (one generation batch = whole groups; a smaller micro-batch saves memory).",
+    )
     gradient_accumulation_steps: int = _f(1, "Gradient accumulation steps.")
     max_completion_length: int = _f(64, "Longest agent answer in tokens (paper: max sequence 9000).")
     kl_beta: float = _f(0.0, "GRPO KL coefficient toward the initial agent (TRL's beta; 0 = no ref model).")
@@ -299,11 +303,13 @@ def validate(cfg: RunConfig) -> None:
     a = cfg.agent
     if a.num_generations < 2:
         raise _err("agent.num_generations", a.num_generations, "GRPO needs a group of at least 2 attempts per task")
-    if a.per_device_batch_size % a.num_generations:
+    if (a.per_device_batch_size * a.gradient_accumulation_steps) % a.num_generations:
         raise _err(
             "agent.per_device_batch_size",
             a.per_device_batch_size,
-            f"make it a multiple of agent.num_generations ({a.num_generations}), e.g. {a.num_generations * 2}",
+            f"make per_device_batch_size x gradient_accumulation_steps ({a.per_device_batch_size} x "
+            f"{a.gradient_accumulation_steps}) a multiple of agent.num_generations ({a.num_generations}): each GRPO "
+            f"generation batch holds whole groups of attempts, e.g. per_device_batch_size {a.num_generations}",
         )
     for name, value in [("agent.learning_rate", a.learning_rate), ("env.learning_rate", cfg.env.learning_rate)]:
         if not value > 0:
