@@ -215,7 +215,8 @@ class RunConfig:
         False,
         "Write model checkpoints on a background thread from a host-memory copy, while the next epoch trains "
         "(the last epoch's is written in the foreground). Costs host memory the size of a checkpoint; a killed "
-        "run can then lose the epoch whose checkpoint was still being written as well as the epoch in flight.",
+        "run can then lose the epoch whose checkpoint was still being written as well as the epoch in flight. "
+        "Pays off when a checkpoint takes seconds (large models), not for tiny ones.",
     )
 
     def __post_init__(self) -> None:
