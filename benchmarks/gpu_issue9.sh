@@ -3,11 +3,13 @@
 #   bash benchmarks/gpu_issue9.sh small OUT_DIR   # 1.5B / 0.5B shapes: phases and checkpoint, then decode and a profile
 #   bash benchmarks/gpu_issue9.sh 7b OUT_DIR      # the 7B recipe's memory at 8192-token completions (needs ~15 min)
 #   bash benchmarks/gpu_issue9.sh overlap OUT_DIR # 0.5B shape: checkpoints in the foreground vs in the background
+#   bash benchmarks/gpu_issue9.sh 7b-decode OUT   # 7B shape, batch 64: LoRA unmerged vs merged vs off (~3 min)
+#   bash benchmarks/gpu_issue9.sh tiny-nan OUT    # where the tiny shape's inf/NaN on CUDA starts (~1 min)
 # Random weights never sample EOS, so every rollout runs to its completion cap: keep the agent mixture small
 # (--max-new, --pool-*) or one epoch at 1024-token completions takes longer than a device call allows.
 # A full fine-tuning checkpoint of the 1.5B shape is ~37 GB (weights + AdamW states, both models): keep disk for 3.
 set -u
-part=${1:?small, 7b or overlap}; out=${2:?output folder}
+part=${1:?small, 7b, overlap, 7b-decode or tiny-nan}; out=${2:?output folder}
 work=${GPU_SCALE_WORKDIR:-/tmp/gpu-scale}
 mkdir -p "$out" "$work"
 run() { name=$1; shift; echo "=== $name: $*"; rm -rf "$work/run"; python3 -u benchmarks/gpu_scale.py --workdir "$work" --json "$out/$name.json" "$@" 2>&1 | grep -v 'it/s\]' | grep -v '^RESULT'; }
@@ -27,4 +29,10 @@ elif [ "$part" = 7b ]; then
   run b7_8192 --shape 7b --vocab-size 152064 --epochs 1 --lora --offload --completion-length 8192 --agent-batch 4 --agent-accumulation 2 \
       --tasks 2 --max-new 1 --pool-base 0 --pool-history 0 --gen-batch 16 --env-tokens 768 --rwr-batch 8 \
       --agent-cache-implementation static
+elif [ "$part" = 7b-decode ]; then
+  # the environment's decoding at batch 64 with the recipe's r64 adapters: unmerged, merged (lora.merge_for_generation), off
+  run b7_decode --shape 7b --vocab-size 152064 --epochs 0 --lora --decode-bench
+elif [ "$part" = tiny-nan ]; then
+  # the tiny shape's "probability tensor contains inf/nan" on CUDA: stop at the first module with a non-finite output
+  run tiny_nan --shape tiny --epochs 1 --find-nonfinite
 fi

@@ -289,6 +289,41 @@ def run_config(args: argparse.Namespace, model_path: Path, lora: bool) -> Any:
     )
 
 
+class NonFiniteOutput(RuntimeError):
+    """A module produced inf or NaN (`--find-nonfinite`); the message names it."""
+
+
+def watch_nonfinite(model: Any, role: str) -> None:
+    """Raise NonFiniteOutput at the first module whose output holds inf or NaN, naming the module
+    and describing its input: the tiny shape failed on CUDA with "probability tensor contains
+    either inf, nan or element < 0" in the agent's first rollout, and this finds where it starts."""
+
+    def floats(value: Any) -> list[torch.Tensor]:
+        if isinstance(value, torch.Tensor):
+            return [value] if value.is_floating_point() else []
+        if isinstance(value, dict):
+            value = list(value.values())
+        if isinstance(value, (list, tuple)):
+            return [t for v in value for t in floats(v)]
+        return []
+
+    def hook(name: str, module: Any, inputs: Any, output: Any) -> None:
+        for tensor in floats(output):
+            finite = torch.isfinite(tensor)
+            if not finite.all():
+                described = "; ".join(
+                    f"input {tuple(x.shape)} {x.dtype}: finite {bool(torch.isfinite(x).all())}, max |x| {x.detach().abs().max().item():.3g}"
+                    for x in floats(inputs)
+                ) or "no float input"
+                raise NonFiniteOutput(
+                    f"{role}: {name or 'the model'} ({type(module).__name__}) produced {int((~finite).sum())} non-finite values "
+                    f"(NaN {int(torch.isnan(tensor).sum())}) in a {tuple(tensor.shape)} {tensor.dtype} output on {tensor.device}; {described}"
+                )
+
+    for name, module in model.named_modules():
+        module.register_forward_hook(lambda m, i, o, name=name: hook(name, m, i, o))
+
+
 class PhaseMemory:
     """Listens to the loop's phase events and records peak CUDA memory per phase."""
 
@@ -495,6 +530,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--decode-compile", action="store_true",
                         help="decode benchmark: also the static cache with generate()'s own torch.compile (slow to warm up)")
     parser.add_argument("--compare-no-cache", action="store_true", help="decode benchmark: also without the KV cache")
+    parser.add_argument("--find-nonfinite", action="store_true",
+                        help="hook every module of both models: stop at the first inf/NaN output, naming the module (slow)")
     parser.add_argument("--workdir", type=Path, default=None, help="models and the run folder (default: a temporary folder)")
     parser.add_argument("--json", type=Path, default=None, help="also write the RESULT object here")
     args = parser.parse_args(argv)
@@ -542,6 +579,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     build_start = time.perf_counter()
     run = CoEvolution(cfg, run_dir, registry=registry)
     setup_s = time.perf_counter() - build_start
+    if args.find_nonfinite:
+        watch_nonfinite(run.agent.model, "agent")
+        watch_nonfinite(run.env_updater.model, "env")
     env_total, env_trainable = count_params(run.env_updater.model)
     agent_total, agent_trainable = count_params(run.agent.model)
     # model FLOPs per trained token: forward 2P, input gradients 2P, weight gradients 2T (6P for full fine-tuning)

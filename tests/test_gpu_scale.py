@@ -66,7 +66,8 @@ def test_a_bounded_mixture_and_a_decode_only_run(tmp_path, capsys, monkeypatch):
     script = load_script()
     work = ["--shape", "tiny", "--device", "cpu", "--workdir", str(tmp_path / "work")]
     bounded = script.main(work + ["--epochs", "1", "--tasks", "2", "--max-new", "1", "--pool-base", "0", "--pool-history", "0",
-                                  "--agent-batch", "2", "--agent-accumulation", "2", "--agent-cache-implementation", "static"])
+                                  "--agent-batch", "2", "--agent-accumulation", "2", "--agent-cache-implementation", "static",
+                                  "--find-nonfinite"])
     epoch = bounded["epochs"][0]
     assert epoch["agent_steps"] == 1, "one task x num_generations 4 = one GRPO step of two micro-batches of 2"
     assert epoch["candidates"] == 2
@@ -104,3 +105,20 @@ def test_checkpoint_overlap_compares_foreground_and_background_checkpoints(tmp_p
     assert printed.strip().splitlines()[-1].startswith("RESULT ")
     with pytest.raises(SystemExit):
         overlap.main(["--shape", "tiny", "--checkpoint-background"])
+
+
+def test_find_nonfinite_names_the_first_module_whose_output_is_not_finite():
+    """--find-nonfinite: where an inf/NaN starts (the tiny shape's CUDA failure was not diagnosed)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    script = load_script()
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=64, **script.SHAPES["tiny"])).eval()
+    script.watch_nonfinite(model, "agent")
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.no_grad():
+        model(input_ids=ids)  # finite: no complaint
+        model.model.layers[1].mlp.down_proj.weight[0, 0] = float("inf")
+        with pytest.raises(script.NonFiniteOutput, match=r"agent: model\.layers\.1\.mlp\.down_proj \(Linear\) produced .* finite True"):
+            model(input_ids=ids)
