@@ -8,8 +8,19 @@
 # Random weights never sample EOS, so every rollout runs to its completion cap: keep the agent mixture small
 # (--max-new, --pool-*) or one epoch at 1024-token completions takes longer than a device call allows.
 # A full fine-tuning checkpoint of the 1.5B shape is ~37 GB (weights + AdamW states, both models): keep disk for 3.
+# A part longer than one device call (7b): start it detached, then collect it from later calls while the machine is warm:
+#   bash benchmarks/gpu_issue9.sh start 7b /tmp/issue9     # returns at once; the log is /tmp/issue9/7b.log
+#   bash benchmarks/gpu_issue9.sh poll /tmp/issue9 "$OUT"  # copies what is there into $OUT, prints the log's tail
 set -u
-part=${1:?small, 7b, overlap, 7b-decode or tiny-nan}; out=${2:?output folder}
+if [ "${1:-}" = start ]; then
+  part=${2:?part}; dir=${3:?folder}; mkdir -p "$dir"
+  setsid nohup bash "$0" "$part" "$dir" > "$dir/$part.log" 2>&1 < /dev/null &
+  echo "started $part (pid $!): $dir/$part.log"; exit 0
+elif [ "${1:-}" = poll ]; then
+  dir=${2:?folder}; out=${3:?output folder}; mkdir -p "$out"; cp -r "$dir"/. "$out"/
+  tail -n 30 "$dir"/*.log; pgrep -f "gpu_scale.py" > /dev/null && echo "(still running)" || echo "(finished)"; exit 0
+fi
+part=${1:?small, 7b, overlap, 7b-decode, tiny-nan, start or poll}; out=${2:?output folder}
 work=${GPU_SCALE_WORKDIR:-/tmp/gpu-scale}
 mkdir -p "$out" "$work"
 run() { name=$1; shift; echo "=== $name: $*"; rm -rf "$work/run"; python3 -u benchmarks/gpu_scale.py --workdir "$work" --json "$out/$name.json" "$@" 2>&1 | grep -v 'it/s\]' | grep -v '^RESULT'; }
