@@ -665,27 +665,27 @@ class CoEvolution:
         return self.seeds + self.history + self.static_pool
 
     def _checkpoint_due(self, epoch: int) -> bool:
-        """A model checkpoint every `checkpoint_every` epochs, after the configured last epoch,
-        and before a stop for epochs without a valid task (so that run resumes where it stopped).
+        """A model checkpoint every `checkpoint_every` epochs and at the last epoch.
         Pools, metrics and epoch files are written every epoch regardless."""
-        stopping = self._epochs_without_valid >= self.config.max_epochs_without_valid
-        return epoch % self.config.checkpoint_every == 0 or epoch >= self.config.epochs or stopping
+        return epoch % self.config.checkpoint_every == 0 or self._is_last_epoch(epoch)
+
+    def _is_last_epoch(self, epoch: int) -> bool:
+        """The configured last epoch, or a stop for epochs without a valid task (so that run
+        resumes where it stopped)."""
+        return epoch >= self.config.epochs or self._epochs_without_valid >= self.config.max_epochs_without_valid
 
     def _write_checkpoint(self, record: dict[str, Any], seal: Callable[[], None]) -> None:
         """This epoch's model checkpoint: in the background (checkpoint_background) except the
         last epoch's, which a finished run must hold when step() returns. With a background
         writer the record notes its previous write (`checkpoint_write`: epoch, seconds writing,
         seconds this epoch waited for it)."""
-        final = self.epoch >= self.config.epochs or self._epochs_without_valid >= self.config.max_epochs_without_valid
-        if self._writer is None:
-            self.folder.write_checkpoint(self._state(), self._models(), self.config.keep_checkpoints, seal=seal)
-            return
-        previous = self._writer.wait()
-        record["checkpoint_write"] = previous.to_dict() if previous else None
-        if final:
-            self.folder.write_checkpoint(self._state(), self._models(), self.config.keep_checkpoints, seal=seal)
-        else:
-            self.folder.write_checkpoint_in_background(self._state(), self._models(), self.config.keep_checkpoints, self._writer, seal=seal)
+        if self._writer is not None:
+            previous = self._writer.wait()
+            record["checkpoint_write"] = previous.to_dict() if previous else None
+            if not self._is_last_epoch(self.epoch):
+                self.folder.write_checkpoint_in_background(self._state(), self._models(), self.config.keep_checkpoints, self._writer, seal=seal)
+                return
+        self.folder.write_checkpoint(self._state(), self._models(), self.config.keep_checkpoints, seal=seal)
 
     def _models(self) -> dict[str, tuple[Any, Any]]:
         return {"agent": (self.agent.model, self.agent_tokenizer), "env": (self.env_updater.model, self.env_tokenizer)}
