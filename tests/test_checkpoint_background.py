@@ -21,6 +21,7 @@ from engine_support import ScriptedGenerator, demo_variant
 from safetensors.torch import load_file
 
 from workbench import Score
+from workbench.config import LoraSettings
 from workbench.engine import checkpoint as ckpt
 from workbench.engine.checkpoint_writer import BackgroundWriter, HostCopies, model_snapshot
 from workbench.engine.loop import CoEvolution
@@ -130,9 +131,17 @@ def _training_run(make_config, run_dir: Path, **overrides) -> CoEvolution:
     return run
 
 
-def test_background_checkpoints_equal_foreground_ones_though_written_after_more_training(make_config, tmp_path, monkeypatch):
+LORA = {"agent__model__lora": LoraSettings(r=4, alpha=8, dropout=0.0), "env__model__lora": LoraSettings(r=4, alpha=8, dropout=0.0)}
+
+
+@pytest.mark.parametrize("adapters", [False, True], ids=["full", "lora"])
+def test_background_checkpoints_equal_foreground_ones_though_written_after_more_training(make_config, tmp_path, monkeypatch, adapters):
+    """Full fine-tuning (weights and optimizer states copied whole) and LoRA (adapters only)."""
+    extra = LORA if adapters else {}
     foreground = tmp_path / "foreground"
-    _training_run(make_config, foreground).run()
+    _training_run(make_config, foreground, **extra).run()
+    if adapters:
+        assert (ckpt.checkpoint_dir(foreground, 1) / "agent" / "adapter_config.json").exists()
     first, second = (_weights(ckpt.checkpoint_dir(foreground, e) / "agent") for e in (1, 2))
     assert any(not torch.equal(first[k], second[k]) for k in first), "the agent must train between checkpoints, or nothing is tested"
 
@@ -158,7 +167,7 @@ def test_background_checkpoints_equal_foreground_ones_though_written_after_more_
 
     monkeypatch.setattr(ckpt, "write_checkpoint", held_back_write)
     background = tmp_path / "background"
-    run = _training_run(make_config, background, checkpoint_background=True)
+    run = _training_run(make_config, background, checkpoint_background=True, **extra)
     run.subscribe(on_event)
     run.run()
 
