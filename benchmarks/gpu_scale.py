@@ -279,7 +279,8 @@ def run_config(args: argparse.Namespace, model_path: Path, lora: bool) -> Any:
                             cache_implementation=args.agent_cache_implementation),
         env=EnvSettings(model=model(), learning_rate=5e-6, tasks_per_epoch=args.tasks, examples_per_prompt=2,
                         generation=GenerationSettings(max_new_tokens=args.env_tokens, batch_size=args.gen_batch,
-                                                      cache_implementation=args.cache_implementation),
+                                                      cache_implementation=args.cache_implementation,
+                                                      compile_static_cache=args.decode_compile),
                         batch_size=args.rwr_batch, kl_coef=0.1, max_kl=1e9),
         curriculum=CurriculumSettings(k_min=1.0),  # every generation reaches the RWR update
         pool=PoolSettings(base_per_epoch=args.pool_base, history_per_epoch=args.pool_history,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from workbench.config import GenerationSettings, ModelSettings
-from workbench.engine.generation import GenerationError, make_generator
+from workbench.engine.generation import GenerationError, decode_cache_arguments, make_generator
 from workbench.engine.models import load_model, load_tokenizer
 
 
@@ -44,9 +44,16 @@ def test_a_static_cache_generates(tiny_models):
     model = load_model(settings, "env.model", trainable=False)
     tok = load_tokenizer(settings, "env.model")
     generator = make_generator(GenerationSettings(max_new_tokens=8, batch_size=4, cache_implementation="static"), model, tok)
+    calls = []
+    generate = model.generate
+    model.generate = lambda **kwargs: calls.append(kwargs) or generate(**kwargs)
     out = generator.generate(["Write a task.", "Another one.", "A third."], n=2, seed=1)
     assert [len(o) for o in out] == [2, 2, 2]
     assert generator.stats.new_tokens > 0 and all(isinstance(t, str) for o in out for t in o)
+    assert calls and all(c["cache_implementation"] == "static" and c["disable_compile"] is True for c in calls), \
+        "no torch.compile of the static cache unless compile_static_cache"
+    assert decode_cache_arguments(GenerationSettings(cache_implementation="static", compile_static_cache=True))["disable_compile"] is False
+    assert "disable_compile" not in decode_cache_arguments(GenerationSettings())
 
 
 def test_an_unknown_cache_implementation_is_refused(tiny_models):

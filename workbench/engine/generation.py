@@ -123,11 +123,13 @@ def decode_cache_arguments(settings: GenerationSettings) -> dict[str, Any]:
     """generate() keywords for the KV cache. `use_cache=True` always: gradient checkpointing
     sets `model.config.use_cache = False` for training (models.load_model), and without the
     cache every decode step re-runs the whole prefix. `cache_implementation` (e.g. "static")
-    only when configured. (LoRA adapters stay unmerged unless `lora.merge_for_generation`:
-    `workbench.engine.lora_merge`.)"""
+    only when configured, and then generate()'s own torch.compile of a static cache only with
+    `compile_static_cache` (TRL's rollouts never compile it either). (LoRA adapters stay unmerged
+    unless `lora.merge_for_generation`: `workbench.engine.lora_merge`.)"""
     kwargs: dict[str, Any] = {"use_cache": True}
     if settings.cache_implementation:
         kwargs["cache_implementation"] = settings.cache_implementation
+        kwargs["disable_compile"] = not settings.compile_static_cache
     return kwargs
 
 
