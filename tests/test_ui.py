@@ -115,3 +115,27 @@ def test_task_browser_table_filters():
     assert "Compute 1 + 1" not in candidates_table(rows, "rejected")
     assert "parse_error" not in candidates_table(rows, "valid")
     assert "no generated tasks yet" in candidates_table([])
+
+
+def test_the_worker_finishes_a_background_checkpoint_before_it_reports_idle(tiny_models, tmp_path, monkeypatch):
+    """checkpoint_background: an epoch's checkpoint is written on a thread; the dashboard's worker
+    waits for it before reporting idle, so the folder is resumable and a failed write is shown."""
+    import threading
+
+    from workbench.engine import checkpoint as ckpt
+
+    real_write = ckpt.write_checkpoint
+
+    def slow_write(*args, **kwargs):
+        if threading.current_thread().name.startswith("checkpoint-"):
+            time.sleep(1.0)  # a big model's write: still running when the epoch's step() returns
+        return real_write(*args, **kwargs)
+
+    monkeypatch.setattr(ckpt, "write_checkpoint", slow_write)
+    agent, env = tiny_models
+    run_dir = tmp_path / "run"
+    dash = Dashboard(str(agent), str(env), epochs=3, run_dir=str(run_dir), overrides={**SMALL_OVERRIDES, "checkpoint_background": True})
+    dash.step_button.click()
+    assert dash.wait(300) and dash.errors == []
+    assert dash.state.status == "idle" and dash.state.epoch == 1
+    assert ckpt.latest_checkpoint(run_dir).name == "epoch_0001", "idle only once epoch 1's background checkpoint is written"

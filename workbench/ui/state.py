@@ -249,16 +249,24 @@ class RunController:
             return not thread.is_alive()
         return True
 
+    def _settle_checkpoint(self) -> None:
+        """Before the worker reports idle or paused: finish a checkpoint still being written in
+        the background (checkpoint_background), so a failed write shows in the error panel and
+        the run folder is resumable while the notebook waits."""
+        self.run.wait_for_checkpoint()
+
     def _work(self) -> None:
         try:
             self._ensure_run()
             self.state.status = "running"
             while self._remaining > 0 and self.run.epoch < self.run.config.epochs:
                 if self._pause.is_set():
+                    self._settle_checkpoint()
                     self.state.status = "paused"
                     return
                 self.run.step()
                 self._remaining -= 1
+            self._settle_checkpoint()
             if self._pause.is_set() and self._remaining > 0:
                 self.state.status = "paused"
                 return
