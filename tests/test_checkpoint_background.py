@@ -23,7 +23,8 @@ from safetensors.torch import load_file
 from workbench import Score
 from workbench.config import LoraSettings
 from workbench.engine import checkpoint as ckpt
-from workbench.engine.checkpoint_writer import BackgroundWriter, HostCopies, model_snapshot
+from workbench.engine.checkpoint_writer import BackgroundWriter, model_snapshot
+from workbench.engine.host_copies import HostCopies
 from workbench.engine.loop import CoEvolution
 from workbench.registry import load_registry
 from workbench.tasks import read_jsonl

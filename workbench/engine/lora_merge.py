@@ -9,8 +9,8 @@ tiny CPU shape unmerged r64 adapters ran decoding at 0.44x the base model's spee
 peft's own `merge_adapter()`/`unmerge_adapter()` do not restore the base exactly: in bfloat16,
 `(W + BA) - BA` rounds to a different W, so every generation would drift the frozen weights.
 `LoraMerge` instead copies each adapted layer's base weight (and bias) to host buffers
-(`HostCopies`, reused between calls, pinned on CUDA), merges with peft's `merge()`, and on exit
-copies the originals back and marks the layers unmerged. Inside, the model samples from the
+(`HostCopies`, pinned on CUDA; taken once, the base being frozen), merges with peft's `merge()`,
+and on exit copies the originals back and marks the layers unmerged. Inside, the model samples from the
 merged weights: equal to the adapters' function up to the rounding of W + BA in the weights'
 dtype (exactly equal in float32 up to summation order); outside, it is bit-for-bit the model it
 was. Enabled per model with `merge_lora_for_generation` (environment generation and the agent's
@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 import torch
 
-from workbench.engine.checkpoint_writer import HostCopies
+from workbench.engine.host_copies import HostCopies
 
 
 def lora_layers(model: Any) -> list[Any]:
@@ -35,10 +35,26 @@ def lora_layers(model: Any) -> list[Any]:
 
 
 class LoraMerge:
-    """`with merger.merged(model): model.generate(...)`: adapters merged inside, base restored after."""
+    """`with merger.merged(model): model.generate(...)`: adapters merged inside, base restored after.
+
+    Under LoRA the base weights are frozen, so their host copy is taken once per model and only
+    the restore runs on every call; a base weight that trains (or a different model) is copied
+    again."""
 
     def __init__(self) -> None:
         self.copies = HostCopies()
+        self._copied_for: int | None = None  # id() of the model whose frozen base `_saved` holds
+        self._saved: list[torch.Tensor] = []
+
+    def _originals(self, model: Any, layers: list[Any]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """(live tensor, host copy) of each adapted layer's base weight and bias."""
+        live = [t for layer in layers for t in (getattr(layer.get_base_layer(), n, None) for n in ("weight", "bias")) if t is not None]
+        if self._copied_for != id(model) or len(live) != len(self._saved) or any(t.requires_grad for t in live):
+            with torch.no_grad():
+                self._saved = [self.copies.copy(str(i), t) for i, t in enumerate(live)]
+                self.copies.finish()
+            self._copied_for = id(model)
+        return list(zip(live, self._saved))
 
     @contextlib.contextmanager
     def merged(self, model: Any) -> Iterator[None]:
@@ -46,15 +62,7 @@ class LoraMerge:
         if not layers:
             yield
             return
-        originals: list[tuple[torch.Tensor, torch.Tensor]] = []
-        with torch.no_grad():
-            for i, layer in enumerate(layers):
-                base = layer.get_base_layer()
-                for name in ("weight", "bias"):
-                    tensor = getattr(base, name, None)
-                    if tensor is not None:
-                        originals.append((tensor, self.copies.copy(f"{i}.{name}", tensor)))
-            self.copies.finish()
+        originals = self._originals(model, layers)
         try:
             with torch.no_grad():
                 for layer in layers:

@@ -155,24 +155,25 @@ class RunFolder(RunLayout):
         seal: Callable[[], None] | None = None,
     ) -> None:
         """The checkpoint of `state.epoch`, written by `writer`'s thread from a host copy taken
-        now (`workbench.engine.checkpoint_writer`), after the previous background write."""
-        writer.wait()  # its host buffers are about to be overwritten
+        now (`workbench.engine.checkpoint_writer`). The caller has waited for the previous write
+        (its host buffers are overwritten here)."""
+        if writer.pending:
+            raise RuntimeError("the previous background checkpoint is still being written: wait for it first")
         copies = writer.copies
         weights = {role: model_snapshot(copies, role, model) for role, (model, _) in models.items()}
+        optimizers = {name: copies.copy_tree(name, getattr(state, name)) for name in ("agent_optimizer", "env_optimizer")}
+        copies.finish()
+        if seal is not None:
+            seal()  # the record's timings up to now, host copy included, in the checkpoint's metrics
         frozen = dataclasses.replace(
             state,
-            metrics=[],  # filled below, after seal()
+            metrics=copy.deepcopy(state.metrics),
             history=list(state.history),
             static_pool=list(state.static_pool),
             d_env=list(state.d_env),  # records are appended, never changed; the stats object is replaced each epoch
-            agent_optimizer=copies.copy_tree("agent_optimizer", state.agent_optimizer),
-            env_optimizer=copies.copy_tree("env_optimizer", state.env_optimizer),
             rng=state.rng if state.rng is not None else ckpt.rng_state(),
+            **optimizers,
         )
-        copies.finish()
-        if seal is not None:
-            seal()
-        frozen.metrics = copy.deepcopy(state.metrics)
         fill = self._fill(frozen, models, None, weights)
         writer.submit(state.epoch, lambda: ckpt.write_checkpoint(self.path, state.epoch, fill, keep=keep))
 
