@@ -1,5 +1,6 @@
 """GenEnv end to end on every benchmark (issue 8): `workbench demo --domain NAME` for three
-epochs, then the loop's invariants read back from the run folder.
+epochs, then the loop's invariants read back from the run folder; then two epochs of the same
+config with LoRA merged for generation and background checkpoints (issue 9).
 
 Slow tier: each domain builds and warm-starts its tiny models once (cached under the test
 session's model cache), then runs three real epochs (generation, GRPO, scoring, RWR)."""
@@ -45,3 +46,28 @@ def test_demo_on_every_domain_keeps_the_invariants(domain, tiny_cache, tmp_path)
     assert metrics[2]["valid"] >= metrics[2]["candidates"] / 4, f"{domain}: under a quarter valid in epoch 3"
     updated = [m["epoch"] for m in metrics if m["env_update"] is not None and not m["env_rolled_back"]]
     assert updated, f"{domain}: the environment was never updated (in-band tasks: {[m['in_band_for_env'] for m in metrics]})"
+
+    check_lora_merge_and_background_checkpoints(domain, run_dir, env, tmp_path)
+
+
+def check_lora_merge_and_background_checkpoints(domain, demo_dir, env, tmp_path):
+    """The same domain's config with LoRA adapters merged for generation (environment tasks and
+    agent rollouts) and checkpoints written in the background: two epochs keep the invariants,
+    epoch 1's checkpoint is written in the background and both checkpoints hold adapters only."""
+    config = yaml.safe_load((demo_dir / "config.yaml").read_text())
+    lora = {"r": 4, "alpha": 8, "dropout": 0.0, "merge_for_generation": True}
+    for role in ("agent", "env"):
+        config[role]["model"]["lora"] = lora
+    config.update(epochs=2, checkpoint_background=True)
+    config_path = tmp_path / "lora.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    run_dir = tmp_path / "lora-run"
+    out = subprocess.run([sys.executable, "-m", "workbench", "run", str(config_path), "--out", str(run_dir)],
+                         capture_output=True, text=True, timeout=900, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    check_run_folder(run_dir, config["agent"]["num_generations"])
+    metrics = list(read_jsonl(run_dir / "metrics.jsonl"))
+    assert [m["epoch"] for m in metrics] == [1, 2] and metrics[1]["checkpoint_write"]["epoch"] == 1, domain
+    for epoch in (1, 2):
+        for role in ("agent", "env"):
+            assert (run_dir / "checkpoints" / f"epoch_{epoch:04d}" / role / "adapter_config.json").exists(), (domain, epoch, role)
