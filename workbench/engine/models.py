@@ -2,7 +2,9 @@
 
 A missing local path or an unknown hub id without network becomes a `ModelLoadError`
 that names the config field and what to do. Nothing here knows about tiny models: the
-demo passes the folder it built like any other path.
+demo passes the folder it built like any other path. Every `name_or_path` goes through
+`workbench.model_catalog.resolve_model` first, so a model alias (`smollm2-135m-instruct`)
+loads wherever a path or hub id does.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import torch
 
 from workbench.config import ModelSettings
 from workbench.errors import WorkbenchError
+from workbench.model_catalog import CatalogError, install_hint, resolve_model
 
 
 class ModelLoadError(WorkbenchError, RuntimeError):
@@ -69,11 +72,13 @@ def _looks_local(name: str) -> bool:
 def load_tokenizer(settings: ModelSettings, field: str) -> Any:
     from transformers import AutoTokenizer
 
-    _check_exists(settings, field)
+    path = _resolved_path(settings, field)
     try:
-        tok = AutoTokenizer.from_pretrained(settings.name_or_path)
+        tok = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as exc:
-        raise ModelLoadError(f"{field}.name_or_path = {settings.name_or_path!r}: the tokenizer could not be loaded ({exc})") from exc
+        raise ModelLoadError(
+            f"{field}.name_or_path = {settings.name_or_path!r}: the tokenizer could not be loaded ({exc}){_alias_hint(settings, path)}"
+        ) from exc
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"
@@ -84,18 +89,18 @@ def load_model(settings: ModelSettings, field: str, trainable: bool = True) -> A
     """Load a causal LM on its device and dtype; wrap it with LoRA adapters when configured."""
     from transformers import AutoModelForCausalLM
 
-    _check_exists(settings, field)
+    path = _resolved_path(settings, field)
     if trainable:
         check_trainable_dtype(settings, field)
     device = resolve_device(settings.device)
     dtype = resolve_dtype(settings.dtype, device, trainable=trainable, lora=settings.lora is not None)
     try:
-        model = AutoModelForCausalLM.from_pretrained(settings.name_or_path, dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     except (OSError, ValueError) as exc:
         raise ModelLoadError(
             f"{field}.name_or_path = {settings.name_or_path!r}: the model could not be loaded ({exc}). "
             "Give a local folder saved with save_pretrained, or a hub id already in the local cache "
-            "(this machine cannot download)."
+            f"(this machine cannot download).{_alias_hint(settings, path)}"
         ) from exc
     model.to(device)  # type: ignore[arg-type]  # transformers' decorated `to` is typed for models, not devices
     if trainable:
@@ -171,10 +176,26 @@ def apply_lora(model: Any, settings: ModelSettings) -> Any:
     return get_peft_model(model, config)
 
 
+def _resolved_path(settings: ModelSettings, field: str) -> str:
+    """What from_pretrained loads for this field: its name_or_path checked, an alias resolved
+    through the model catalog (converted from its local GGUF the first time)."""
+    _check_exists(settings, field)
+    try:
+        return resolve_model(settings.name_or_path)
+    except (CatalogError, OSError, ValueError) as exc:  # a conversion that failed
+        raise ModelLoadError(f"{field}.name_or_path = {settings.name_or_path!r}: {exc}") from exc
+
+
+def _alias_hint(settings: ModelSettings, path: str) -> str:
+    """For an alias that resolved to its hub id (no local copy here): how to install one."""
+    hint = "" if Path(path).is_dir() else install_hint(settings.name_or_path)
+    return f" {hint}." if hint else ""
+
+
 def _check_exists(settings: ModelSettings, field: str) -> None:
     name = settings.name_or_path
     if not name:
-        raise ModelLoadError(f"{field}.name_or_path is empty; give a hub id or a local model folder")
+        raise ModelLoadError(f"{field}.name_or_path is empty; give a hub id, a local model folder or a model alias")
     if _looks_local(name) and not Path(name).expanduser().exists():
         raise ModelLoadError(f"{field}.name_or_path = {name!r}: no such folder. Check the path, or run `workbench demo` to build the tiny models")
 
