@@ -14,6 +14,7 @@ pytest.importorskip("ipywidgets")
 
 from conftest import SMALL_OVERRIDES  # shared fast-run settings
 
+from workbench.novelty import describe  # noqa: E402
 from workbench.ui import Dashboard, candidates_table  # noqa: E402
 
 
@@ -57,6 +58,9 @@ def test_step_run_pause_resume_through_the_buttons(tiny_models, tmp_path):
     assert dash.curves.renders >= 2 and dash.curves.image.value != first_chart
     assert dash.progress.value == 1 and "epoch 1/3" in dash.status_html.value
     assert "epoch 1: 8 generated" in dash.browser.summary.value
+    novelty = dash.state.metrics[-1]["novelty"]
+    assert novelty["valid"] == dash.state.metrics[-1]["valid"]
+    assert describe(novelty) in dash.browser.summary.value
     assert "wb-tasks" in dash.browser.table.value
     assert dash.domain_select.disabled, "settings lock once the run exists"
 
@@ -72,6 +76,26 @@ def test_step_run_pause_resume_through_the_buttons(tiny_models, tmp_path):
     assert len(dash.state.metrics) == 3 and dash.errors == []
     dash.browser.filter.value = "rejected"
     assert "valid</span>" not in dash.browser.table.value
+
+
+def test_the_epoch_summary_shows_novelty_and_a_seed_replaying_epoch_in_red(tmp_path):
+    dash = Dashboard("a", "e", domains=["arithmetic"], run_dir=str(tmp_path / "r"))
+    collapsed = {"valid": 6, "distinct": 2, "seed_exact": 1, "seed_near": 1, "history_exact": 0, "history_near": 0,
+                 "novel": 0, "novel_share": 0.0, "max_similarity_seed_mean": 0.95, "max_similarity_history_mean": None}
+    diverse = collapsed | {"distinct": 6, "seed_exact": 0, "seed_near": 0, "history_exact": 1, "novel": 5, "novel_share": 0.8333}
+    rows = [{"task_id": f"t{i}", "prompt": "Compute 3 + 3", "valid": True, "rejections": [], "env_text": "", "attempts": []}
+            for i in range(6)]
+    dash.state.epoch = 1
+    dash.state.candidates = rows
+    dash.state.metrics = [{"epoch": 1, "valid": 6, "novelty": collapsed}]  # the record follows its candidates
+    summary = dash.browser.summary.value
+    assert "novelty: 2 distinct of 6 valid" in summary and "novel share 0.00 (all seed copies)" in summary
+    assert "wb-novelty' style='color:#a00'" in summary
+    dash.state.epoch = 2
+    dash.state.metrics = [*dash.state.metrics, {"epoch": 2, "valid": 6, "novelty": diverse}]
+    summary = dash.browser.summary.value
+    assert "earlier epochs 1 exact + 0 near; 5 novel, novel share 0.83" in summary and "color:#a00" not in summary
+    assert dash.errors == [] and dash.curves.renders >= 3, "the chart with the novel share redraws without error"
 
 
 def test_error_in_a_callback_appears_in_the_error_panel(tmp_path):

@@ -217,6 +217,13 @@ class RunConfig:
         "metrics and epoch files are still written every epoch. A killed run resumes from the last checkpoint "
         "and redoes the epochs after it. Raise it when checkpoints are a large share of an epoch (big models).",
     )
+    threads: int | None = _f(
+        None,
+        "CPU threads torch uses in this process. None = the WORKBENCH_THREADS environment variable, else "
+        "OMP_NUM_THREADS, else the cores this process may use divided among the processes of one launch. "
+        "Set 1 (or WORKBENCH_THREADS=1) when another torch job shares the cores: two processes that each take "
+        "every core slow each other far more than twice (docs/measurements.md).",
+    )
     checkpoint_background: bool = _f(
         False,
         "Write model checkpoints on a background thread from a host-memory copy, while the next epoch trains "
@@ -265,6 +272,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
     "pool.history_per_epoch": (0, math.inf, True, False, "use a count >= 0"),
     "pool.max_new_per_epoch": (0, math.inf, True, False, "use a count >= 0"),
     "checkpoint_every": (1, math.inf, True, False, "checkpoint at least every epoch: use 1 or more"),
+    "threads": (1, math.inf, True, False, "use at least 1 thread, or leave it unset (null) for the default"),
 }
 
 

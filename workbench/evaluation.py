@@ -204,7 +204,9 @@ def model_generate(
     from workbench.config import GenerationSettings, ModelSettings
     from workbench.engine.generation import make_generator
     from workbench.engine.models import load_model, load_tokenizer
+    from workbench.engine.threads import apply_threads
 
+    apply_threads(None)  # WORKBENCH_THREADS, else the usable cores (workbench.engine.threads)
     settings = ModelSettings(name_or_path=str(model_path))
     tokenizer = load_tokenizer(settings, field_name)
     loaded = load_model(settings, field_name, trainable=False)

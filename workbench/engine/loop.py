@@ -52,7 +52,10 @@ from workbench.engine.invariants import check_epoch, content_id
 from workbench.engine.models import load_model, load_tokenizer, resolve_device, uses_bf16_autocast
 from workbench.engine.run_folder import RunFolder, RunState, completed_epochs
 from workbench.engine.rwr import RWRExample, RWRUpdater, model_context_length
+from workbench.engine.threads import apply_threads
 from workbench.errors import WorkbenchError
+from workbench.model_catalog import resolve_model
+from workbench.novelty import NoveltyReport, NoveltyTracker
 from workbench.registry import Domain, Registry, is_plugin_fault, load_registry
 from workbench.tasks import AgentStats, Rejection, Task
 from workbench.tracking import trainer_report_arguments
@@ -119,11 +122,13 @@ class CoEvolution:
         existing = self.folder.latest_checkpoint() if resume else None  # verified: a damaged one is skipped
         self._epochs_without_valid = 0
         require_backends(config)  # a vLLM config on a machine without vLLM fails before any training
+        apply_threads(config.threads)
         self.folder.create()
         torch.manual_seed(config.seed)
         self.seeds = self._select_seeds(self.domain.seed_tasks(config.domain_options))
         for task in self.seeds:
             task.source = "seed"
+        self.novelty = NoveltyTracker(self.seeds)  # each epoch's tasks vs the seeds and earlier epochs
         self._load_models(existing if resume else None)
         self.is_main = dist.is_main_process()  # the trainers have set up accelerate's state by now
         self._check_context_lengths()
@@ -184,7 +189,7 @@ class CoEvolution:
             cfg.agent, agent_model, self.agent_tokenizer, self.domain.score,
             str(self.folder.trainer_dir("agent")), seed=cfg.seed,
             bf16=uses_bf16_autocast(agent_settings, resolve_device(agent_settings.device)),
-            reference_name_or_path=agent_settings.name_or_path,
+            reference_name_or_path=resolve_model(agent_settings.name_or_path),  # TRL loads the KL reference by path
             report=trainer_report_arguments(cfg.tracking, self.run_dir, "agent"),
         )
         ref_model = None
@@ -456,12 +461,14 @@ class CoEvolution:
                 self._offload(idle="agent")
                 env_result = self._update_env(epoch, env_records)
 
+        novelty = self.novelty.observe([c.task for c in candidates if c.valid and c.task is not None])
         known = {h.id for h in self.history}
         self.history += [t for t in new_tasks if t.id not in known]
         self.d_env += env_records
         scored_new = [t for t in new_tasks if t.id not in faulty]
         record = self._metrics_record(epoch, candidates, new_tasks, rejections, scored_new, p_hat_task, env_records, result, env_result, gen_stats)
         record["agent_padding"] = padding
+        record["novelty"] = novelty.to_dict()
         record["score_errors"] = sum(is_plugin_fault(a.score) for atts in result.attempts.values() for a in atts)
         record["valid_unscored"] = len(new_tasks) - len(scored_new)
         record["plugin_faults"] = self.domain.take_faults() | self.registry.take_faults()
@@ -494,6 +501,7 @@ class CoEvolution:
             for message in self.registry.epoch_end(str(self.run_dir), epoch, record):
                 self._emit({"type": "warning", "message": message})
         self._emit({"type": "epoch_end", "epoch": epoch, "metrics": record})
+        self._warn_if_collapsed(epoch, novelty)
         self._check_valid_streak(record)
         return record
 
@@ -517,6 +525,17 @@ class CoEvolution:
             new_tasks.append(c.task)
             kept.add(c.task.id)
         return new_tasks
+
+    def _warn_if_collapsed(self, epoch: int, novelty: NoveltyReport) -> None:
+        """Warn when every valid task of the epoch is a copy (exact or near) of a seed task."""
+        if not novelty.collapsed:
+            return
+        message = (
+            f"epoch {epoch}: all {novelty.valid} valid generated tasks are copies of seed tasks "
+            f"({novelty.seed_exact} distinct exact, {novelty.seed_near} near); the environment model replays its seeds"
+        )
+        log.warning(message)
+        self._emit({"type": "warning", "message": message})
 
     def _check_valid_streak(self, record: dict[str, Any]) -> None:
         """Warn on an epoch with no valid generation; stop after max_epochs_without_valid in a row."""
@@ -705,6 +724,7 @@ class CoEvolution:
         self._epochs_without_valid = state.epochs_without_valid
         self.metrics = state.metrics
         self.history = state.history
+        self.novelty.restore(self.history)  # a resumed run measures novelty as an uninterrupted one
         self.static_pool = state.static_pool
         self.d_env = state.d_env
         self.stats = state.stats

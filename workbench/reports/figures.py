@@ -23,6 +23,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from workbench.reports.summary import metric_value
+
 Metrics = Sequence[dict[str, Any]]
 RUN_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
 DPI = 120
@@ -45,7 +47,7 @@ def figure_data_uri(fig: Figure, dpi: int = DPI) -> str:
 def _series(metrics: Metrics, key: str) -> tuple[list[int], list[float]]:
     xs, ys = [], []
     for m in metrics:
-        value = m.get(key)
+        value = metric_value(m, key)
         if isinstance(value, (int, float)):
             xs.append(int(m["epoch"]))
             ys.append(float(value))
@@ -91,7 +93,7 @@ def env_not_updated_note(metrics: Metrics) -> str:
     if not missing:
         return ""
     modes = {str(m["mode"]) for m in metrics if m.get("mode") is not None}
-    if modes and modes <= {"random", "static", "teacher"}:
+    if modes and modes <= {"random", "static", "teacher", "seeds"}:
         return f"environment not trained in {'/'.join(sorted(modes))} mode"
     epochs = [int(m["epoch"]) for m in missing if "epoch" in m]
     where = "this epoch" if len(metrics) == 1 else f"in epoch{'s' if len(epochs) > 1 else ''} {_epoch_list(epochs)}"
@@ -190,7 +192,8 @@ def plot_rejections(ax: Any, metrics: Metrics) -> None:
 def dashboard_figure(metrics: Metrics, alpha: float | None = None, k_min: float | None = None) -> Figure:
     """The live dashboard grid: p_hat vs the run's band (`alpha`, `k_min` from its config;
     None = not known yet, no band drawn), R_env, agent reward, rejections, task length,
-    env KL, losses and the in-band fraction."""
+    env KL, losses, and the in-band, rejected and novel shares (novel: valid tasks that copy
+    neither a seed nor an earlier epoch's task, `workbench.novelty`)."""
     fig = Figure(figsize=(13, 5.6))
     axes = fig.subplots(2, 4)
     env_note = env_not_updated_note(metrics)
@@ -207,7 +210,8 @@ def dashboard_figure(metrics: Metrics, alpha: float | None = None, k_min: float 
     plot_line(axes[1, 2], metrics, [("agent_loss", "agent"), ("env_loss", "env")], "losses",
               missing_label=None if env_updated or not env_note else {"env_loss": "env: " + env_note.removeprefix("environment ")},
               gaps=(gaps[0], "env " + gaps[1]) if env_updated else None)
-    plot_line(axes[1, 3], metrics, [("frac_in_band", "in band"), ("rejection_rate", "rejected")], "in-band / rejected fraction")
+    plot_line(axes[1, 3], metrics, [("frac_in_band", "in band"), ("rejection_rate", "rejected"), ("novelty.novel_share", "novel")],
+              "in-band / rejected / novel share")
     for ax in axes.flat:
         ax.tick_params(labelsize=7)
     fig.tight_layout()

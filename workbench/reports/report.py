@@ -26,12 +26,12 @@ from typing import Any, Sequence
 
 from workbench.reports.figures import comparison_figure, dashboard_figure, figure_png, rejection_totals
 from workbench.reports.sources import EvalSource, RunSource, load_sources
-from workbench.reports.summary import COLUMNS
+from workbench.reports.summary import COLUMNS, metric_value
 from workbench.tasks import DomainInfo, ReportSection, atomic_write_text
 
 # Used when a benchmark's domain is not installed or declares no headline: the first present.
 GENERIC_HEADLINE = ["accuracy", "em", "success_rate", "reward_mean"]
-MODE_NAMES = {"genenv": "GenEnv", "random": "GenEnv-Random", "static": "GenEnv-Static", "teacher": "Offline augmentation"}
+MODE_NAMES = {"genenv": "GenEnv", "random": "GenEnv-Random", "static": "GenEnv-Static", "teacher": "Offline augmentation", "seeds": "GRPO on seeds"}
 
 
 def _norm(name: str) -> str:
@@ -211,8 +211,28 @@ def headline_table(runs: Sequence[RunSource], evals: Sequence[EvalSource],
 
 
 def epoch_table(run: RunSource) -> Table:
-    rows = [[m.get(key) for key, _ in COLUMNS] + [m.get("rejection_rate")] for m in run.metrics]
+    rows = [[metric_value(m, key) for key, _ in COLUMNS] + [m.get("rejection_rate")] for m in run.metrics]
     return Table([title for _, title in COLUMNS] + ["rejected"], rows, f"Per-epoch curriculum figures of {run.label}")
+
+
+NOVELTY_COLUMNS = [
+    ("valid", "valid"), ("distinct", "distinct"), ("seed_exact", "seed exact"), ("seed_near", "seed near"),
+    ("history_exact", "earlier exact"), ("history_near", "earlier near"), ("novel", "novel"), ("novel_share", "novel share"),
+    ("max_similarity_seed_mean", "max sim. to seeds"), ("max_similarity_history_mean", "max sim. to earlier"),
+]
+
+
+def novelty_table(run: RunSource) -> Table | None:
+    """Per epoch, how many distinct valid tasks copy a seed or an earlier epoch's task (exactly
+    or nearly) and how many are novel (`workbench.novelty`); None for a run without the field."""
+    rows = [[m.get("epoch")] + [m["novelty"].get(key) for key, _ in NOVELTY_COLUMNS] for m in run.metrics if m.get("novelty")]
+    if not rows:
+        return None
+    caption = (f"Novelty of the generated tasks of {run.label}: each distinct valid task counted once, as a copy of a seed, "
+               "else of an earlier epoch's task (exact after lower-casing and collapsing whitespace, or near: Jaccard of "
+               "character 5-grams >= 0.8), else novel; novel share = novel / valid. A share at 0 with all copies of seeds "
+               "is an environment replaying its seeds.")
+    return Table(["epoch"] + [title for _, title in NOVELTY_COLUMNS], rows, caption)
 
 
 def section_tables(section: ReportSection, info: DomainInfo | None = None) -> list[Table]:
@@ -316,6 +336,9 @@ def render_report(paths: Sequence[str | Path], registry: Any = None, title: str 
                      f"environment {cfg.get('env', {}).get('model', {}).get('name_or_path')}")
             doc.figure(f"run{i + 1}.png", dashboard_figure(run.metrics, run.alpha, run.k_min), f"{run.label}: all curves")
             doc.table(epoch_table(run))
+            novelty = novelty_table(run)
+            if novelty is not None:
+                doc.table(novelty)
             totals = rejection_totals(run.metrics)
             if totals:
                 doc.table(Table(["reason", "rejected generations"], [[k, v] for k, v in totals.most_common()],

@@ -1,7 +1,9 @@
 """The short Markdown summary written at the end of a run (`report.md` in the run folder).
 
-It lists the run's settings and one row per epoch of the curriculum figures. The full
-HTML report with figures and cross-run tables is `workbench report`.
+It lists the run's settings and one row per epoch of the curriculum figures, the epoch's
+novelty among them (distinct valid tasks, and the share of valid tasks that copy neither a
+seed nor an earlier epoch: `workbench.novelty`), then the epochs whose valid tasks were all
+seed copies. The full HTML report with figures and cross-run tables is `workbench report`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from workbench.novelty import all_seed_copies
 from workbench.run_layout import RunLayout
 from workbench.tasks import atomic_write_text, read_jsonl
 
@@ -23,11 +26,21 @@ COLUMNS = [
     ("frac_in_band", "in band"),
     ("r_env_mean", "R_env"),
     ("agent_reward_mean", "agent reward"),
+    ("novelty.distinct", "distinct"),
+    ("novelty.novel_share", "novel share"),
     ("task_length_mean", "task length"),
     ("env_kl", "env KL"),
     ("score_errors", "score errors"),
     ("valid_unscored", "unscored tasks"),
 ]
+
+
+def metric_value(record: dict[str, Any], key: str) -> Any:
+    """A metrics record's value under a dotted key (`novelty.novel_share`); None when absent."""
+    value: Any = record
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
 
 
 def _fmt(value: Any) -> str:
@@ -55,13 +68,16 @@ def summary_markdown(run_dir: str | Path) -> str:
         "|" + "---|" * len(COLUMNS),
     ]
     for m in metrics:
-        lines.append("| " + " | ".join(_fmt(m.get(key)) for key, _ in COLUMNS) + " |")
+        lines.append("| " + " | ".join(_fmt(metric_value(m, key)) for key, _ in COLUMNS) + " |")
     rejections: dict[str, int] = {}
     for m in metrics:
         for code, count in m.get("rejections", {}).items():
             rejections[code] = rejections.get(code, 0) + count
     if rejections:
         lines += ["", "Rejected generations by reason: " + ", ".join(f"{k} {v}" for k, v in sorted(rejections.items()))]
+    copied = [str(m["epoch"]) for m in metrics if all_seed_copies(m.get("novelty"))]
+    if copied:
+        lines += ["", f"Epochs whose valid tasks were all copies of seed tasks (exact or near): {', '.join(copied)}"]
     return "\n".join(lines) + "\n"
 
 

@@ -17,10 +17,11 @@ from typing import Any, Callable
 
 import ipywidgets as w
 
+from workbench.novelty import describe
 from workbench.reports.figures import DPI, dashboard_figure, figure_png
 from workbench.ui.state import RunController, RunState
 
-MODES = ["genenv", "random", "static"]
+MODES = ["genenv", "random", "static", "seeds"]
 
 
 def guarded(state: RunState, where: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -132,7 +133,8 @@ def candidates_table(rows: list[dict[str, Any]], show: str = "all", limit: int =
 
 
 class TaskBrowser:
-    """The latest generated tasks: valid and rejected (with reasons), attempts and scores."""
+    """The latest generated tasks: valid and rejected (with reasons), attempts and scores,
+    under a summary line with the epoch's novelty (red when no valid task was novel)."""
 
     def __init__(self, state: RunState):
         self.state = state
@@ -141,7 +143,7 @@ class TaskBrowser:
         self.table = w.HTML()
         self.widget = w.VBox([w.HTML("<b>Latest generated tasks</b>"), self.filter, self.summary, self.table])
         update = guarded(state, "task browser update", self.refresh)
-        state.observe(update, "candidates")
+        state.observe(update, ["candidates", "metrics"])  # the epoch's record follows its candidates
         self.filter.observe(update, "value")
         self.refresh()
 
@@ -149,6 +151,11 @@ class TaskBrowser:
         rows = self.state.candidates
         valid = sum(r["valid"] for r in rows)
         self.summary.value = f"epoch {self.state.epoch}: {len(rows)} generated, {valid} valid, {len(rows) - valid} rejected"
+        record = next((m for m in reversed(self.state.metrics) if m.get("epoch") == self.state.epoch), None)
+        novelty = record.get("novelty") if record else None
+        if novelty:
+            color = "#a00" if novelty.get("novel_share") == 0 else "#333"
+            self.summary.value += f"<br><span class='wb-novelty' style='color:{color}'>{html.escape(describe(novelty))}</span>"
         self.table.value = candidates_table(rows, self.filter.value)
 
 
