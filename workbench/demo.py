@@ -33,6 +33,7 @@ three updates: ALFWorld's valid share fell from 7 to 2 of 16) and the same k_min
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -425,12 +426,98 @@ def demo_run_config(
     options: dict[str, Any] | None = None,
     progress: Callable[[str], None] = print,
     bars: bool = False,
+    model: str | None = None,
 ) -> RunConfig:
     """The demo's run config on any domain, building (or reusing) its warm-started tiny models:
     the arithmetic default (16 epochs by default) or another domain (4 epochs by default).
-    The CLI's `workbench demo` and the dashboard both start from here."""
+    With `model` (an alias or folder), that real model plays both roles instead
+    (`real_model_config`, 3 epochs by default). The CLI's `workbench demo` and the dashboard
+    both start from here."""
+    if model:
+        progress(f"{model} as both environment and agent on {domain} (LoRA on both, few-shot turns)")
+        return real_model_config(model, domain, mode=mode, epochs=epochs, seed=seed, options=options)
     if domain == DEMO_DOMAIN:
         agent, env = prepare_demo_models(progress=progress, bars=bars)
         return demo_config(agent, env, mode=mode, epochs=epochs or 16, seed=seed)
     demo = prepare_domain_demo(domain, options, progress=progress)
     return domain_demo_config(demo, mode=mode, epochs=epochs or 4, seed=seed)
+
+
+# ---------------------------------------------------------------------------- a real model
+
+REAL_SEEDS = 8  # the shortest seeds the real-model demo starts from (and shows as few-shot examples)
+# One generate call samples the rollouts of 8 micro-steps of 8: the whole mixture of 16 tasks x 4
+# attempts (8 new + 4 seeds + 4 history) in one batch of 64, 4 optimizer steps of 16
+# (benchmarks/real_model_epoch.py measures it against one call per optimizer step).
+REAL_STEPS_PER_GENERATION = 8
+
+
+def real_model_config(
+    model: str,
+    domain: str = DEMO_DOMAIN,
+    mode: str = "genenv",
+    epochs: int | None = None,
+    seed: int = 0,
+    options: dict[str, Any] | None = None,
+    seeds: int = REAL_SEEDS,
+    seed_ids: list[str] | None = None,
+) -> RunConfig:
+    """GenEnv with one real instruct model as both environment and agent (as in the paper: both
+    start from the same model), no warm start: the environment is prompted with seed tasks in
+    the benchmark's own format as a few-shot chat (`env.prompt_format: turns`: the examples are
+    the model's own earlier replies) under the model's own chat template.
+
+    Sized for two CPU cores (docs/domain-demos.md has the measured epoch times): LoRA adapters
+    on both models (an epoch's update steps and its checkpoint cost a fraction of full
+    fine-tuning), n = 4 attempts, 8 generated tasks an epoch, and lengths from the seeds'
+    rendered tasks and reference answers in the model's tokenizer. With n = 4, p_hat is a
+    multiple of 0.25, so the band half-width k_min is 0.25 (the paper's 0.1 would keep only
+    p_hat = 0.5). `seed_ids` picks the seeds (a held-out split, say) instead of the shortest."""
+    from workbench.config import LoraSettings
+    from workbench.engine.models import load_tokenizer
+
+    options = dict(options or {})
+    plugin = load_registry().domain(domain)
+    if seed_ids is None:
+        chosen = _choose_seeds(plugin, options, seeds)
+    else:
+        wanted = set(seed_ids)
+        chosen = [t for t in plugin.seed_tasks(options) if t.id in wanted]
+        if len(chosen) != len(wanted):
+            raise DemoError(f"{len(wanted) - len(chosen)} of the seed_ids are not among {domain}'s seed tasks with these options")
+    settings = ModelSettings(name_or_path=model, device="cpu", lora=LoraSettings(r=16, alpha=32, dropout=0.0))
+    tokenizer = load_tokenizer(settings, "--model")
+    longest_render = max(_tokens(tokenizer, _render(plugin, t)) for t in chosen)
+    longest_reference = max(_tokens(tokenizer, _reference(plugin, t)) for t in chosen)
+    return RunConfig(
+        domain=domain,
+        domain_options=options,
+        seed_ids=[t.id for t in chosen],
+        mode=mode,  # type: ignore[arg-type]
+        epochs=epochs or 3,
+        seed=seed,
+        agent=AgentSettings(
+            model=settings,
+            learning_rate=1e-4,
+            num_generations=4,
+            per_device_batch_size=8,
+            gradient_accumulation_steps=2,
+            steps_per_generation=REAL_STEPS_PER_GENERATION,
+            max_completion_length=min(512, _round_up(longest_reference * 1.5 + 16, 16)),
+        ),
+        env=EnvSettings(
+            model=dataclasses.replace(settings),
+            learning_rate=1e-4,
+            tasks_per_epoch=8,
+            examples_per_prompt=2,
+            prompt_format="turns",
+            generation=GenerationSettings(max_new_tokens=min(768, _round_up(longest_render * 2 + 32, 16)), batch_size=8, temperature=0.8),
+            batch_size=4,
+            rwr_epochs=1,
+            kl_coef=0.05,
+            max_kl=1.0,
+        ),
+        curriculum=CurriculumSettings(k_min=0.25),
+        pool=PoolSettings(base_per_epoch=4, history_per_epoch=4, max_new_per_epoch=8),
+        static_variations_per_seed=1.0,
+    )

@@ -108,7 +108,7 @@ class RunCurriculum:
         """The checkpoint whose environment model generated epoch `epoch`'s tasks (None = the base
         model: epoch 1, and every epoch of the modes that never train the environment). The path is
         relative to the run folder; it may have been pruned since (keep_checkpoints)."""
-        if not epoch or epoch <= 1 or self.config.get("mode") in ("random", "static", "teacher"):
+        if not epoch or epoch <= 1 or self.config.get("mode") in ("random", "static", "teacher", "seeds"):
             return None
         return f"checkpoints/epoch_{epoch - 1:04d}/env"
 

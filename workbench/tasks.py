@@ -58,7 +58,7 @@ class Task:
     system: str | None = None
     source: str = "generated"
     meta: dict[str, Any] = field(default_factory=dict)
-    env_context: str | None = None
+    env_context: str | list[dict[str, str]] | None = None  # a prompt, or chat messages (env.prompt_format turns)
     env_text: str | None = None
 
     def __post_init__(self) -> None:

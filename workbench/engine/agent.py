@@ -88,6 +88,7 @@ class GRPOAgent:
             output_dir=output_dir,
             per_device_train_batch_size=settings.per_device_batch_size,
             gradient_accumulation_steps=settings.gradient_accumulation_steps,
+            steps_per_generation=settings.steps_per_generation,
             num_generations=settings.num_generations,
             max_completion_length=settings.max_completion_length,
             learning_rate=settings.learning_rate,

@@ -47,7 +47,8 @@ from workbench.engine import checkpoint as ckpt
 from workbench.engine import distributed as dist
 from workbench.engine.agent import AgentEpochResult, GRPOAgent
 from workbench.engine.checkpoint_writer import BackgroundWriter
-from workbench.engine.generation import chat_prompt, make_generator, require_backends
+from workbench.engine.env_prompt import few_shot_turns
+from workbench.engine.generation import Prompt, chat_prompt, make_generator, require_backends
 from workbench.engine.invariants import check_epoch, content_id
 from workbench.engine.models import load_model, load_tokenizer, resolve_device, uses_bf16_autocast
 from workbench.engine.run_folder import RunFolder, RunState, completed_epochs
@@ -73,7 +74,7 @@ class RunError(WorkbenchError, RuntimeError):
 class Candidate:
     """One environment generation and what became of it."""
 
-    context: str
+    context: Prompt  # what the environment model saw: a prompt, or chat messages (env.prompt_format turns)
     text: str
     task: Task | None
     rejections: list[Rejection]
@@ -238,12 +239,16 @@ class CoEvolution:
 
     # ------------------------------------------------------------------ task generation
 
-    def _env_prompts(self, count: int, examples_from: list[Task]) -> list[tuple[str, list[Task]]]:
+    def _env_prompts(self, count: int, examples_from: list[Task]) -> list[tuple[Prompt, list[Task]]]:
         k = min(self.config.env.examples_per_prompt, len(examples_from))
-        prompts = []
+        prompts: list[tuple[Prompt, list[Task]]] = []
         for _ in range(count):
             examples = self.rng.sample(examples_from, k)
-            prompts.append((self.domain.environment_prompt(examples, self.stats), examples))
+            instruction = self.domain.environment_prompt(examples, self.stats)
+            prompt: Prompt = instruction
+            if self.config.env.prompt_format == "turns":
+                prompt = few_shot_turns(instruction, [self.domain.render_task(t) for t in examples])
+            prompts.append((prompt, examples))
         return prompts
 
     def _generate_candidates(self, count: int, generator: Any, source: str, examples_from: list[Task]) -> list[Candidate]:
@@ -306,7 +311,7 @@ class CoEvolution:
             return size
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def _env_prompt_fits(self, context: str) -> Literal[True] | str:
+    def _env_prompt_fits(self, context: Prompt) -> Literal[True] | str:
         """True, or why this environment prompt plus its generation cannot fit the env model."""
         limit = model_context_length(self.env_updater.model)
         if limit is None:
@@ -386,11 +391,12 @@ class CoEvolution:
         return _PhaseTimer(self._phase_times, name)
 
     def _tasks_per_generation_batch(self) -> int:
-        """Distinct tasks in one of TRL's generation batches (per_device x accumulation x
-        processes / n). TRL's sampler drops an incomplete last batch, so the mixture must be
-        a whole number of these for every task to get its n attempts."""
+        """Distinct tasks in one of TRL's generation batches (per_device x steps_per_generation
+        (default: accumulation) x processes / n). TRL's sampler drops an incomplete last batch,
+        so the mixture must be a whole number of these for every task to get its n attempts."""
         a = self.config.agent
-        return max(1, a.per_device_batch_size * a.gradient_accumulation_steps // a.num_generations) * dist.num_processes()
+        steps = a.steps_per_generation or a.gradient_accumulation_steps
+        return max(1, a.per_device_batch_size * steps // a.num_generations) * dist.num_processes()
 
     def _mixture(self, new_tasks: list[Task]) -> tuple[list[Task], int]:
         """D_train for this epoch: the new tasks + sampled seeds + sampled history, distinct by
@@ -433,6 +439,8 @@ class CoEvolution:
                 self._offload(idle="agent")
                 candidates = self._generate_candidates(cfg.env.tasks_per_epoch, self.env_generator, "generated", self.seeds)
                 gen_stats = self.env_generator.stats
+            elif cfg.mode == "seeds":  # GRPO on the seeds alone: the mixture is pool.base_per_epoch seeds
+                candidates, gen_stats = [], None
             else:
                 picked = self.rng.sample(self.static_pool, min(cfg.env.tasks_per_epoch, len(self.static_pool)))
                 candidates = [Candidate(t.env_context or "", t.env_text or "", t, []) for t in picked]

@@ -30,7 +30,7 @@ class RunState(traitlets.HasTraits):
     domain = traitlets.Unicode("arithmetic")
     agent_path = traitlets.Unicode("")
     env_path = traitlets.Unicode("")
-    mode = traitlets.Enum(["genenv", "random", "static"], default_value="genenv")
+    mode = traitlets.Enum(["genenv", "random", "static", "seeds"], default_value="genenv")
     epochs = traitlets.Int(4)
     run_dir = traitlets.Unicode("")
 

@@ -1,0 +1,88 @@
+"""Where a real-model epoch's time goes on a CPU, and what the real-model demo's settings save.
+
+Runs one GenEnv epoch (plus a second, so the environment update has in-band tasks to train on
+when there are any) of `workbench.demo.real_model_config` on one domain, in variants measured in
+the same invocation:
+
+* `baseline`: the agent's rollouts sampled by one generate call per optimizer step (TRL's
+  default steps_per_generation = gradient accumulation: 4 calls of 16 completions);
+* `demo`: the demo's settings, one generate call for the whole mixture (64 completions);
+* `full-ft` (with --full-ft): the demo's settings with full fine-tuning instead of LoRA.
+
+For each: the seconds of every phase (environment generation, agent rollouts + update,
+environment update, checkpoint) summed over the epochs, as a ratio to the baseline, with the
+1-minute load average read before each variant (a second torch process on the same cores
+slows everything: benchmarks/cpu_threads.py).
+
+    python benchmarks/real_model_epoch.py --domain bamboogle [--full-ft]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PHASES = ["generate", "agent", "env_update", "checkpoint", "epoch"]
+
+
+def variant(name: str, config):  # noqa: ANN001, ANN201
+    agent = config.agent
+    if name == "baseline":
+        return dataclasses.replace(config, agent=dataclasses.replace(agent, steps_per_generation=None))
+    if name == "full-ft":
+        return dataclasses.replace(
+            config,
+            agent=dataclasses.replace(agent, model=dataclasses.replace(agent.model, lora=None)),
+            env=dataclasses.replace(config.env, model=dataclasses.replace(config.env.model, lora=None)),
+        )
+    return config
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--domain", default="bamboogle")
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--full-ft", action="store_true", help="also measure full fine-tuning of both models")
+    args = parser.parse_args()
+    import torch
+
+    from workbench.demo import real_model_config
+    from workbench.engine.loop import CoEvolution
+
+    base = real_model_config(args.model, args.domain, epochs=args.epochs)
+    names = ["baseline", "demo"] + (["full-ft"] if args.full_ft else [])
+    rows = {}
+    for name in names:
+        load = os.getloadavg()[0]
+        folder = Path(tempfile.mkdtemp(prefix=f"real-epoch-{name}-"))
+        try:
+            start = time.perf_counter()
+            run = CoEvolution(variant(name, base), folder / "run")
+            records = run.run()
+            total = {p: sum(r["time"].get(p, 0.0) for r in records) for p in PHASES}
+            total["agent_steps"] = sum(r["agent_steps"] for r in records)
+            total["valid"] = sum(r["valid"] for r in records)
+            total["wall"] = time.perf_counter() - start
+            rows[name] = (total, load)
+            print(f"{name}: {total} (load before {load:.2f}, {torch.get_num_threads()} threads)", flush=True)
+            del run
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    print(f"\n{args.domain}, {args.model}, {args.epochs} epochs, {os.cpu_count()} CPUs; seconds summed over epochs, ratio to baseline")
+    print(f"{'variant':<10} " + " ".join(f"{p:>16}" for p in PHASES) + f" {'load before':>12}")
+    baseline = rows["baseline"][0]
+    for name, (total, load) in rows.items():
+        cells = [f"{total[p]:7.1f} ({total[p] / baseline[p]:.2f}x)" if baseline[p] else f"{total[p]:7.1f}" for p in PHASES]
+        print(f"{name:<10} " + " ".join(f"{c:>16}" for c in cells) + f" {load:>12.2f}")
+
+
+if __name__ == "__main__":
+    sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "plugins")]
+    main()
