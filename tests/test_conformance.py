@@ -182,3 +182,46 @@ def test_cli_exit_codes(capsys, monkeypatch):
     assert main(["check-plugin", "lenient_toy_plugin", "--strict"]) == 1
     assert main(["check-plugin", "no_such_plugin_anywhere", "--json"]) == 1
     assert '"ok": false' in capsys.readouterr().out
+
+
+def _notebook_plugin_module(folder: Path, name: str) -> None:
+    """Write notebook 02's plugin module (the cell that `%%writefile`s it) as `folder/name.py`."""
+    import json
+
+    notebook = Path(__file__).resolve().parents[1] / "notebooks" / "02_write_a_domain_plugin.ipynb"
+    cells = ["".join(c["source"]) for c in json.loads(notebook.read_text(encoding="utf-8"))["cells"]]
+    source = next(c for c in cells if c.startswith("%%writefile {PLUGIN_DIR}/workbench_last_digit.py"))
+    (folder / f"{name}.py").write_text(source.split("\n", 1)[1], encoding="utf-8")
+
+
+def test_cli_checks_a_plugin_object_in_a_module_as_notebook_02_writes_it(tmp_path, monkeypatch, capsys):
+    """Notebook 02 writes its hooks as methods of an object `plugin` (the entry point reads
+    `module:plugin`): `workbench check-plugin MODULE` and `MODULE:plugin` both check that object."""
+    name = "nb02_last_digit_for_test"
+    _notebook_plugin_module(tmp_path, name)
+    monkeypatch.chdir(tmp_path)  # as from the plugin folder: the checker searches the current folder
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    try:
+        assert main(["check-plugin", name]) == 0, capsys.readouterr().out
+        out = capsys.readouterr().out
+        assert f"'plugin' of module '{name}'" in out and "0 errors" in out and "domain last_digit" in out
+        assert main(["check-plugin", f"{name}:plugin", "--strict"]) == 0
+        assert "0 errors, 0 warnings" in capsys.readouterr().out
+        assert main(["check-plugin", f"{name}:no_such_object"]) == 1
+        assert "has no attribute 'no_such_object'" in capsys.readouterr().out
+    finally:
+        sys.modules.pop(name, None)
+
+
+def test_a_module_with_one_plugin_object_of_another_name_is_found(monkeypatch):
+    class Hooks:  # an object holding the hooks (as instance attributes here)
+        def __init__(self, module):
+            self.__dict__.update({k: v for k, v in vars(module).items() if k.startswith("workbench_")})
+
+    module = types.ModuleType("one_object_plugin")
+    module.my_domain = Hooks(toy_plugin())
+    monkeypatch.setitem(sys.modules, "one_object_plugin", module)
+    report = check_plugin("one_object_plugin")
+    assert report.ok, str(report)
+    assert "'my_domain' of module 'one_object_plugin'" in report.results[0].message

@@ -145,6 +145,7 @@ def test_plugin_notebook_checks_registers_and_runs_its_plugin(demo_models, tmp_p
         {"TASKS_PER_EPOCH": 8, "RUN_DIR": str(tmp_path / "run"), "PLUGIN_DIR": str(plugin_dir)},
         ["assert report.ok and 'last_digit' in registry.domains\n"
          "assert record['epoch'] == 1 and run.domain.name == 'last_digit'\n"
+         "assert 2 * record['valid'] > record['candidates'], record  # the text: most of the 8 are valid\n"
          "print('PLUGIN RUN OK', record['candidates'])"],
     )
     text = outputs_text(nb)
@@ -158,6 +159,33 @@ def test_plugin_notebook_checks_registers_and_runs_its_plugin(demo_models, tmp_p
     assert "domain: last_digit" in (plugin_dir / "last_digit.yaml").read_text()
     assert "pip install -e " in text and "workbench check-plugin last_digit" in text and "last_digit.yaml --out" in text
     assert "Loading weights" not in text and "it/s]" not in text, "progress bars printed into the page"
+
+
+def test_the_plugin_notebook_02_writes_accepts_the_demo_environments_format(tmp_path, monkeypatch):
+    """Notebook 02 says the tiny demo environment model already writes tasks its plugin accepts.
+    That model is warm-started on the arithmetic domain's seeds rendered as `Task: <expression>`:
+    the plugin must parse and validate (nearly) all of those lines, with the answer computed."""
+    import json
+
+    cells = ["".join(c["source"]) for c in json.loads((NOTEBOOKS / "02_write_a_domain_plugin.ipynb").read_text(encoding="utf-8"))["cells"]]
+    source = next(c for c in cells if c.startswith("%%writefile {PLUGIN_DIR}/workbench_last_digit.py"))
+    (tmp_path / "nb02_plugin_format_test.py").write_text(source.split("\n", 1)[1], encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import nb02_plugin_format_test as module
+
+    from workbench.registry import load_registry
+    from workbench.tasks import Task
+
+    arithmetic = load_registry(allow=["arithmetic"]).domain("arithmetic")
+    seeds = arithmetic.seed_tasks({})
+    accepted = []
+    for seed in seeds:
+        task = module.plugin.workbench_parse_task(text=arithmetic.render_task(seed), examples=[])
+        if isinstance(task, Task) and not module.plugin.workbench_validate_task(task=task):
+            accepted.append(task)
+            assert task.spec["answer"] == abs(seed.spec["answer"]) % 10
+    assert len(accepted) >= 0.9 * len(seeds), f"{len(accepted)} of {len(seeds)} demo-format tasks accepted"
+    sys.modules.pop("nb02_plugin_format_test", None)
 
 
 @pytest.mark.slow

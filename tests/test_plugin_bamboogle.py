@@ -474,9 +474,18 @@ def test_report_section_contents(domain):
 
 
 def test_report_caps_failures_at_five(domain, task):
+    tasks = [bb.data.make_task(f"Which ocean borders country {i}?", ["Atlantic Ocean"]) for i in range(9)]
+    scores = [score(t, "<answer>Pacific</answer>") for t in tasks]
+    section = domain.report_section(tasks, ["<answer>Pacific</answer>"] * 9, scores)
+    assert len(section.failures) == 5 and len({f["id"] for f in section.failures}) == 5
+
+
+def test_report_lists_a_question_failed_by_every_attempt_once(domain, task):
+    """A run's report passes each question once per attempt: 9 failed attempts of one question
+    are one failure row, and n counts the question once."""
     scores = [score(task, "<answer>Pacific</answer>") for _ in range(9)]
     section = domain.report_section([task] * 9, ["<answer>Pacific</answer>"] * 9, scores)
-    assert len(section.failures) == 5
+    assert [f["id"] for f in section.failures] == [task.id] and section.metrics["n"] == 1
 
 
 def test_aggregate_empty_and_single(domain, task):

@@ -11,7 +11,9 @@ import pytest
 from workbench.conformance import check_plugin
 from workbench.plugin_support import (
     OptionError,
+    count_tasks,
     example_failures,
+    first_failures,
     grouped_means,
     int_option,
     limit_option,
@@ -81,6 +83,44 @@ def test_example_failures_skip_successes_and_cut_text():
     failures = example_failures(tasks, ["o" * 500] * 8, scores, limit=3, width=50)
     assert [f["id"] for f in failures] == ["1", "2", "3"]
     assert failures[0] == {"id": "1", "prompt": ("p1" * 25), "output": "o" * 50, "reward": 0.0, "error": "no_answer"}
+
+
+def test_example_failures_list_each_failing_task_once_with_its_failed_attempts():
+    """A run's report passes every attempt: task a tried 3 times (2 failed), b 3 times (all
+    failed), c 3 times (none failed). Each failing task is one row, its first failed attempt."""
+    a, b, c = (Task(domain="d", prompt=p, spec={}, id=p) for p in "abc")
+    tasks = [a, b, c] * 3
+    scores = [Score(0.0, False), Score(0.0, False), Score(1.0, True),
+              Score(1.0, True), Score(0.0, False), Score(1.0, True),
+              Score(0.0, False), Score(0.0, False), Score(1.0, True)]
+    outputs = [f"out{i}" for i in range(9)]
+    assert count_tasks(tasks) == 3 and first_failures(tasks, scores) == [0, 1]
+    failures = example_failures(tasks, outputs, scores)
+    assert [(f["id"], f["output"], f["failed_attempts"]) for f in failures] == [("a", "out0", "2 of 3"), ("b", "out1", "3 of 3")]
+    assert first_failures(tasks, scores, limit=1) == [0]
+    assert "failed_attempts" not in example_failures([a, b], ["x", "y"], [Score(0.0, False)] * 2)[0]  # one attempt each
+
+
+# every built-in domain: 3 seed tasks, each attempted 4 times with an output that fails
+REPORT_DOMAINS = ["arithmetic", "alfworld", "api_bank", "bamboogle", "bfcl", "travelplanner"]
+
+
+@pytest.mark.parametrize("name", REPORT_DOMAINS)
+def test_report_counts_tasks_not_attempts_and_lists_each_failure_once(name):
+    domain = load_registry(allow=[name]).domain(name)
+    seeds = domain.seed_tasks({})[:3]
+    assert len({t.id for t in seeds}) == 3
+    tasks = [task for _ in range(4) for task in seeds]  # round-robin, as a run's report passes them
+    outputs = ["I do not know."] * len(tasks)
+    scores = [domain.score(task, output) for task, output in zip(tasks, outputs)]
+    assert all(s.success < 1.0 for s in scores)
+    assert domain.aggregate(tasks, scores)["n"] == 3  # "tasks scored": 3 tasks, not 12 attempts
+    if not domain.implements("workbench_report_section"):
+        return  # the generic section: the report builds it (tests/test_reports.py)
+    section = domain.report_section(tasks, outputs, scores)
+    assert section.metrics["n"] == 3
+    ids = [f["id"] for f in section.failures]
+    assert sorted(ids) == sorted(t.id for t in seeds), f"each failing task once: {ids}"
 
 
 def test_score_round_trips_through_its_record():

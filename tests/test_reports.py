@@ -103,7 +103,7 @@ def test_report_from_one_demo_run(runs, tmp_path, registry):
     assert page.count("<tr class=''><td>1</td>") >= 1 and "<td>2</td>" in page
     assert "rejected generations by reason" in page or "rejections" in page
     if any(json.loads(line)["valid"] for f in (runs[0] / "epochs").glob("*.jsonl") for line in f.read_text().splitlines()):
-        assert "the agent on the generated tasks of epoch" in page and "accuracy_ops" in page  # the demo domain's section
+        assert re.search(r"the agent on the \d+ generated tasks? of epoch \d+ \(\d+ attempts", page) and "accuracy_ops" in page  # the demo domain's section
     else:
         assert "no valid generated task was attempted" in page
     assert "http://" not in page and "https://" not in page, "the report must open offline"
@@ -111,6 +111,39 @@ def test_report_from_one_demo_run(runs, tmp_path, registry):
     assert "| method / run |" in md and "GenEnv 7B [paper]" in md
     figures = re.findall(r"\]\((one_figures/[^)]+)\)", md)
     assert figures and all((tmp_path / f).exists() for f in figures)
+
+
+def _fake_run(root, domain, tasks, attempts_per_task, output="no idea"):
+    """A run folder holding one epoch whose valid tasks were each attempted several times."""
+    root.mkdir()
+    (root / "config.yaml").write_text(f"domain: {domain.name}\nmode: genenv\nepochs: 1\n")
+    (root / "metrics.jsonl").write_text(json.dumps({"epoch": 1, "mode": "genenv", "p_hat": [0.0] * len(tasks)}) + "\n")
+    (root / "epochs").mkdir()
+    rows = [{"valid": True, "task": t.to_dict(),
+             "attempts": [{"output": output, **domain.score(t, output).to_dict()} for _ in range(attempts_per_task)]}
+            for t in tasks]
+    (root / "epochs" / "epoch_0001.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root
+
+
+@pytest.mark.parametrize("name", ["arithmetic", "bamboogle"])  # the generic section, and a plugin's own
+def test_a_runs_task_section_counts_tasks_and_lists_each_failing_task_once(tmp_path, registry, name):
+    """28 tasks x 10 attempts used to read "n 280 (tasks scored)" with one task listed five
+    times under example failures: n is the tasks, each failing task is listed once."""
+    from workbench.reports.sources import load_run
+
+    domain = registry.domain(name)
+    tasks = domain.seed_tasks({})[:7]
+    run = load_run(_fake_run(tmp_path / "run", domain, tasks, attempts_per_task=10), registry)
+    section = run.task_section
+    assert section.metrics["n"] == 7
+    ids = [f["id"] for f in section.failures]
+    assert len(ids) == len(set(ids)) == 5, ids  # five different tasks
+    assert "the 7 generated tasks of epoch 1 (70 attempts, 10 each)" in section.title
+    if name == "arithmetic":
+        assert all(f["failed_attempts"] == "10 of 10" for f in section.failures)
+    page = render_report([tmp_path / "run"], registry=registry).html
+    assert "<td>n</td><td>7</td>" in page and "<td>n</td><td>70</td>" not in page
 
 
 def test_report_with_two_runs_side_by_side(runs, registry):
@@ -302,3 +335,58 @@ def test_empty_panels_say_why():
     assert "not updated: no in-band tasks" in _texts(kl)
     (crosses,) = kl.collections  # the epochs without update, marked along the bottom
     assert [x for x, _y in crosses.get_offsets()] == [2, 3]
+
+
+def _drawn(fig):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas.get_renderer()
+
+
+def test_tick_labels_carry_their_values_with_no_offset_or_multiplier_label():
+    """A KL of 1e-10 drew a stray "1e-10" under the panel title (matplotlib's shared multiplier)."""
+    from workbench.reports.figures import comparison_figure, dashboard_figure, tick_label
+
+    tiny = [_record(e, env_kl=e * 1e-10, in_band=2, agent_loss=e * 2e-10, r_env_mean=0.6 + e * 1e-13) for e in (1, 2, 3)]
+    big = [_record(e, task_length_mean=12000.0 + 500 * e, rejections={"parse_error": 3}) for e in (1, 2, 3)]
+    for fig in (dashboard_figure(tiny, 0.5, 0.3), dashboard_figure(big, 0.5, 0.3), comparison_figure([("a", tiny, 0.5, 0.3)])):
+        _drawn(fig)
+        for ax in fig.axes:
+            assert ax.yaxis.get_offset_text().get_text() == "", (ax.get_title(), ax.yaxis.get_offset_text().get_text())
+    kl = dashboard_figure(tiny, 0.5, 0.3).axes[5]
+    _drawn(kl.figure)
+    assert "3e-10" in [t.get_text() for t in kl.get_yticklabels()]
+    assert [tick_label(v) for v in (0, 0.045, 0.3, 1250.0, 15000.0, 2.5e-10)] == ["0", "0.045", "0.3", "1250", "15000", "2.5e-10"]
+
+
+def test_legends_stay_inside_their_panel_and_off_the_bars():
+    """The losses legend ran over the y tick labels; the rejections legend covered a bar."""
+    from workbench.reports.figures import dashboard_figure
+
+    no_update = [_record(1, in_band=0, agent_loss=0.01), _record(2, in_band=0, agent_loss=0.02)]
+    many_codes = [_record(e, env_kl=0.1, in_band=2, rejections={"parse_error": 30 + e, "operations": 10, "too_hard": 3, "schema": 2})
+                  for e in range(1, 6)]
+    for metrics in (no_update, many_codes):
+        fig = dashboard_figure(metrics, 0.5, 0.3)
+        renderer = _drawn(fig)
+        for ax in fig.axes:
+            legend = ax.get_legend()
+            if legend is None:
+                continue
+            box, frame = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
+            assert frame.x0 - 1 <= box.x0 and box.x1 <= frame.x1 + 1 and frame.y0 - 1 <= box.y0 and box.y1 <= frame.y1 + 1, ax.get_title()
+    rejections = dashboard_figure(many_codes, 0.5, 0.3).axes[3]
+    renderer = _drawn(rejections.figure)
+    box = rejections.get_legend().get_window_extent(renderer)
+    bars = [p.get_window_extent(renderer) for p in rejections.patches]
+    assert bars and not any(box.overlaps(bar) for bar in bars), "the legend covers a bar"
+
+
+def test_the_all_runs_p_hat_panel_has_a_legend():
+    from workbench.reports.figures import comparison_figure
+
+    fig = comparison_figure([("run-a (genenv)", [_record(1), _record(2)], 0.5, 0.3), ("run-b (random)", [_record(1)], 0.5, 0.3)])
+    texts = _texts(fig.axes[0])
+    assert "alpha band 0.20-0.80" in texts and "run-a (genenv)" in texts and "run-b (random)" in texts

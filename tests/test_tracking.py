@@ -305,3 +305,41 @@ def test_each_run_gets_its_own_trackio_store_unless_the_user_names_one(tmp_path,
     monkeypatch.setenv("TRACKIO_DIR", str(tmp_path / "mine"))
     prepare_environment(settings, tmp_path / "three")
     assert os.environ["TRACKIO_DIR"] == str((tmp_path / "mine").resolve())
+
+
+def test_the_trackio_hint_names_the_store_so_the_command_shows_this_run(tmp_path, monkeypatch, capsys):
+    """trackio's own hint, `trackio show --project P`, opens trackio's default store, empty of
+    a run logged to RUN_DIR/trackio. The hint printed (trackio's, replaced, and the CLI's
+    `tracking:` line) is `TRACKIO_DIR=<store> trackio show --project P`, and in a fresh process
+    that TRACKIO_DIR is where this run's project store is."""
+    import shlex
+    import subprocess
+    import sys
+
+    from workbench.config import TrackingSettings
+    from workbench.tracking import Tracker, trackio_show_command
+
+    monkeypatch.delenv("TRACKIO_DIR", raising=False)
+    tracker = Tracker(TrackingSettings(backends=["trackio"], project=PROJECT, run_name="hint"), tmp_path / "run", {})
+    tracker({"type": "epoch_end", "epoch": 1, "metrics": {"epoch": 1, "valid": 3}})
+    tracker.close()
+    store = (tmp_path / "run" / "trackio").resolve()
+    command = trackio_show_command(store, PROJECT)
+    assert command == f"TRACKIO_DIR={store} trackio show --project {PROJECT}"
+    assert command in tracker.where()["trackio"]
+
+    import trackio.utils
+
+    capsys.readouterr()
+    trackio.utils.print_dashboard_instructions(PROJECT)  # what a trainer's trackio run prints
+    assert command in capsys.readouterr().out
+
+    env_setting, *rest = shlex.split(command)
+    assert rest[:2] == ["trackio", "show"] and env_setting.startswith("TRACKIO_DIR=")
+    code = f"from trackio.sqlite_storage import SQLiteStorage; print(SQLiteStorage.get_project_db_path({PROJECT!r}))"
+    clean = {k: v for k, v in os.environ.items() if k != "TRACKIO_DIR"}
+    db = subprocess.run([sys.executable, "-c", code], env={**clean, "TRACKIO_DIR": env_setting.split("=", 1)[1]},
+                        capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(db).exists() and Path(db).parent == store
+    bare = subprocess.run([sys.executable, "-c", code], env=clean, capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(bare).parent != store, "without TRACKIO_DIR trackio reads another store"

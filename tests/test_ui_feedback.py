@@ -60,3 +60,33 @@ def test_engine_warnings_are_shown_but_not_counted_as_errors(tmp_path):
     assert any("none of 8 generated" in out.get("text", "") for out in dash.errors_panel.output.outputs)
     dash.errors_panel.clear_button.click()
     assert dash.warnings == [] and "Warnings" not in dash.errors_panel.title.value
+
+
+def test_the_continue_command_names_an_absolute_run_folder(tmp_path, monkeypatch):
+    """JupyterLab starts kernels in notebooks/, so the run folder the dashboard was given is
+    relative to that (`../runs/...`); the command printed for a terminal must work from
+    anywhere, so it names the folder absolutely (and quoted where the path needs it)."""
+    import shlex
+
+    from workbench.ui.state import RunController, RunState
+
+    kernel_dir = tmp_path / "repo" / "notebooks"
+    kernel_dir.mkdir(parents=True)
+    monkeypatch.chdir(kernel_dir)
+    notice = RunController(RunState(run_dir="../runs/my run", epochs=2)).finished_notice()
+    folder = tmp_path / "repo" / "runs" / "my run"
+    command = f"workbench run {shlex.quote(str(folder / 'config.yaml'))} --out {shlex.quote(str(folder))} --resume --epochs 4"
+    assert command in notice
+    assert "../runs" not in notice
+    assert "workbench run RUN_DIR/config.yaml" in RunController(RunState()).finished_notice()
+
+
+def test_settings_labels_are_wide_enough_for_their_descriptions():
+    """ipywidgets' default label width (80px) showed "agent model" as "agent mo...": every
+    settings widget gets one label width that fits the longest description (about 8px a
+    character at JupyterLab's 13px font) and keeps the labels aligned."""
+    dash = Dashboard("a", "e", domains=["arithmetic"])
+    widths = {widget.description: widget.style.description_width for widget in dash._setting_widgets}
+    assert len(set(widths.values())) == 1, widths
+    width = int(next(iter(widths.values())).removesuffix("px"))
+    assert width >= 8 * max(len(d) for d in widths), widths

@@ -503,7 +503,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("check-plugin", help="run a plugin through every hook of the contract; exit 1 on failures")
-    p.add_argument("plugin", metavar="NAME_OR_MODULE", help="a domain name (see `workbench plugins`) or an importable module")
+    p.add_argument("plugin", metavar="NAME_OR_MODULE",
+                   help="a domain name (see `workbench plugins`), an importable module (its hook functions, or its "
+                        "`plugin` object), or MODULE:OBJECT as in an entry point")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="seed-task option passed to the plugin (repeatable)")
     p.add_argument("--strict", action="store_true", help="warnings fail too")
     p.add_argument("--json", action="store_true", help="machine-readable output")

@@ -1,6 +1,8 @@
 """The plugin contract checker: run a domain plugin through every hook and say what is wrong.
 
     report = check_plugin("workbench_demo")        # a module path, a domain name,
+    report = check_plugin("my_module:plugin")      # an object in a module (a bare module
+                                                   # name finds its `plugin` object too),
     report = check_plugin(my_plugin_object)        # a module/object, or a Domain
     print(report)                                  # one line per check; in notebooks, an HTML table
     assert_plugin_valid(my_plugin_object)          # for a plugin's own pytest suite
@@ -117,9 +119,13 @@ class PluginContractError(WorkbenchError, AssertionError):
 
 def _resolve(target: Any) -> tuple[str, object, str]:
     """(label, plugin object, how it was found) from a domain name, a module path, a
-    module/object or a Domain. A string is tried as a domain name first (so `alfworld` is the
-    domain, not the pip package of the same name), then as an importable module. Raises
-    LookupError saying what was tried and, for a module that failed to import, why."""
+    `module:object` path, a module/object or a Domain. A string is tried as a domain name
+    first (so `alfworld` is the domain, not the pip package of the same name), then as an
+    importable module. A module whose hooks are methods of an object (the style notebook 02
+    and `[project.entry-points.workbench] name = "module:plugin"` use) is checked through that
+    object: `module:plugin` names it, and a bare module name finds it when the module defines
+    no hook functions itself (`plugin`, else its one instance with hooks). Raises LookupError
+    saying what was tried and, for a module that failed to import, why."""
     from workbench.registry import Domain, load_registry
 
     if isinstance(target, Domain):
@@ -133,22 +139,71 @@ def _resolve(target: Any) -> tuple[str, object, str]:
     for rec in registry.broken:
         if target in (rec.name, rec.domain):
             raise LookupError(f"plugin {rec.name!r} ({rec.source}) is installed but broken: {rec.error}")
-    if target in sys.modules:
-        return target, sys.modules[target], f"module {target!r} (already imported)"
+    module_name, _, attribute = target.partition(":")
+    module, where = _import_plugin_module(module_name, registry)
+    if attribute:
+        obj: Any = module
+        for part in attribute.split("."):
+            if not hasattr(obj, part):
+                found = sorted(_plugin_objects(module)) or ["none"]
+                raise LookupError(f"module {module_name!r} ({where}) has no attribute {attribute!r}; "
+                                  f"objects with workbench hooks in it: {', '.join(found)}")
+            obj = getattr(obj, part)
+        return target, obj, f"{attribute!r} of module {module_name!r} ({where})"
+    if not _hook_names(module):
+        objects = _plugin_objects(module)
+        name = "plugin" if "plugin" in objects else (next(iter(objects)) if len(objects) == 1 else None)
+        if name is not None:
+            return f"{module_name}:{name}", objects[name], f"{name!r} of module {module_name!r} ({where})"
+        if objects:
+            raise LookupError(f"module {module_name!r} defines no hook functions and several objects with hooks "
+                              f"({', '.join(sorted(objects))}); name one: {module_name}:{sorted(objects)[0]}")
+    return module_name, module, f"module {module_name!r} ({where})"
+
+
+def _import_plugin_module(module_name: str, registry: Any) -> tuple[Any, str]:
+    """The module and where it came from (its file, or "already imported")."""
+    if module_name in sys.modules:
+        return sys.modules[module_name], "already imported"
     try:
-        module = importlib.import_module(target)
+        module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        if exc.name is not None and (target == exc.name or target.startswith(exc.name + ".")):
+        if exc.name is not None and (module_name == exc.name or module_name.startswith(exc.name + ".")):
             known = ", ".join(sorted(registry.domains)) or "none"
             raise LookupError(
-                f"{target!r} is neither a loaded domain (loaded: {known}) nor an importable module "
+                f"{module_name!r} is neither a loaded domain (loaded: {known}) nor an importable module "
                 f"(searched the current folder {Path.cwd()} and sys.path); check the name, or run from the "
                 "plugin's folder, or install it with `pip install -e .`"
             ) from None
-        raise LookupError(f"module {target!r} was found but failed to import: {_fmt_exc(exc)}") from None
+        raise LookupError(f"module {module_name!r} was found but failed to import: {_fmt_exc(exc)}") from None
     except Exception as exc:
-        raise LookupError(f"module {target!r} was found but failed to import: {_fmt_exc(exc)}") from None
-    return target, module, f"module {target!r} ({getattr(module, '__file__', None) or 'built in'})"
+        raise LookupError(f"module {module_name!r} was found but failed to import: {_fmt_exc(exc)}") from None
+    return module, getattr(module, "__file__", None) or "built in"
+
+
+def _hook_names(obj: Any) -> set[str]:
+    """The names of `obj`'s attributes marked with `@hookimpl` (as pluggy finds them)."""
+    from workbench.hookspecs import PROJECT
+
+    marker = f"{PROJECT}_impl"
+    names = set()
+    for name in dir(obj):
+        try:
+            value = getattr(obj, name)
+        except Exception:
+            continue
+        if callable(value) and hasattr(value, marker):
+            names.add(name)
+    return names
+
+
+def _plugin_objects(module: Any) -> dict[str, Any]:
+    """The module's objects (not classes, not modules) whose methods carry `@hookimpl`."""
+    import types
+
+    return {name: value for name, value in vars(module).items()
+            if not name.startswith("_") and not isinstance(value, (type, types.ModuleType))
+            and _hook_names(value)}
 
 
 def _fmt_exc(exc: BaseException) -> str:
@@ -552,7 +607,7 @@ def _check_declared_metrics(c: _Checker, info: DomainInfo, agg: dict[str, Any], 
 
 
 def check_plugin(target: Any, options: dict[str, Any] | None = None) -> CheckReport:
-    """Check a plugin (module path, domain name, module/object, or `Domain`) against the
+    """Check a plugin (module path, `module:object`, domain name, module/object, or `Domain`) against the
     contract. `options` go to `workbench_seed_tasks` (default: the built-in samples)."""
     from workbench.registry import PluginError, load_registry
 

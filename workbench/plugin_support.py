@@ -16,7 +16,8 @@ from typing import Any, Iterable, Sequence, overload
 from workbench.errors import WorkbenchError
 from workbench.tasks import Score, Task
 
-__all__ = ["OptionError", "int_option", "limit_option", "path_option", "list_option", "mean", "mean_stderr", "rate", "grouped_means", "example_failures"]
+__all__ = ["OptionError", "int_option", "limit_option", "path_option", "list_option", "mean", "mean_stderr", "rate", "grouped_means",
+           "count_tasks", "first_failures", "example_failures"]
 
 
 class OptionError(WorkbenchError, ValueError):
@@ -104,15 +105,46 @@ def grouped_means(keys: Sequence[str], values: Sequence[float], prefix: str = ""
     return {f"{prefix}{key}": mean(group) for key, group in groups.items()}
 
 
+def count_tasks(tasks: Iterable[Task]) -> int:
+    """How many distinct tasks (by id) `tasks` holds. The aggregate and report-section hooks get
+    one entry per scored output, and a run's report passes every attempt: 28 tasks tried 10
+    times each arrive as 280 entries. A "tasks scored" count is this, not `len(scores)`."""
+    return len({task.id for task in tasks})
+
+
+def first_failures(tasks: Sequence[Task], scores: Sequence[Score], limit: int = 5) -> list[int]:
+    """Indices of the first failed attempt (success < 1) of up to `limit` distinct tasks, in
+    order: each failing task once, however many of its attempts failed."""
+    seen: set[str] = set()
+    found = []
+    for i, (task, score) in enumerate(zip(tasks, scores)):
+        if score.success >= 1.0 or task.id in seen:
+            continue
+        seen.add(task.id)
+        found.append(i)
+        if len(found) >= limit:
+            break
+    return found
+
+
 def example_failures(tasks: Sequence[Task], outputs: Sequence[str], scores: Sequence[Score], limit: int = 5,
                      width: int = 300) -> list[dict[str, Any]]:
-    """Up to `limit` failed attempts for a report: id, prompt, output (cut to `width`), reward, error."""
-    failed = []
-    for task, output, score in zip(tasks, outputs, scores):
-        if score.success >= 1.0:
-            continue
-        failed.append({"id": task.id, "prompt": task.prompt[:width], "output": output[:width], "reward": score.reward,
-                       "error": score.error})
-        if len(failed) >= limit:
-            break
-    return failed
+    """Up to `limit` failing tasks for a report, each once (its first failed attempt): id,
+    prompt, output (cut to `width`), reward, error; in the same order as `first_failures`, so
+    a plugin can add fields from `tasks[i]` / `scores[i]`. Where a task was attempted more than
+    once (a run's report), each row also says how many of its attempts failed ("7 of 10")."""
+    attempts: dict[str, int] = defaultdict(int)
+    failed: dict[str, int] = defaultdict(int)
+    for task, score in zip(tasks, scores):
+        attempts[task.id] += 1
+        failed[task.id] += score.success < 1.0
+    repeated = any(n > 1 for n in attempts.values())
+    rows = []
+    for i in first_failures(tasks, scores, limit):
+        task, output, score = tasks[i], outputs[i], scores[i]
+        row = {"id": task.id, "prompt": task.prompt[:width], "output": output[:width], "reward": score.reward,
+               "error": score.error}
+        if repeated:
+            row["failed_attempts"] = f"{failed[task.id]} of {attempts[task.id]}"
+        rows.append(row)
+    return rows

@@ -17,7 +17,10 @@ Offline by default (`tracking.offline: true`):
   * trackio writes a local SQLite store, `<trackio_dir>/<project>.db`. `TRACKIO_DIR` is set
     before trackio is imported (default: the `TRACKIO_DIR` environment variable, else
     `<run folder>/trackio`), and `TRACKIO_SPACE_ID` / `TRACKIO_SERVER_URL` are removed from the
-    environment, so nothing is sent anywhere. View it with `TRACKIO_DIR=... trackio show`.
+    environment, so nothing is sent anywhere. View it with `trackio_show_command(...)`, the
+    command the CLI prints (`TRACKIO_DIR=<store> trackio show --project <project>`): a bare
+    `trackio show` reads trackio's default store and shows nothing of this run. trackio's own
+    console hint (printed when a trainer starts its trackio run) is replaced by that command.
     trackio reads TRACKIO_DIR once, at import, and TRL imports trackio with GRPOTrainer; where it
     was already imported (a notebook kernel, a test session) its module-level TRACKIO_DIR is
     re-pointed at this run's store.
@@ -37,6 +40,7 @@ import io
 import logging
 import math
 import os
+import shlex
 import zlib
 from pathlib import Path
 from typing import Any, Iterable, Protocol
@@ -126,7 +130,8 @@ def prepare_environment(settings: Any, run_dir: str | Path) -> None:
 def _point_loaded_trackio_at(store: Path) -> None:
     """trackio reads TRACKIO_DIR once, when first imported, into module constants; TRL imports it
     with GRPOTrainer, so in a notebook or a test session it may already be loaded with another
-    store. Re-point those constants (trackio's own modules only) at this run's store."""
+    store. Re-point those constants (trackio's own modules only) at this run's store, and make
+    trackio's console hint name the store (`_working_dashboard_hint`)."""
     import sys
 
     for name, module in list(sys.modules.items()):
@@ -134,6 +139,27 @@ def _point_loaded_trackio_at(store: Path) -> None:
         if (name == "trackio" or name.startswith("trackio.")) and isinstance(current, Path) and current != store:
             log.info("re-pointing %s.TRACKIO_DIR from %s to %s", name, current, store)
             module.TRACKIO_DIR = store  # type: ignore[attr-defined]
+    utils = sys.modules.get("trackio.utils")
+    hint = getattr(utils, "print_dashboard_instructions", None)
+    if hint is not None and hint is not _working_dashboard_hint:
+        utils.print_dashboard_instructions = _working_dashboard_hint  # type: ignore[union-attr]
+
+
+def trackio_show_command(store: str | Path, project: str) -> str:
+    """The shell command that opens trackio's dashboard on `store`: trackio reads its store from
+    TRACKIO_DIR, so without it `trackio show` opens the default store, empty of this run."""
+    return f"TRACKIO_DIR={shlex.quote(str(store))} trackio show --project {shlex.quote(project)}"
+
+
+def _working_dashboard_hint(project: str) -> None:
+    """Stands in for `trackio.utils.print_dashboard_instructions`, which trackio prints when a run
+    starts (the trainers' `report_to` callback): the same hint, with the store named so the
+    command works from any terminal."""
+    import sys
+
+    store = getattr(sys.modules.get("trackio.utils"), "TRACKIO_DIR", None) or os.environ.get("TRACKIO_DIR", "")
+    print("* View dashboard by running in your terminal:")
+    print(trackio_show_command(store, project))
 
 
 def trainer_report_arguments(settings: Any, run_dir: str | Path, role: str) -> dict[str, Any]:
@@ -315,8 +341,12 @@ class Tracker:
         self.logged_steps.append(epoch)
 
     def where(self) -> dict[str, str]:
-        """Where each backend writes (for the CLI's message)."""
-        return {name: str(getattr(b, "dir", "")) for name, b in self.backends.items()}
+        """Where each backend writes (for the CLI's message); for trackio, with the command that
+        shows it (`trackio_show_command`)."""
+        places = {name: str(getattr(b, "dir", "")) for name, b in self.backends.items()}
+        if "trackio" in self.backends:
+            places["trackio"] += f" (view: {trackio_show_command(places['trackio'], self.settings.project)})"
+        return places
 
     def close(self) -> None:
         for backend in self.backends.values():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.plugin_support import example_failures, grouped_means, mean
+from workbench.plugin_support import count_tasks, example_failures, grouped_means, mean
 from workbench.tasks import MetricInfo, ReportSection, Score, Task
 
 from .actions import safe_text
@@ -44,20 +44,22 @@ def _by_type(tasks: list[Task], scores: list[Score], prefix: str = "") -> dict[s
 
 
 def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
-    """`accuracy`, step accuracy (single steps) and episode success rate (episodes), overall and per type."""
-    out: dict[str, float] = {"n": len(scores)}
+    """`accuracy`, step accuracy (single steps) and episode success rate (episodes), overall and per type.
+    The counts (`n`, `n_step`, `n_episode`) are distinct tasks, the rates are over every scored
+    output (a run's report passes each task once per attempt)."""
+    out: dict[str, float] = {"n": count_tasks(tasks)}
     if scores:
         out[HEADLINE] = mean(s.success for s in scores)
         out["parse_error_rate"] = mean(float(s.error is not None) for s in scores)
     step_tasks, step_scores = _of_mode(tasks, scores, "step")
     if step_scores:
-        out["n_step"] = len(step_scores)
+        out["n_step"] = count_tasks(step_tasks)
         out["step_accuracy"] = mean(s.success for s in step_scores)
         out["admissible_rate"] = mean(s.metrics.get("admissible", 0.0) for s in step_scores)
         out.update(sorted(_by_type(step_tasks, step_scores, "step_accuracy_").items()))
     episode_tasks, episode_scores = _of_mode(tasks, scores, "episode")
     if episode_scores:
-        out["n_episode"] = len(episode_scores)
+        out["n_episode"] = count_tasks(episode_tasks)
         out["success_rate"] = mean(s.success for s in episode_scores)
         won_steps = [s.metrics.get("steps", 0.0) for s in episode_scores if s.success >= 1.0]
         if won_steps:
@@ -68,9 +70,9 @@ def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
 
 def _type_table(tasks: list[Task], scores: list[Score], mode: str, metric: str) -> list[dict[str, Any]]:
     tasks, scores = _of_mode(tasks, scores, mode)
-    types = [str(t.spec.get("task_type")) for t in tasks]
     rates = _by_type(tasks, scores)
-    return [{"task_type": t, "n": types.count(t), metric: rates[t]} for t in TASK_TYPES if t in rates]
+    return [{"task_type": kind, "n": count_tasks(t for t in tasks if str(t.spec.get("task_type")) == kind), metric: rates[kind]}
+            for kind in TASK_TYPES if kind in rates]
 
 
 def report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -> ReportSection:

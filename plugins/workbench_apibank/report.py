@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
-from workbench.plugin_support import example_failures, grouped_means, mean
+from workbench.plugin_support import count_tasks, example_failures, first_failures, grouped_means, mean
 from workbench.tasks import MetricInfo, ReportSection, Score, Task
 
 from .scoring import not_scorable_reason, policy_of
@@ -87,23 +87,30 @@ def _by_level(tasks: list[Task], scores: list[Score]) -> dict[str, list[Score]]:
     return dict(sorted(groups.items()))
 
 
+def _tasks_where(tasks: list[Task], scores: list[Score], keep: Any) -> int:
+    """Distinct tasks with an output for which `keep(task, score)` holds."""
+    return count_tasks(t for t, s in zip(tasks, scores) if keep(t, s))
+
+
 def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
     """Accuracy overall and per level under each call policy and protocol, ToolRL's
     paper-comparable accuracy, `paper_accuracy`, the parse-error rate, and how many tasks each
-    protocol scored (`n_protocol_executed`, `n_protocol_matching`, `n_not_scorable`)."""
+    protocol scored (`n_protocol_executed`, `n_protocol_matching`, `n_not_scorable`). The counts
+    are distinct tasks, the rates are over every scored output (a run's report passes each task
+    once per attempt)."""
     n = len(scores)
-    out: dict[str, float] = {"n": n}
+    out: dict[str, float] = {"n": count_tasks(tasks)}
     if not n:
         return out
     out.update(_metrics_of(scores))
     out[HEADLINE] = mean(_paper_verdict(s) for s in scores)
     out["name_accuracy"] = mean(s.metrics.get("name_match", 0.0) for s in scores)
     out["parse_error_rate"] = mean(float(s.error is not None) for s in scores)
-    out["n_protocol_executed"] = sum(1 for s in scores if s.metrics.get("protocol_executed"))
-    out["n_protocol_matching"] = n - out["n_protocol_executed"]
-    out["n_not_scorable"] = sum(1 for s in scores if s.metrics.get("not_scorable"))
+    out["n_protocol_executed"] = _tasks_where(tasks, scores, lambda t, s: s.metrics.get("protocol_executed"))
+    out["n_protocol_matching"] = _tasks_where(tasks, scores, lambda t, s: not s.metrics.get("protocol_executed"))
+    out["n_not_scorable"] = _tasks_where(tasks, scores, lambda t, s: s.metrics.get("not_scorable"))
     for level, group in _by_level(tasks, scores).items():
-        out[f"n_{level}"] = len(group)
+        out[f"n_{level}"] = _tasks_where(tasks, scores, lambda t, s, level=level: _level(t) == level)
         out.update(_metrics_of(group, f"_{level}"))
     return out
 
@@ -142,12 +149,12 @@ def report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -
     metrics = aggregate(tasks, scores)
     level_rows = []
     for level, group in _by_level(tasks, scores).items():
-        row: dict[str, Any] = {"level": level, "n": len(group)}
+        row: dict[str, Any] = {"level": level, "n": _tasks_where(tasks, scores, lambda t, s, level=level: _level(t) == level)}
         row.update(_metrics_of(group))
         row["parse_error_rate"] = mean(float(s.error is not None) for s in group)
         level_rows.append(row)
     apis = [_api(t) for t in tasks]
-    api_counts = Counter(apis)
+    api_counts = Counter(_api(t) for t in {t.id: t for t in tasks}.values())  # distinct tasks per API
     api_means = grouped_means(apis, [_correct(s) for s in scores])
     api_rows = [
         {"api": api, "n": api_counts[api], "accuracy": api_means[api]}
@@ -156,9 +163,8 @@ def report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -
     kinds = Counter(failure_kind(s) for s in scores)
     unscorable = Counter(not_scorable_reason(t) or "unknown" for t, s in zip(tasks, scores) if s.metrics.get("not_scorable"))
     failures = example_failures(tasks, [o or "" for o in outputs], scores)
-    cases = {t.id: (t, s) for t, s in zip(tasks, scores)}
-    for failure in failures:
-        task, score = cases[failure["id"]]
+    for i, failure in zip(first_failures(tasks, scores), failures):
+        task, score = tasks[i], scores[i]
         failure.update(level=task.spec.get("level"), kind=failure_kind(score), gold=task.spec.get("gold_calls"))
     lines = [protocol_line(tasks, scores), "", "| metric | value |", "| --- | --- |"] + [
         f"| {k} | {v:.4f} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in metrics.items()

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from workbench import ReportSection, Score, Task
-from workbench.plugin_support import mean_stderr, rate
+from workbench.plugin_support import count_tasks, mean_stderr, rate
 from workbench.tasks import MetricInfo
 
 from . import metrics
@@ -30,10 +30,13 @@ METRICS = [
 
 
 def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
+    """EM and F1 with standard errors, the judge's verdict, parse and empty rates. `n` counts
+    distinct questions, the rates are over every scored output (a run's report passes each
+    question once per attempt)."""
     n = len(scores)
     if n == 0:
         return {"n": 0}
-    out: dict[str, float] = {"n": n}
+    out: dict[str, float] = {"n": count_tasks(tasks)}
     for key in ("em", "f1"):
         out[key], out[f"{key}_stderr"] = mean_stderr(float(s.metrics.get(key, 0.0)) for s in scores)
     judged = [float(s.metrics["judge"]) for s in scores if "judge" in s.metrics]
@@ -59,13 +62,14 @@ def answer_type(gold: str) -> str:
     return "entity"
 
 
-def _breakdown(groups: dict[str, list[Score]], label: str) -> list[dict[str, Any]]:
+def _breakdown(groups: dict[str, list[Score]], label: str, counts: dict[str, int] | None = None) -> list[dict[str, Any]]:
+    """One row per group: its size (`counts[key]` where given, else the outputs in it), EM, F1."""
     rows = []
     for key in sorted(groups):
         items = groups[key]
         rows.append({
             label: key,
-            "n": len(items),
+            "n": counts[key] if counts is not None else len(items),
             "em": sum(s.metrics.get("em", 0.0) for s in items) / len(items),
             "f1": sum(s.metrics.get("f1", 0.0) for s in items) / len(items),
         })
@@ -74,14 +78,18 @@ def _breakdown(groups: dict[str, list[Score]], label: str) -> list[dict[str, Any
 
 def report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -> ReportSection:
     by_type: dict[str, list[Score]] = {}
+    type_tasks: dict[str, list[Task]] = {}
     by_method: dict[str, list[Score]] = {}
     failures: list[dict[str, Any]] = []
+    listed: set[str] = set()  # each failing question once, however many of its attempts failed
     for task, output, score in zip(tasks, outputs, scores):
         golds = golds_or_blank(task.spec)
         by_type.setdefault(answer_type(golds[0]), []).append(score)
+        type_tasks.setdefault(answer_type(golds[0]), []).append(task)
         answer, method = extracted(output)
         by_method.setdefault(method or "unparsed", []).append(score)
-        if not score.correct and len(failures) < 5:
+        if not score.correct and task.id not in listed and len(failures) < 5:
+            listed.add(task.id)
             failures.append({
                 "id": task.id,
                 "question": str(task.spec.get("question", ""))[:300],
@@ -96,7 +104,7 @@ def report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -
     return ReportSection(
         title="Bamboogle",
         metrics=summary,
-        tables={"by_answer_type": _breakdown(by_type, "answer_type"),
+        tables={"by_answer_type": _breakdown(by_type, "answer_type", {k: count_tasks(v) for k, v in type_tasks.items()}),
                 "by_extraction": _breakdown(by_method, "extraction")},
         markdown=_metric_markdown(summary),
         failures=failures,

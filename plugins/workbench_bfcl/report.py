@@ -8,8 +8,9 @@ unweighted mean `category_mean_accuracy`, `parse_error_rate`, and for multi-turn
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
-from workbench.plugin_support import example_failures, grouped_means, mean
+from workbench.plugin_support import count_tasks, example_failures, first_failures, grouped_means, mean
 from workbench.tasks import MetricInfo, ReportSection, Score, Task
 from workbench_bfcl.data import DEFAULT_CATEGORIES
 from workbench_bfcl.scoring import evaluate
@@ -54,9 +55,11 @@ def _episodes(tasks: list[Task], scores: list[Score]) -> dict[str, list[bool]]:
 
 
 def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
-    """accuracy (all items), accuracy_<category>, category_mean_accuracy, parse_error_rate."""
+    """accuracy (all items), accuracy_<category>, category_mean_accuracy, parse_error_rate.
+    `n` counts distinct items, the rates are over every scored output (a run's report passes
+    each task once per attempt)."""
     n = len(scores)
-    out: dict[str, float] = {"n": n}
+    out: dict[str, float] = {"n": count_tasks(tasks)}
     if not n:
         return out
     out[HEADLINE] = mean(_correct(s) for s in scores)
@@ -74,27 +77,28 @@ def report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -
     """The metrics, a per-category table and up to 5 failures with the checker's reason."""
     metrics = aggregate(tasks, scores)
     groups: dict[str, list[Score]] = defaultdict(list)
+    group_tasks: dict[str, list[Task]] = defaultdict(list)
     for task, score in zip(tasks, scores):
         groups[_category(task)].append(score)
-    rows = [
-        {
-            "category": category,
-            "n": len(group),
-            "correct": sum(bool(s.correct) for s in group),
-            "accuracy": round(mean(_correct(s) for s in group), 4),
-            "parse_errors": sum(s.error is not None for s in group),
-        }
-        for category, group in sorted(groups.items())
-    ]
+        group_tasks[_category(task)].append(task)
+    repeated = len(scores) > metrics["n"]  # a run's report: several attempts per task
+    rows = []
+    for category, group in sorted(groups.items()):
+        row: dict[str, Any] = {"category": category, "n": count_tasks(group_tasks[category])}
+        if repeated:
+            row["attempts"] = len(group)  # what correct and parse_errors count
+        row.update(correct=sum(bool(s.correct) for s in group), accuracy=round(mean(_correct(s) for s in group), 4),
+                   parse_errors=sum(s.error is not None for s in group))
+        rows.append(row)
     failures = example_failures(tasks, outputs, scores)
-    cases = {t.id: (t, o, s) for t, o, s in zip(tasks, outputs, scores)}
-    for failure in failures:
-        task, output, score = cases[failure["id"]]
+    for i, failure in zip(first_failures(tasks, scores), failures):
+        task, output, score = tasks[i], outputs[i], scores[i]
         failure["category"] = task.spec.get("category")
         failure["reason"] = (score.error or evaluate(task.spec, output)[1])[:300]
     ordered = [c for c in DEFAULT_CATEGORIES if c in groups]
+    attempts = f" ({len(scores)} attempts)" if repeated else ""
     markdown = (
-        f"BFCL accuracy {metrics.get('accuracy', 0.0):.1%} over {metrics['n']} items "
+        f"BFCL accuracy {metrics.get('accuracy', 0.0):.1%} over {metrics['n']} items{attempts} "
         f"(unweighted mean over {len(rows)} categories: {metrics.get('category_mean_accuracy', 0.0):.1%}; "
         f"parse errors {metrics.get('parse_error_rate', 0.0):.1%}). Official categories present: {', '.join(ordered) or 'none'}."
     )

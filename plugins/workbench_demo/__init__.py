@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from workbench import AgentStats, DomainInfo, Rejection, Score, Task, hookimpl
-from workbench.plugin_support import grouped_means, int_option, limit_option, mean, path_option
+from workbench.plugin_support import count_tasks, grouped_means, int_option, limit_option, mean, path_option
 from workbench.tasks import MetricInfo
 
 NAME = "arithmetic"
@@ -325,4 +325,4 @@ def workbench_reference_output(task: Task) -> str | None:
 def workbench_aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
     pairs = sorted(zip(tasks, scores), key=lambda pair: pair[0].spec.get("operations", 0))
     by_ops = grouped_means([f"ops{t.spec.get('operations', 0)}" for t, _ in pairs], [s.reward for _, s in pairs], prefix="accuracy_")
-    return {"n": len(scores), "accuracy": mean(s.reward for s in scores), **by_ops}
+    return {"n": count_tasks(tasks), "accuracy": mean(s.reward for s in scores), **by_ops}

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench import AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, hookimpl
-from workbench.plugin_support import limit_option, path_option
+from workbench.plugin_support import first_failures, limit_option, path_option
 
 from . import cities, data, generation, loaders, report, scoring
 from .data import NAME, TASK_SCHEMA, make_task, render_reference, tasks_from_file
@@ -122,7 +122,7 @@ def workbench_aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, flo
 
 @hookimpl
 def workbench_report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -> ReportSection:
-    failing = [i for i, s in enumerate(scores) if not s.correct][:5]
+    failing = first_failures(tasks, scores)  # each failing query once, however many attempts failed
     messages = {i: scoring.evaluate_output(tasks[i], outputs[i])[1] for i in failing}
     return report.report_section(tasks, outputs, scores, messages)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from workbench import ReportSection, Score, Task
-from workbench.plugin_support import mean, rate
+from workbench.plugin_support import count_tasks, mean, rate
 from workbench.tasks import MetricInfo
 
 from .cities import APPROXIMATION, OFFICIAL
@@ -74,9 +74,11 @@ def undelivered(error: str, protocol: str = APPROXIMATION) -> Score:
 
 def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
     """The six official rates over these items (eval.py's fixed denominators, 45 / 360 /
-    105 for train, are what these formulas give for the full splits)."""
+    105 for train, are what these formulas give for the full splits). `n` counts distinct
+    queries; the rates are over every scored plan (a run's report passes each query once per
+    attempt)."""
     n = len(scores)
-    out: dict[str, float] = {"n": float(n)}
+    out: dict[str, float] = {"n": float(count_tasks(tasks))}
     if n == 0:
         return out
     cs_true = sum(s.metrics.get(key, 0.0) for s in scores for key in COMMONSENSE_KEYS)
@@ -126,7 +128,7 @@ def breakdown(tasks: list[Task], scores: list[Score], field: str) -> list[dict[s
     for value in sorted(groups, key=lambda v: (order.get(v, 9), str(v))):
         idx = groups[value]
         sub = aggregate([tasks[i] for i in idx], [scores[i] for i in idx])
-        rows.append({field: value, "n": len(idx), **{k: round(sub[k], 4) for k in OFFICIAL_METRICS}})
+        rows.append({field: value, "n": count_tasks(tasks[i] for i in idx), **{k: round(sub[k], 4) for k in OFFICIAL_METRICS}})
     return rows
 
 

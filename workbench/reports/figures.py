@@ -8,20 +8,25 @@ bytes or a base64 `data:` URI for embedding in a self-contained HTML file.
 Conventions every chart follows: epoch axes have integer ticks; the success band is drawn
 from the run config's `alpha` and `k_min` (never a default), and not at all while they are
 unknown; an empty panel says why (no epoch yet, the environment was not updated that epoch,
-no rejections) instead of a bare "no data yet". PNGs are rendered at `DPI` (120): crisp at
-the sizes the dashboard and the report show them, about 100-150 kB each.
+no rejections) instead of a bare "no data yet"; tick labels carry their own value (no
+offset or "1e-10" multiplier above the axis); a legend stays inside its panel and off the
+data (long labels wrap, the stacked rejection bars get headroom for theirs). PNGs are
+rendered at `DPI` (120): crisp at the sizes the dashboard and the report show them, about
+100-150 kB each.
 """
 
 from __future__ import annotations
 
 import base64
 import io
+import math
+import textwrap
 from collections import Counter
 from typing import Any, Sequence
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from workbench.reports.summary import metric_value
 
@@ -29,6 +34,7 @@ Metrics = Sequence[dict[str, Any]]
 RUN_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
 DPI = 120
 NO_EPOCH_YET = "no epoch finished yet"
+LEGEND_WRAP = 24  # characters per legend line: a longer label wraps rather than run over the panel's edge
 
 
 def figure_png(fig: Figure, dpi: int = DPI) -> bytes:
@@ -76,6 +82,43 @@ def _epoch_axis(ax: Any, metrics: Metrics = ()) -> None:
     ax.set_xlabel("epoch", fontsize=8)
 
 
+def tick_label(value: float, _pos: Any = None) -> str:
+    """A y tick label that reads on its own: `0.045`, `1250`, `2.5e-10`. Matplotlib's default
+    moves a shared factor or offset into a separate label above the axis (the stray "1e-10"
+    under a panel title when env KL is tiny); here each tick says its value."""
+    magnitude = abs(value)
+    if magnitude == 0:
+        return "0"
+    if 1e-3 <= magnitude < 1e4:
+        return f"{value:.4g}"
+    if 1e4 <= magnitude < 1e9:
+        return f"{value:.0f}"
+    return f"{value:.3g}"
+
+
+def _value_axis(ax: Any, values: Sequence[float] = ()) -> None:
+    """Self-contained y tick labels; values equal up to rounding noise (0.6 and 0.6 + 1e-12)
+    get the same +-5% margin as a constant series instead of an axis zoomed into the noise."""
+    ax.yaxis.set_major_formatter(FuncFormatter(tick_label))
+    finite = [v for v in values if math.isfinite(v)]
+    if finite:
+        low, high = min(finite), max(finite)
+        scale = max(abs(low), abs(high))
+        if 0 < high - low <= 1e-9 * scale:
+            middle = (low + high) / 2
+            ax.set_ylim(middle - 0.05 * scale, middle + 0.05 * scale)
+
+
+def _legend(ax: Any, fontsize: float = 7, **kwargs: Any) -> None:
+    """A legend whose long labels wrap, so it stays inside its panel (a one-line label of 40
+    characters ran over the y tick labels); placed where it covers the least data."""
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return
+    kwargs.setdefault("loc", "best")
+    ax.legend(handles, [textwrap.fill(label, LEGEND_WRAP, break_on_hyphens=False) for label in labels], fontsize=fontsize, **kwargs)
+
+
 def _empty(ax: Any, title: str, note: str = NO_EPOCH_YET) -> None:
     ax.set_title(title, fontsize=9)
     ax.text(0.5, 0.5, note.replace(": ", ":\n", 1), ha="center", va="center", transform=ax.transAxes, color="#888", fontsize=8)
@@ -109,10 +152,13 @@ def _env_gaps(metrics: Metrics) -> tuple[list[int], str]:
 
 
 def _mark_gaps(ax: Any, epochs: list[int], label: str) -> None:
-    """Grey crosses along the bottom of the panel at the epochs with no value."""
+    """Grey crosses along the bottom of the panel at the epochs with no value. They are placed
+    in data coordinates at 3% of the panel's height, with the y limits then fixed, so the
+    legend's "best" placement sees where they really are."""
     if epochs:
-        ax.scatter(epochs, [0.03] * len(epochs), marker="x", s=20, color="#888", label=label,
-                   transform=ax.get_xaxis_transform(), clip_on=False)
+        low, high = ax.get_ylim()
+        ax.scatter(epochs, [low + 0.03 * (high - low)] * len(epochs), marker="x", s=20, color="#888", label=label)
+        ax.set_ylim(low, high)
 
 
 def _epoch_list(epochs: list[int]) -> str:
@@ -141,7 +187,7 @@ def plot_p_hat(ax: Any, metrics: Metrics, alpha: float | None, k_min: float | No
     if not metrics:
         ax.text(0.5, 0.5, NO_EPOCH_YET, ha="center", va="center", transform=ax.transAxes, color="#888", fontsize=8)
     if alpha is not None and k_min is not None:
-        ax.legend(fontsize=7, loc="upper left")
+        _legend(ax, loc="upper left")
     _epoch_axis(ax, metrics)
 
 
@@ -153,12 +199,12 @@ def plot_line(ax: Any, metrics: Metrics, keys: Sequence[tuple[str, str]], title:
     text of a key that has no value while another key of the panel has (e.g. env loss when
     the environment was never updated); `gaps` = (epochs, label) marks epochs that have no
     value with grey crosses (e.g. the epochs without environment update)."""
-    drawn = False
+    drawn: list[float] = []
     for key, label in keys:
         xs, ys = _series(metrics, key)
         if xs:
             ax.plot(xs, ys, marker="o", label=label)
-            drawn = True
+            drawn += ys
         elif missing_label and key in missing_label:
             ax.plot([], [], color="#888", label=missing_label[key])
     if not drawn:
@@ -166,10 +212,11 @@ def plot_line(ax: Any, metrics: Metrics, keys: Sequence[tuple[str, str]], title:
         return
     ax.set_title(title, fontsize=9)
     _epoch_axis(ax, metrics)
+    _value_axis(ax, drawn)
     if gaps and gaps[0]:
         _mark_gaps(ax, *gaps)
     if len(keys) > 1 or missing_label or (gaps and gaps[0]):
-        ax.legend(fontsize=7)
+        _legend(ax)
 
 
 def plot_rejections(ax: Any, metrics: Metrics) -> None:
@@ -186,7 +233,14 @@ def plot_rejections(ax: Any, metrics: Metrics) -> None:
         bottom = [b + c for b, c in zip(bottom, counts)]
     ax.set_title("rejections by reason", fontsize=9)
     _epoch_axis(ax, metrics)
-    ax.legend(fontsize=6)
+    _value_axis(ax)
+    # The legend goes in a band above the tallest bar, never over one: up to three codes a
+    # row, and the y axis extended by the rows' height (about 8% of the panel each).
+    ncol = min(3, len(codes))
+    rows = math.ceil(len(codes) / ncol)
+    headroom = 0.06 + 0.08 * rows
+    ax.set_ylim(0, max(1, max(bottom)) / (1 - headroom))
+    _legend(ax, fontsize=6, loc="upper center", ncol=ncol, borderaxespad=0.3, handlelength=1.2, columnspacing=0.8)
 
 
 def dashboard_figure(metrics: Metrics, alpha: float | None = None, k_min: float | None = None) -> Figure:
@@ -241,9 +295,12 @@ def comparison_figure(runs: Sequence[tuple[str, Metrics, float, float]]) -> Figu
         ax.set_title(title, fontsize=9)
         _epoch_axis(ax, [m for _label, metrics, _a, _k in runs for m in metrics])
         ax.tick_params(labelsize=7)
+    for ax in (ax_r, ax_len):
+        _value_axis(ax, [y for line in ax.get_lines() for y in line.get_ydata()])
     ax_p.set_ylim(-0.05, 1.05)
     ax_rej.set_ylim(-0.05, 1.05)
-    ax_r.legend(fontsize=7)
+    _legend(ax_p)  # the band(s) and every run's colour, where the runs are compared with alpha
+    _legend(ax_r)
     fig.tight_layout()
     return fig
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from workbench.plugin_support import count_tasks, example_failures
 from workbench.run_layout import RunLayout
 from workbench.tasks import ReportSection, Score, Task, read_jsonl
 
@@ -131,7 +132,13 @@ def load_eval(path: str | Path, registry: Any = None) -> EvalSource:
 
 
 def _run_task_section(path: Path, config: dict[str, Any], metrics: list[dict[str, Any]], registry: Any) -> ReportSection | None:
-    """The domain's report section over the agent's attempts at the last epoch's tasks."""
+    """The domain's report section over the agent's attempts at the last epoch's tasks.
+
+    The plugin gets one entry per attempt (its rates are over attempts, which weight every task
+    alike); its counts are distinct tasks (`plugin_support.count_tasks`). The attempts are
+    passed round-robin (every task's first attempt, then every second one, ...), so a plugin
+    listing the first few failures lists different tasks; a failing task still listed twice is
+    kept once. The title says how many tasks and attempts the section covers."""
     domain = _domain(registry, config.get("domain", ""))
     if domain is None:
         return None
@@ -140,26 +147,52 @@ def _run_task_section(path: Path, config: dict[str, Any], metrics: list[dict[str
         file = RunLayout(path).epoch_path(epoch)
         if not file.exists():
             continue
-        tasks, outputs, scores = [], [], []
+        per_task: list[tuple[Task, list[dict[str, Any]]]] = []
         for row in read_jsonl(file):
-            if not row.get("valid") or not row.get("task"):
+            if not row.get("valid") or not row.get("task") or not row.get("attempts"):
                 continue
-            task = Task.from_dict(row["task"])
-            for a in row.get("attempts", []):
-                tasks.append(task)
-                outputs.append(a.get("output", ""))
-                scores.append(_score(a))
-        if tasks:
+            per_task.append((Task.from_dict(row["task"]), list(row["attempts"])))
+        if per_task:
             break
     else:
         return None
+    tasks, outputs, scores = [], [], []
+    for k in range(max(len(attempts) for _task, attempts in per_task)):
+        for task, attempts in per_task:
+            if k < len(attempts):
+                tasks.append(task)
+                outputs.append(attempts[k].get("output", ""))
+                scores.append(_score(attempts[k]))
     try:
-        section = domain.report_section(tasks, outputs, scores)
+        if domain.implements("workbench_report_section"):
+            section = domain.report_section(tasks, outputs, scores)
+        else:  # the generic section, with each failing task once and its failed attempts counted
+            section = ReportSection(title=domain.name, metrics=domain.aggregate(tasks, scores),
+                                    failures=example_failures(tasks, outputs, scores))
     except Exception as exc:
         log.warning("report_section of %s raised %s", domain.name, exc)
         return None
-    section.title = f"{section.title}: the agent on the generated tasks of epoch {epoch}"
+    section.failures = _once_per_task(section.failures)
+    n_tasks = count_tasks(tasks)
+    each = {len(attempts) for _task, attempts in per_task}
+    per = f"{next(iter(each))} each" if len(each) == 1 else f"{min(each)}-{max(each)} each"
+    section.title = (f"{section.title}: the agent on the {n_tasks} generated task{'s' if n_tasks != 1 else ''} of epoch {epoch} "
+                     f"({len(tasks)} attempts, {per})")
     return section
+
+
+def _once_per_task(failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Example-failure rows with a task id listed once (its first row)."""
+    seen: set[str] = set()
+    kept = []
+    for row in failures:
+        key = str(row.get("id")) if isinstance(row, dict) and row.get("id") is not None else None
+        if key is not None and key in seen:
+            continue
+        if key is not None:
+            seen.add(key)
+        kept.append(row)
+    return kept
 
 
 def load_run(path: str | Path, registry: Any = None) -> RunSource:

@@ -22,6 +22,7 @@ from workbench.reports.figures import DPI, dashboard_figure, figure_png
 from workbench.ui.state import RunController, RunState
 
 MODES = ["genenv", "random", "static", "seeds"]
+SETTINGS_LABEL_WIDTH = "100px"  # ipywidgets' default (80px) cut "agent model" to "agent mo..."
 
 
 def guarded(state: RunState, where: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -211,15 +212,18 @@ class Dashboard:
 
     def _build_settings(self, domains: list[str]) -> None:
         s = self.state
-        self.domain_select = w.Dropdown(options=domains, description="domain")
-        self.agent_text = w.Text(placeholder="default: demo agent model", description="agent model")
-        self.env_text = w.Text(placeholder="default: demo environment model", description="env model")
+        # one label width wide enough for the longest description ("agent model" was cut to
+        # "agent mo..." at ipywidgets' default), so the labels also line up across rows
+        label = {"description_width": SETTINGS_LABEL_WIDTH}
+        self.domain_select = w.Dropdown(options=domains, description="domain", style=label)
+        self.agent_text = w.Text(placeholder="default: demo agent model", description="agent model", style=label)
+        self.env_text = w.Text(placeholder="default: demo environment model", description="env model", style=label)
         # fixed button width and no shrinking, so the three modes stay on one line in the HBox
         self.mode_select = w.ToggleButtons(options=MODES, description="mode",
-                                           style={"button_width": "76px"},
+                                           style={"button_width": "76px", **label},
                                            layout=w.Layout(width="auto", flex="0 0 auto"))
-        self.epochs_input = w.BoundedIntText(min=1, max=1000, description="epochs")
-        self.run_dir_text = w.Text(placeholder="default: runs/dashboard-MODE-TIME", description="run folder")
+        self.epochs_input = w.BoundedIntText(min=1, max=1000, description="epochs", style=label)
+        self.run_dir_text = w.Text(placeholder="default: runs/dashboard-MODE-TIME", description="run folder", style=label)
         pairs = [(self.domain_select, "domain"), (self.agent_text, "agent_path"), (self.env_text, "env_path"),
                  (self.mode_select, "mode"), (self.epochs_input, "epochs"), (self.run_dir_text, "run_dir")]
         self._links = [w.link((s, name), (widget, "value")) for widget, name in pairs]

@@ -13,6 +13,8 @@ sees any of this except through `CoEvolution.subscribe`.
 from __future__ import annotations
 
 import dataclasses
+import os
+import shlex
 import threading
 import time
 import traceback
@@ -92,6 +94,15 @@ def apply_overrides(config: Any, overrides: dict[str, Any]) -> Any:
 
     validate(config)
     return config
+
+
+def terminal_path(run_dir: Any) -> str:
+    """A run folder as a terminal command should name it: absolute, because the kernel's
+    working directory (`notebooks/` when JupyterLab opens a notebook there) is rarely the
+    terminal's; "RUN_DIR" when there is no folder yet."""
+    if not str(run_dir or ""):
+        return "RUN_DIR"
+    return os.path.abspath(os.path.expanduser(str(run_dir)))
 
 
 class RunController:
@@ -229,11 +240,13 @@ class RunController:
 
     def finished_notice(self) -> str:
         """What to do once all epochs are done (stepping then does nothing)."""
-        run_dir = self.state.run_dir or "RUN_DIR"
         total = self.run.config.epochs if self.run is not None else self.state.epochs
+        run_dir = terminal_path(self.run.run_dir if self.run is not None else self.state.run_dir)
+        config = "RUN_DIR/config.yaml" if run_dir == "RUN_DIR" else shlex.quote(os.path.join(run_dir, "config.yaml"))
+        run_dir = shlex.quote(run_dir)
         return (f"the run is complete: all {total} epochs done, stepping does nothing more. Re-run the cell "
                 f"(or build a new Dashboard) for a new run, or continue this one from a terminal: "
-                f"workbench run {run_dir}/config.yaml --out {run_dir} --resume --epochs {total + 2}")
+                f"workbench run {config} --out {run_dir} --resume --epochs {total + 2}")
 
     def resume(self) -> bool:
         """Continue the epochs a pause left undone."""
