@@ -14,7 +14,7 @@ import pytest
 from workbench.export import ExportError, export_run, parse_epochs, task_from_row
 from workbench.tasks import read_jsonl, write_jsonl
 
-PROVENANCE = {"epoch", "p_hat", "r_env", "in_band", "rwr_weight", "env_model", "env_checkpoint", "agent_model",
+PROVENANCE = {"epoch", "p_hat", "r_env", "in_band", "rwr_weight", "env_model", "env_checkpoint", "env_checkpoint_note", "agent_model",
               "plugin", "plugin_version", "source"}
 
 
@@ -79,7 +79,11 @@ def test_jsonl_rows_carry_the_provenance(run_dir, domain, tmp_path):
             assert math.isclose(row["r_env"], math.exp(-config["curriculum"]["beta"] * (row["p_hat"] - config["curriculum"]["alpha"]) ** 2))
         assert row["plugin"] == "arithmetic" and row["plugin_version"] == domain.info.version
         assert row["env_model"] == config["env"]["model"]["name_or_path"]
-        assert row["env_checkpoint"] == (None if epoch == 1 else f"checkpoints/epoch_{epoch - 1:04d}/env")
+        checkpoint = None if epoch == 1 else f"checkpoints/epoch_{epoch - 1:04d}/env"
+        if checkpoint is None or (run_dir / checkpoint).is_dir():
+            assert row["env_checkpoint"] == checkpoint and row["env_checkpoint_note"] is None
+        else:  # keep_checkpoints (2) pruned it: the row says so rather than name a missing folder
+            assert row["env_checkpoint"] is None and row["env_checkpoint_note"] == "pruned"
         assert row["messages"] == domain.agent_messages(task_from_row(row))
 
 

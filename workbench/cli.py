@@ -420,8 +420,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from workbench.registry import load_registry
-    from workbench.serve import load_tasks, serve
+    from workbench.serve import check_server_options, load_tasks, serve
 
+    check_server_options(args.port, args.max_sessions)  # before the seconds of loading plugins and openenv
     options = _option_values(args.option)
     domain = load_registry().domain(args.domain)
     tasks = load_tasks(domain, args.tasks, options)
@@ -527,8 +528,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tasks to hand out: a run folder, a JSON Lines file of tasks, or a benchmark file (default: the seed tasks)")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="seed-task option (repeatable), e.g. mode=episode for ALFWorld games")
     p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1, this machine only)")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--max-sessions", type=int, default=4, help="concurrent WebSocket sessions (default 4)")
+    p.add_argument("--port", type=int, default=8000, help="TCP port, 1 to 65535 (default 8000)")
+    p.add_argument("--max-sessions", type=int, default=4, help="concurrent WebSocket sessions, at least 1 (default 4)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("config-help", help="every run-config field with its default and meaning")

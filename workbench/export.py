@@ -5,8 +5,9 @@
 Every row is one task with its provenance: the epoch it was generated in, its p_hat, R_env,
 in-band flag and RWR weight (from `pools/d_env.jsonl`), its source (generated, static,
 teacher, seed), the environment model and the checkpoint that generated it (the environment
-after epoch N-1 wrote epoch N's tasks; epoch 1's came from the base model), the agent model,
-and the domain plugin's name and version. The agent prompt is the plugin's own
+after epoch N-1 wrote epoch N's tasks; epoch 1's came from the base model; a checkpoint folder
+that is gone is given as `env_checkpoint: null` with `env_checkpoint_note: "pruned"`), the
+agent model, and the domain plugin's name and version. The agent prompt is the plugin's own
 (`Domain.agent_messages`), so a trainer sees exactly what the workbench agent saw.
 
 Formats:
@@ -23,21 +24,31 @@ What it reads from a run folder (defensively: missing files and fields are toler
 `valid`, `duplicate_of`), `pools/d_env.jsonl` (`task_id`, `epoch`, `p_hat`, `r_env`,
 `in_band`, `weight`), `pools/d_train.jsonl` (seed tasks, and generated tasks of runs without
 epoch files), `checkpoints/epoch_NNNN/env`.
+
+What an old or hand-edited run folder cannot put in a dataset is refused with an `ExportError`
+naming the task, the field and the file to fix: text that is not valid Unicode (a lone
+surrogate, NUL) and a field of the wrong type (`p_hat: "0.5"`, a number as `system`). The
+dataset is written to a temporary file or folder beside `--out` and renamed into place once
+complete, so a failed export (a full disk, say) leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
+import secrets
+import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
 from workbench.errors import WorkbenchError
 from workbench.run_layout import RunLayout
 from workbench.tasks import Task, read_jsonl, write_jsonl
+from workbench.textsafety import find_bad_text
 
 FORMATS = ("hf", "verl", "jsonl")
 _TASK_FIELDS = {f.name for f in dataclasses.fields(Task)}
@@ -111,6 +122,23 @@ class RunCurriculum:
         if not epoch or epoch <= 1 or self.config.get("mode") in ("random", "static", "teacher", "seeds"):
             return None
         return f"checkpoints/epoch_{epoch - 1:04d}/env"
+
+    def env_checkpoint_note(self, epoch: int | None) -> str | None:
+        """Why `env_checkpoint(epoch)` is not on disk: "pruned" (keep_checkpoints removed it) or
+        "never saved" (checkpoint_every skipped that epoch); None when it is there or is the base model."""
+        checkpoint = self.env_checkpoint(epoch)
+        if checkpoint is None or epoch is None or (self.run_dir / checkpoint).is_dir():
+            return None
+        every = self.config.get("checkpoint_every")
+        if isinstance(every, int) and every > 1 and (epoch - 1) % every:
+            return f"never saved (checkpoint_every: {every})"
+        return "pruned"
+
+    def task_file(self, epoch: int | None) -> str:
+        """The run file a task row comes from, for error messages."""
+        if epoch is not None and RunLayout(self.run_dir).epoch_path(epoch).exists():
+            return f"epochs/epoch_{epoch:04d}.jsonl"
+        return "pools/d_train.jsonl"
 
 
 def load_run(run_dir: str | Path) -> RunCurriculum:
@@ -198,6 +226,7 @@ def curriculum_rows(
         selected.append((made_in, task))
     for epoch, task in selected:
         record = run.env_records.get((task.id, epoch), {}) if epoch is not None else {}
+        note = run.env_checkpoint_note(epoch)
         rows.append({
             "id": task.id,
             "domain": task.domain,
@@ -212,14 +241,44 @@ def curriculum_rows(
             "r_env": record.get("r_env"),
             "in_band": record.get("in_band"),
             "rwr_weight": record.get("weight"),
-            "env_checkpoint": run.env_checkpoint(epoch) if epoch is not None else None,
+            "env_checkpoint": None if note else run.env_checkpoint(epoch),
+            "env_checkpoint_note": note,
             **base,
         })
+        _check_row(run, rows[-1])
     return rows
 
 
 _PROVENANCE = ("source", "epoch", "p_hat", "r_env", "in_band", "rwr_weight", "env_model", "env_checkpoint",
-               "agent_model", "mode", "plugin", "plugin_version")
+               "env_checkpoint_note", "agent_model", "mode", "plugin", "plugin_version")
+_NUMBER = ((int, float, type(None)), "a number or null")
+# The type each field read from the run folder must have: an old or hand-edited folder can hold
+# others, which a dataset column (Arrow) cannot mix and a trainer would misread.
+_ROW_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "id": ((str,), "a string"), "source": ((str,), "a string"), "system": ((str, type(None)), "a string or null"),
+    "spec": ((dict,), "an object"), "meta": ((dict, type(None)), "an object or null"),
+    "p_hat": _NUMBER, "r_env": _NUMBER, "rwr_weight": _NUMBER, "in_band": ((bool, type(None)), "true, false or null"),
+}
+
+
+def _short(value: Any) -> str:
+    text = repr(value)  # lone surrogates come out escaped
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_row(run: RunCurriculum, row: dict[str, Any]) -> None:
+    """Refuse a row no dataset can hold faithfully, naming the task, the field and the file to fix."""
+    epoch = row["epoch"]
+    what = f"cannot export {run.run_dir}: task {_short(row['id'])} " + (f"of epoch {epoch}" if epoch is not None else "(a seed)")
+    for key, (kinds, expected) in _ROW_TYPES.items():
+        value = row[key]
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            where = "pools/d_env.jsonl" if key in ("p_hat", "r_env", "rwr_weight", "in_band") else run.task_file(epoch)
+            raise ExportError(f"{what} has {key} {_short(value)} ({type(value).__name__}), expected {expected}; fix or remove it in {where}")
+    fields = ("id", "prompt", "system", "spec", "meta", "source", "messages", "env_model", "agent_model")
+    problem = next((p for p in (find_bad_text(row[key], key) for key in fields) if p is not None), None) or find_bad_text(row)
+    if problem is not None:
+        raise ExportError(f"{what} holds text that is not valid Unicode ({problem}); fix or remove it in {run.task_file(epoch)}")
 
 
 def _verl_row(row: dict[str, Any], index: int) -> dict[str, Any]:
@@ -268,6 +327,7 @@ def export_run(
     """Write a run's curriculum to `out` in `fmt`; returns a summary (rows, path, format)."""
     if fmt not in FORMATS:
         raise ExportError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    out = _check_out(Path(out), fmt)
     window = epochs if isinstance(epochs, tuple) else parse_epochs(epochs)
     run = load_run(run_dir)
     domain = _plugin(run.domain, registry)
@@ -277,21 +337,62 @@ def export_run(
             f"nothing to export from {run_dir} with epochs={epochs!r}, in_band_only={in_band_only}, "
             f"include_seeds={include_seeds} ({len(run.generated)} generated tasks in the run)"
         )
-    out = Path(out)
-    if fmt == "jsonl":
-        write_jsonl(out, rows)
-    elif fmt == "hf":
-        from datasets import Dataset
-
-        if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            raise ExportError(f"--out {out} already exists; choose a new folder for the dataset")
-        Dataset.from_list([_hf_row(r) for r in rows]).save_to_disk(str(out))
-    else:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
+    try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pylist([_verl_row(r, i) for i, r in enumerate(rows)]), str(out))
+        _write(fmt, out, rows)
+    except OSError as exc:  # a full disk, a file size limit, a read-only folder
+        raise ExportError(f"cannot write --out {out}: {exc.strerror or exc}; nothing was written") from None
     generated = sum(r["epoch"] is not None for r in rows)
     return {"format": fmt, "path": str(out), "rows": len(rows), "generated": generated, "seeds": len(rows) - generated,
             "domain": domain.name, "plugin_version": domain.info.version}
+
+
+def _check_out(out: Path, fmt: str) -> Path:
+    """Refuse an --out that cannot take the dataset, before any work is done."""
+    for folder in out.parents:  # the nearest existing folder above --out must be a folder
+        if folder.exists():
+            if not folder.is_dir():
+                raise ExportError(f"--out {out}: {folder} is a file, so it cannot hold the dataset; choose another --out")
+            break
+    if fmt == "hf" and out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ExportError(f"--out {out} already exists; choose a new folder for the dataset")
+    if fmt != "hf" and out.is_dir():
+        raise ExportError(f"--out {out} is a folder; the {fmt} format writes one file, so name the file")
+    return out
+
+
+def _write(fmt: str, out: Path, rows: list[dict[str, Any]]) -> None:
+    """Write the dataset so that `out` appears only once it is complete."""
+    if fmt == "jsonl":
+        write_jsonl(out, rows)  # atomic: a temp file beside `out`, renamed
+        return
+    import pyarrow as pa
+
+    try:
+        if fmt == "hf":
+            from datasets import Dataset
+
+            dataset = Dataset.from_list([_hf_row(r) for r in rows])
+            _publish(out, lambda tmp: dataset.save_to_disk(str(tmp)))
+        else:
+            import pyarrow.parquet as pq
+
+            table = pa.Table.from_pylist([_verl_row(r, i) for i, r in enumerate(rows)])
+            _publish(out, lambda tmp: pq.write_table(table, str(tmp)))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:  # a shape _check_row does not know
+        raise ExportError(f"the rows cannot be stored as {fmt} ({type(exc).__name__}: {exc}); nothing was written") from None
+
+
+def _publish(out: Path, write: Callable[[Path], Any]) -> None:
+    """`write(tmp)` to a temporary path beside `out`, then rename it to `out`; on any failure the
+    temporary file or folder is removed."""
+    tmp = out.parent / f".{out.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        write(tmp)
+        os.replace(tmp, out)  # an empty folder given as --out (hf) is replaced too
+    except BaseException:
+        if tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
+        raise

@@ -22,6 +22,12 @@ Protocol (actions and observations are plain JSON):
     play `output` as ONE command and return the game's feedback, its reward and `done`.
     Over stateless HTTP `/step` (a fresh environment per request) pass `task_id` in the action
     to score a single-turn output against that task; the WebSocket session keeps the task.
+
+Client mistakes (an unknown `task_id`, an `index` that is not a task's position, a step before
+any reset) are `RequestError`s: HTTP answers 4xx with the message as `detail`, the WebSocket
+an error frame, and the session stays usable; so does a WebSocket message that is not a JSON
+object. Limits: a request body or WebSocket message over `max_request_bytes` (default 1 MiB)
+is refused, HTTP with 413 before the body is read; ports are checked before anything loads.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import socket
 import threading
 import time
 from pathlib import Path
@@ -40,10 +47,34 @@ from workbench.tasks import Task, read_jsonl
 log = logging.getLogger(__name__)
 
 OPENENV_PIP = "pip install 'genenv-workbench[openenv]'  (or: pip install openenv)"
+MAX_REQUEST_BYTES = 1 << 20  # an HTTP body or WebSocket message; agent outputs are capped at 100,000 characters
 
 
 class ServeError(WorkbenchError, ValueError):
     """The environment cannot be served or stepped as asked; the message says how to fix it."""
+
+
+class RequestError(ServeError):
+    """A client's mistake in reset or step: HTTP answers `status` with the message, the WebSocket an error frame."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+def check_server_options(port: int | None = None, max_sessions: int = 1, any_port: bool = False) -> None:
+    """Refuse a port outside 1..65535 (0..65535 with `any_port`: 0 picks a free one) or fewer than one session."""
+    low = 0 if any_port else 1
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not low <= port <= 65535):
+        raise ServeError(f"--port {port!r}: give a TCP port from {low} to 65535")
+    if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
+        raise ServeError(f"--max-sessions {max_sessions!r}: give at least 1 concurrent session")
+
+
+def _show(value: Any) -> str:
+    """A client's value for an error message: repr (lone surrogates escaped), at most 80 characters."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _openenv() -> Any:
@@ -164,11 +195,13 @@ def build_environment(domain: Any, tasks: list[Task]) -> tuple[type, type, type,
                   index: int | None = None, **_: Any) -> WorkbenchObservation:
             self._close_interaction()
             if task_id is not None:
-                if task_id not in by_id:
-                    raise ServeError(f"unknown task_id {task_id!r}; this server has {len(tasks)} tasks (see state or /reset)")
+                if not isinstance(task_id, str) or task_id not in by_id:
+                    raise RequestError(f"unknown task_id {_show(task_id)}; this server has {len(tasks)} tasks (see state or /reset)", 404)
                 task = by_id[task_id]
             elif index is not None:
-                task = tasks[int(index) % len(tasks)]
+                if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(tasks):
+                    raise RequestError(f"index {_show(index)}: give a whole number from 0 to {len(tasks) - 1} (this server has {len(tasks)} tasks)")
+                task = tasks[index]
             else:
                 task = (random.Random(seed) if seed is not None else self._rng).choice(tasks)
             self._task = task
@@ -183,7 +216,7 @@ def build_environment(domain: Any, tasks: list[Task]) -> tuple[type, type, type,
             if action.task_id is not None and (self._task is None or action.task_id != self._task.id):
                 self.reset(task_id=action.task_id)
             if self._task is None:
-                raise ServeError("no task yet: call reset() first, or pass task_id in the action")
+                raise RequestError("no task yet: call reset() first, or pass task_id in the action")
             self._state.step_count += 1
             if self._interaction is not None:
                 return self._play(action.output)
@@ -228,22 +261,121 @@ def build_environment(domain: Any, tasks: list[Task]) -> tuple[type, type, type,
     return WorkbenchAction, WorkbenchObservation, WorkbenchState, WorkbenchEnvironment
 
 
-def create_app(domain: Any, tasks: list[Task], max_concurrent_envs: int = 4) -> Any:
-    """The FastAPI app of openenv's own `create_fastapi_app` for `domain` serving `tasks`."""
+class _BodyLimit:
+    """ASGI middleware: an HTTP request body over `limit` bytes gets 413, before it is read whole
+    when it declares its length, and as soon as the limit is passed when it is streamed."""
+
+    def __init__(self, app: Any, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        from starlette.exceptions import HTTPException
+        from starlette.responses import JSONResponse
+
+        too_large = HTTPException(413, f"request body over this server's limit of {self.limit} bytes (max_request_bytes)")
+        length = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if length.isdigit() and int(length) > self.limit:
+            return await JSONResponse({"detail": too_large.detail}, 413, {"connection": "close"})(scope, receive, send)
+        seen = 0
+
+        async def limited() -> Any:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise too_large  # FastAPI passes an HTTPException from the body read on as the response
+            return message
+
+        await self.app(scope, limited, send)
+
+
+class _WebSocketGuard:
+    """ASGI middleware: a WebSocket message that is not a JSON object (a list, a number, a binary
+    frame) is answered with an error frame, as openenv answers invalid JSON, and the session goes on
+    (openenv's loop would end the session on it)."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "websocket":
+            return await self.app(scope, receive, send)
+        from openenv.core.env_server.types import WSErrorCode, WSErrorResponse
+
+        async def guarded() -> Any:
+            while True:
+                message = await receive()
+                problem = _not_an_object(message) if message["type"] == "websocket.receive" else None
+                if problem is None:
+                    return message
+                frame = WSErrorResponse(data={"message": problem, "code": WSErrorCode.INVALID_JSON})
+                await send({"type": "websocket.send", "text": frame.model_dump_json()})
+
+        await self.app(scope, guarded, send)
+
+
+def _not_an_object(message: dict[str, Any]) -> str | None:
+    """Why a WebSocket message cannot be a protocol message, or None (invalid JSON is left to openenv)."""
+    text = message.get("text")
+    if text is None:
+        return "binary frames are not read: send a JSON object as text, e.g. {\"type\": \"reset\", \"data\": {}}"
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(value, dict):
+        return None
+    kind = {list: "an array", str: "a string", bool: "true or false", type(None): "null"}.get(type(value), "a number")
+    return f"a message must be a JSON object such as {{\"type\": \"reset\", \"data\": {{}}}}, not {kind}"
+
+
+def create_app(domain: Any, tasks: list[Task], max_concurrent_envs: int = 4, max_request_bytes: int = MAX_REQUEST_BYTES) -> Any:
+    """The FastAPI app of openenv's own `create_fastapi_app` for `domain` serving `tasks`, with
+    client mistakes answered 4xx and request bodies over `max_request_bytes` refused (413)."""
+    from fastapi.responses import JSONResponse
+
+    check_server_options(max_sessions=max_concurrent_envs)
     es = _openenv()
     action, observation, state, factory = build_environment(domain, tasks)
-    return es.create_fastapi_app(factory, action, observation, max_concurrent_envs=max_concurrent_envs,
-                                 env_name=f"workbench-{domain.name}", state_cls=state)
+    app = es.create_fastapi_app(factory, action, observation, max_concurrent_envs=max_concurrent_envs,
+                                env_name=f"workbench-{domain.name}", state_cls=state)
+
+    async def request_error(request: Any, exc: Exception) -> Any:
+        return JSONResponse({"detail": str(exc)}, status_code=getattr(exc, "status", 400))
+
+    app.add_exception_handler(RequestError, request_error)
+    app.add_middleware(_BodyLimit, limit=max_request_bytes)
+    app.add_middleware(_WebSocketGuard)
+    app.state.max_request_bytes = max_request_bytes  # uvicorn's ws_max_size (see _uvicorn_server)
+    return app
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket, so that a port in use or an unknown host is one clear error."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --host or --port") from None
+
+
+def _uvicorn_server(app: Any, host: str, port: int, log_level: str) -> Any:
+    import uvicorn
+
+    ws_max = getattr(getattr(app, "state", None), "max_request_bytes", MAX_REQUEST_BYTES)  # a larger message closes the session (1009)
+    return uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, ws_max_size=ws_max))
 
 
 class BackgroundServer:
-    """uvicorn serving an app on a daemon thread (notebooks, tests); `stop()` ends it."""
+    """uvicorn serving an app on a daemon thread (notebooks, tests); `stop()` ends it. Port 0 picks a free port."""
 
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0):
-        import uvicorn
-
-        self.server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, name="workbench-serve", daemon=True)
+        check_server_options(port, any_port=True)
+        self.server = _uvicorn_server(app, host, port, "warning")
+        self.socket = _listen(host, port)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, name="workbench-serve", daemon=True)
         self.host = host
 
     def start(self, timeout: float = 30.0) -> "BackgroundServer":
@@ -257,7 +389,7 @@ class BackgroundServer:
 
     @property
     def port(self) -> int:
-        return int(self.server.servers[0].sockets[0].getsockname()[1])
+        return int(self.socket.getsockname()[1])
 
     @property
     def url(self) -> str:
@@ -266,6 +398,7 @@ class BackgroundServer:
     def stop(self, timeout: float = 10.0) -> None:
         self.server.should_exit = True
         self.thread.join(timeout)
+        self.socket.close()
 
     def __enter__(self) -> "BackgroundServer":
         return self.start()
@@ -274,8 +407,10 @@ class BackgroundServer:
         self.stop()
 
 
-def serve(domain: Any, tasks: list[Task], host: str = "127.0.0.1", port: int = 8000, max_concurrent_envs: int = 4) -> None:
+def serve(domain: Any, tasks: list[Task], host: str = "127.0.0.1", port: int = 8000, max_concurrent_envs: int = 4,
+          max_request_bytes: int = MAX_REQUEST_BYTES) -> None:
     """Serve until interrupted (the CLI's `workbench serve`)."""
-    import uvicorn
-
-    uvicorn.run(create_app(domain, tasks, max_concurrent_envs), host=host, port=port, log_level="info")
+    check_server_options(port, max_concurrent_envs)
+    app = create_app(domain, tasks, max_concurrent_envs, max_request_bytes)
+    with _listen(host, port) as sock:
+        _uvicorn_server(app, host, port, "info").run(sockets=[sock])

@@ -17,6 +17,12 @@
 `alfworld` and `textworld` are imported lazily, inside functions, so the plugin imports and
 scores single steps without them. Importing `alfworld` creates the folder named by
 `ALFWORLD_DATA` (default `~/.cache/alfworld`); set that variable to steer it.
+
+Threads: TextWorld's PDDL parser is one module-level parser object and fast-downward's
+translator rewrites `sys.argv`, so neither may run in two threads at once (concurrent resets
+failed with an `IndexError` inside the parser). Every call into the engine (start, reset,
+step) and every game-file build holds `_engine_lock` (closing a PDDL game does nothing, so
+close does not); sessions in threads (`workbench serve`) take turns there, each on its own game.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ _GOAL_IN_TEXT = re.compile(r"Your task is to:\s*(.+?)\.?\s*$", re.MULTILINE)
 _GOAL_IN_GRAMMAR = re.compile(r'"rhs":\s*"Your task is to:\s*([^"\\]*?)\.?"')
 
 _build_dir: Path | None = None
+_engine_lock = threading.RLock()  # one thread at a time in TextWorld (see the module docstring)
 
 
 class AlfWorldMissing(RuntimeError):
@@ -101,12 +108,14 @@ def alfworld_logic_files() -> tuple[Path, Path]:
 
 @contextlib.contextmanager
 def _keep_argv() -> Iterator[None]:
-    """fast-downward's translator overwrites `sys.argv` when a PDDL state is built; restore it."""
-    saved = list(sys.argv)
-    try:
-        yield
-    finally:
-        sys.argv[:] = saved
+    """Hold the engine lock, and restore `sys.argv`, which fast-downward's translator overwrites
+    when a PDDL state is built. Every call into TextWorld runs inside this."""
+    with _engine_lock:
+        saved = list(sys.argv)
+        try:
+            yield
+        finally:
+            sys.argv[:] = saved
 
 
 # --- Game records ------------------------------------------------------------------------
@@ -274,6 +283,11 @@ def ensure_game_file(record: GameRecord) -> Path:
     existing = record.trial_dir / GAME_FILE
     if existing.exists():
         return existing
+    with _engine_lock:  # two sessions must not build the same game into one temp file at once
+        return _build_game_file(record)
+
+
+def _build_game_file(record: GameRecord) -> Path:
     domain_path, grammar_path = alfworld_logic_files()
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", record.id)
     out_dir = _cache_dir() / safe
