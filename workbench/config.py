@@ -159,7 +159,7 @@ class EnvSettings:
 
 @dataclass
 class CurriculumSettings:
-    """The alpha-curriculum (DESIGN.md section 1)."""
+    """The alpha-curriculum (docs/how-it-works.md)."""
 
     alpha: float = _f(0.5, "Target success rate of generated tasks.")
     beta: float = _f(2.0, "Sharpness of R_env = exp(-beta (p_hat - alpha)^2); authors' config 2.0.")

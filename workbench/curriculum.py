@@ -1,4 +1,4 @@
-"""The alpha-curriculum of GenEnv as pure functions (DESIGN.md section 1, steps 3, 4 and 6).
+"""The alpha-curriculum of GenEnv as pure functions (docs/how-it-works.md, steps 3, 4 and 6).
 
 * `env_reward(p_hat)`        R_env = exp(-beta * (p_hat - alpha)^2)
 * `in_band(p_hat)`           the difficulty filter |p_hat - alpha| <= k_min

@@ -1,6 +1,6 @@
 """The co-evolution loop: one GenEnv epoch per `CoEvolution.step()` call.
 
-Per epoch (DESIGN.md section 1):
+Per epoch (docs/how-it-works.md has it in full):
   1. the environment model writes candidate tasks (or, in `static`/`teacher` mode, tasks
      are drawn from a pool generated once up front);
   2. the domain plugin parses and validates them; rejections are counted by reason;

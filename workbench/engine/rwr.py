@@ -1,6 +1,6 @@
 """Reward-weighted regression for the environment model, built on `transformers.Trainer`.
 
-The environment update of GenEnv (DESIGN.md step 6) is weighted SFT of pi_env on its own
+The environment update of GenEnv (step 5 of docs/how-it-works.md) is weighted SFT of pi_env on its own
 (context -> task) generations. Each example carries a weight; the loss is
 
     mean_i( w_i * NLL_i )  +  kl_coef * KL(pi_env || pi_env_init)
@@ -14,7 +14,7 @@ chunk under torch.utils.checkpoint), so the float32 [batch, seq, vocab] logits a
 log-softmax are never materialised whole: exact, with logits memory bounded by the chunk
 instead of growing with batch x sequence length.
 
-The KL cap (DESIGN.md step 6) bounds the model that is KEPT: after an update the KL of the
+The KL cap (step 5) bounds the model that is KEPT: after an update the KL of the
 updated model is measured on the update's own examples (a no-grad pass); if it exceeds
 `max_kl`, or the loss or KL is not finite, the model and optimizer are rolled back to their
 state before the update. Training also stops early as soon as a step starts from an
@@ -26,8 +26,8 @@ model scales its own loss): loss and gradient are the same for any accumulation 
 Examples are never truncated: one longer than `max_length` tokens (default: the model's
 context) is dropped and counted in `RWRResult.dropped_too_long`.
 
-Because it is an ordinary `Trainer`, it runs under `accelerate launch` (DDP, DeepSpeed,
-FSDP) unchanged: each rank trains on its shard of the examples, and the KL and NLL figures
+Because it is an ordinary `Trainer`, it runs under `accelerate launch` (DDP, DeepSpeed
+ZeRO-2; FSDP is not supported by the loop yet, docs/scale-out.md) unchanged: each rank trains on its shard of the examples, and the KL and NLL figures
 are averaged over ranks before the cap is checked, so every rank stops (and rolls back) at
 the same step. The same class does the demo's warm start (uniform weights, no KL).
 """
