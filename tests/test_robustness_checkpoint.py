@@ -99,12 +99,15 @@ def test_every_checkpoint_damaged_means_none(run_dir):
     assert latest_checkpoint(run_dir, verify=False).name == "epoch_0002"
 
 
-def test_a_checkpoint_from_before_manifests_is_accepted_with_a_warning(run_dir, caplog):
+def test_a_checkpoint_without_its_manifest_is_damaged(run_dir, caplog):
+    """A deleted MANIFEST.json once let truncated weights through to a SafetensorError traceback."""
     newest = run_dir / "checkpoints" / "epoch_0002"
     (newest / MANIFEST).unlink()
+    with pytest.raises(CheckpointError, match="epoch_0002: MANIFEST.json is missing"):
+        verify_checkpoint(newest)
     with caplog.at_level(logging.WARNING):
-        assert latest_checkpoint(run_dir) == newest
-    assert any("not verified" in r.message for r in caplog.records)
+        assert latest_checkpoint(run_dir).name == "epoch_0001"
+    assert any("skipping damaged checkpoint" in r.message and "MANIFEST.json is missing" in r.message for r in caplog.records)
 
 
 def test_a_full_disk_refuses_the_checkpoint_clearly_and_keeps_the_last_one(run_dir):

@@ -289,6 +289,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
     "pool.max_new_per_epoch": (0, math.inf, True, False, "use a count >= 0"),
     "checkpoint_every": (1, math.inf, True, False, "checkpoint at least every epoch: use 1 or more"),
     "threads": (1, math.inf, True, False, "use at least 1 thread, or leave it unset (null) for the default"),
+    "seed": (0, 2**32 - 1, True, True, "use a whole number from 0 to 4294967295 (2**32 - 1), the range random, numpy and torch all accept, e.g. 0"),
 }
 
 

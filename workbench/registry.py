@@ -36,7 +36,7 @@ then at debug level) and counted under "<hook>:<code>" (read and reset with
     run_start, epoch_end  that listener's call is lost (the other listeners still run); the error
                           is returned to the engine, which emits it as a warning event, and counted
                           in `Registry.take_faults()` (in the run's records: a run_start fault in
-                          epoch 1's, an epoch_end fault in the next epoch's). Listeners get deep
+                          epoch 1's, an epoch_end fault in that same epoch's). Listeners get deep
                           copies of the config and metrics, so one cannot change the run's record;
                           returning anything but None is a fault too
     make_interaction,     None (no interaction / no rendering) — used by serve and demos, not the
@@ -50,6 +50,17 @@ then at debug level) and counted under "<hook>:<code>" (read and reset with
     plugin_timeout  the hook ran past the time budget (its thread is abandoned, see below)
     bad_score       a Score with reward outside [0, 1], NaN, or fields of the wrong type
     bad_text        text with a lone surrogate or NUL byte (see `workbench.textsafety`)
+    plugin_mutation the hook changed a task it was given (see below)
+
+Plugins get copies. Every task a contained hook is given (the `task`, the `examples` and
+`tasks` lists, the tasks in `stats.recent`) is a private copy of the engine's: its spec, meta
+and other mutable fields are deep copies (marshal's or pickle's C round trip), so
+nothing a plugin does to it reaches the pools, the epoch files or a checkpoint, not even a
+call abandoned past its time budget that goes on writing. After the call the copy is
+compared with the original (`==` field by field; on a difference, by `repr`, so a NaN in a
+spec is not a change): a changed copy is a `plugin_mutation` fault, answered as the table
+says for that hook (a scorer that rewrote the spec it scored against scores 0), because an
+answer computed from a task the plugin rewrote is not an answer about the run's task.
 
 A contained scoring fault is a zero `Score` whose `metrics["plugin_fault"] == 1.0` (test it
 with `is_plugin_fault(score)`), so the engine can tell it from an output that merely failed to
@@ -70,11 +81,14 @@ calls of one hook are still running, further calls to that hook fail at once as
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import importlib
 import importlib.metadata
 import logging
+import marshal
 import math
+import pickle
 import queue
 import sys
 import threading
@@ -117,7 +131,7 @@ BUILTIN_DOMAINS = {
 DEFAULT_PLUGIN_TIMEOUT_S = 30.0
 MAX_STUCK_CALLS = 4  # abandoned calls of one hook still running before its calls fail fast
 PLUGIN_FAULT = "plugin_fault"  # Score.metrics key marking a contained scoring fault
-FAULT_CODES = ("plugin_error", "plugin_timeout", "bad_score", "bad_text")
+FAULT_CODES = ("plugin_error", "plugin_timeout", "bad_score", "bad_text", "plugin_mutation")
 _LOGGED_PER_KEY = 5  # full tracebacks logged per fault key and Domain; later ones at debug level
 _MAX_MESSAGE = 500  # characters of a plugin's exception message kept in a Rejection/Score
 
@@ -293,6 +307,93 @@ def _contain(guard: _CallGuard, fn: Callable[..., Any], kwargs: dict[str, Any]) 
         return _NO_RESULT, exc
 
 
+_IMMUTABLE = (str, int, float, complex, bytes, type(None))
+_MISSING = object()
+
+
+def _private(value: Any) -> Any:
+    """A deep copy of one task field for a plugin call. A C round trip copies JSON-like data
+    several times faster than `copy.deepcopy`: marshal (built-in types only, the exact types
+    kept), else pickle, else `copy.deepcopy` (then, for a value none can copy, the value itself)."""
+    if isinstance(value, _IMMUTABLE):
+        return value
+    try:
+        return marshal.loads(marshal.dumps(value))
+    except (ValueError, TypeError):  # a type marshal does not know (a dict subclass, an object)
+        pass
+    try:
+        return pickle.loads(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
+    except Exception:  # noqa: BLE001 - not picklable: try the slow way
+        try:
+            return copy.deepcopy(value)
+        except Exception:  # noqa: BLE001
+            return value
+
+
+def _task_copy(task: Task) -> Task:
+    """A copy of `task` sharing only its immutable fields (strings, numbers) with it."""
+    clone = copy.copy(task)
+    for name, value in vars(task).items():
+        if not isinstance(value, _IMMUTABLE):
+            setattr(clone, name, _private(value))
+    return clone
+
+
+def _task_copies(kwargs: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[Task, Task]]]:
+    """`kwargs` with every Task in it (an argument, a list of them, `AgentStats.recent`)
+    replaced by a private copy, and the (original, copy) pairs to compare after the call."""
+    pairs: list[tuple[Task, Task]] = []
+
+    def copied(task: Task) -> Task:
+        try:
+            clone = _task_copy(task)
+        except Exception:  # noqa: BLE001 - a Task subclass that cannot be copied (slots): the task itself
+            return task
+        pairs.append((task, clone))
+        return clone
+
+    out = dict(kwargs)
+    for key, value in kwargs.items():
+        if isinstance(value, Task):
+            out[key] = copied(value)
+        elif isinstance(value, (list, tuple)) and any(isinstance(v, Task) for v in value):
+            out[key] = type(value)(copied(v) if isinstance(v, Task) else v for v in value)
+        elif isinstance(value, AgentStats) and value.recent:
+            out[key] = dataclasses.replace(value, recent=[(copied(t), p) for t, p in value.recent])
+    return out, pairs
+
+
+def _changed_field(original: Task, clone: Task) -> str | None:
+    """The name of the first field the plugin changed in its copy of `original` ("spec"), or
+    None. Equal by `==`, or else by `repr` (NaN != NaN, yet an untouched NaN is no change)."""
+    mine, theirs = vars(original), vars(clone)
+    try:
+        if mine == theirs:
+            return None
+    except Exception:  # noqa: BLE001 - a plugin put an object with a failing __eq__ into its copy
+        pass
+    for name in sorted(mine.keys() | theirs.keys()):
+        before, after = mine.get(name, _MISSING), theirs.get(name, _MISSING)
+        if before is after:
+            continue
+        try:
+            if before == after or repr(before) == repr(after):
+                continue
+        except Exception:  # noqa: BLE001
+            pass
+        return name if before is not _MISSING else f"{name} (an attribute it added)"
+    return None
+
+
+def _mutation(pairs: list[tuple[Task, Task]]) -> str | None:
+    """What the plugin changed in the tasks it was given, or None."""
+    for original, clone in pairs:
+        name = _changed_field(original, clone)
+        if name is not None:
+            return f"changed the {clean_text(name)[:40]} of task {clean_text(str(original.id))[:80]!r} it was given"
+    return None
+
+
 def _fault_of(exc: BaseException) -> tuple[str, str]:
     """(code, message) for an exception out of `_contain`."""
     if isinstance(exc, PluginTimeout):
@@ -397,11 +498,16 @@ class Domain:
         return guard
 
     def _contained(self, hook: str, fn: Callable[..., Any] | None = None, owner: str | None = None, **kwargs: Any) -> Any:
-        """Call `workbench_<hook>` (or `fn`, a hook of plugin `owner`) through `_contain`;
-        returns its result, or a counted `Fault` if it raised or ran past the time budget."""
+        """Call `workbench_<hook>` (or `fn`, a hook of plugin `owner`) through `_contain`, on
+        private copies of the tasks in `kwargs`; returns its result, or a counted `Fault` if it
+        raised, ran past the time budget or changed a task it was given."""
+        kwargs, pairs = _task_copies(kwargs)
         result, exc = _contain(self._guard(hook, owner), fn or self._hooks[f"workbench_{hook}"], kwargs)
         if exc is None:
-            return result
+            changed = _mutation(pairs) if pairs else None
+            if changed is None:
+                return result
+            return self._fault(hook, "plugin_mutation", f"{changed} (tasks are read-only: the plugin got a copy, the run's task is unchanged)")
         code, message = _fault_of(exc)
         return self._fault(hook, code, message, exc)
 

@@ -10,7 +10,15 @@ Each checkpoint carries `MANIFEST.json`: every file with its size and sha256 (si
 files over HASH_MAX_BYTES, 1 GiB), and the record count of each JSON Lines file. `verify_checkpoint(folder)` re-checks them and raises
 `CheckpointError` naming the first missing, truncated or corrupt file; `latest_checkpoint`
 skips (with a warning) a checkpoint that fails and falls back to the previous one. A
-checkpoint written before manifests existed is accepted with a warning.
+checkpoint without its manifest is damaged like any other (its files cannot be verified; one
+written before manifests existed can be vouched for with `write_manifest(folder)`).
+
+The checkpoints folder holds nothing else the engine trusts: a `LATEST` that cannot be read
+(not UTF-8, a folder) is ignored with a warning and the checkpoints are scanned instead;
+leftover temporary files and folders (`.LATEST.*.tmp`, `.epoch_NNNN.tmp`) are removed when a
+run starts or resumes (`latest_checkpoint`); pruning keeps the newest `keep` checkpoints
+that pass `verify_checkpoint` (sizes and record counts), and never counts nor removes a folder
+that is not one (a stray `epoch_0009` without a manifest is left alone, with a warning).
 
 This module knows the format, not the contents: what a run's checkpoint holds (models,
 optimizer and RNG states, pools, metrics) and how a resume reads it back is
@@ -25,6 +33,7 @@ import json
 import logging
 import os
 import random
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Callable
@@ -44,12 +53,25 @@ HASH_MAX_BYTES = 1 << 30
 log = logging.getLogger(__name__)
 
 
+_NAME = re.compile(r"epoch_(\d+)")
+
+
 class CheckpointError(WorkbenchError, RuntimeError):
     """A checkpoint is incomplete or damaged; the message names the folder and the file."""
 
 
 def checkpoint_dir(run_dir: Path, epoch: int) -> Path:
     return run_dir / "checkpoints" / f"epoch_{epoch:04d}"
+
+
+def _folders(root: Path) -> list[Path]:
+    """The `epoch_N` folders of a checkpoints folder, oldest first (by number, not by name)."""
+    found = []
+    for path in root.glob("epoch_*"):
+        match = _NAME.fullmatch(path.name)
+        if match and path.is_dir():
+            found.append((int(match.group(1)), path))
+    return [path for _, path in sorted(found)]
 
 
 def rng_state() -> dict[str, Any]:
@@ -108,24 +130,26 @@ def write_manifest(folder: Path) -> dict[str, Any]:
 
 
 def verify_checkpoint(folder: str | os.PathLike[str], hashes: bool = True) -> None:
-    """Raise CheckpointError naming the file if the checkpoint in `folder` is incomplete,
-    or a file its manifest lists is missing, truncated, has a different record count or
-    (with `hashes`) different contents. A checkpoint without a manifest (written by an older
-    workbench) passes with a warning."""
+    """Raise CheckpointError naming the file if the checkpoint in `folder` is incomplete, has
+    no manifest, or a file its manifest lists is missing, truncated, has a different record
+    count or (with `hashes`) different contents."""
     folder = Path(folder)
     if not folder.is_dir():
         raise CheckpointError(f"checkpoint {folder} does not exist or is not a folder")
     if not (folder / COMPLETE).exists():
         raise CheckpointError(f"checkpoint {folder} is incomplete (no {COMPLETE} marker): it was being written when the run stopped")
     manifest_path = folder / MANIFEST
-    if not manifest_path.exists():
-        log.warning("checkpoint %s has no %s (written by an older version); its files are not verified", folder, MANIFEST)
-        return
+    if not manifest_path.is_file():
+        raise CheckpointError(
+            f"checkpoint {folder}: {MANIFEST} is missing, so none of its files can be verified (it was deleted, or the "
+            "checkpoint predates manifests: to trust its files as they are, run "
+            "workbench.engine.checkpoint.write_manifest on the folder)"
+        )
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         files = manifest["files"]
         assert isinstance(files, dict)
-    except (ValueError, KeyError, AssertionError, UnicodeDecodeError) as exc:
+    except (ValueError, KeyError, TypeError, AssertionError, UnicodeDecodeError, OSError) as exc:
         raise CheckpointError(f"checkpoint {folder}: {MANIFEST} is damaged ({type(exc).__name__}: {exc})") from None
     for name, entry in sorted(files.items()):
         path = folder / name
@@ -166,7 +190,7 @@ def write_checkpoint(run_dir: Path, epoch: int, fill: Callable[[Path], None], ke
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
-    previous = sorted(p for p in root.glob("epoch_*") if p.is_dir())
+    previous = [p for p in _folders(root) if (p / COMPLETE).exists()]
     needed = folder_bytes(previous[-1]) if previous else 0  # the last checkpoint's size: this one's, near enough
     if needed and shutil.disk_usage(root).free < needed:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -186,27 +210,68 @@ def write_checkpoint(run_dir: Path, epoch: int, fill: Callable[[Path], None], ke
         shutil.rmtree(final)
     os.replace(tmp, final)
     atomic_write_text(root / LATEST, final.name + "\n")
-    for old in sorted(p for p in root.glob("epoch_*") if p.is_dir())[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+    _prune(root, final, keep)
     return final
+
+
+def _prune(root: Path, newest: Path, keep: int) -> None:
+    """Remove the checkpoints older than `newest` beyond the newest `keep` (it included).
+    Only folders that pass `verify_checkpoint` (sizes and record counts, no hashes) count and
+    are ever removed: a stray or damaged folder is left where it is, and never pushes a real
+    checkpoint out."""
+    number = int(_NAME.fullmatch(newest.name).group(1))  # type: ignore[union-attr]
+    older = []
+    for folder in _folders(root):
+        if folder == newest:
+            continue
+        try:
+            verify_checkpoint(folder, hashes=False)
+        except CheckpointError as exc:
+            log.warning("not counted as a checkpoint when pruning, and left in place: %s", exc)
+            continue
+        if int(folder.name.removeprefix("epoch_")) < number:
+            older.append(folder)
+    for old in older[: max(0, len(older) - (keep - 1))]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _read_pointer(root: Path) -> str | None:
+    """The checkpoint name in `LATEST`, or None (no file, or one that cannot be read: warned)."""
+    pointer = root / LATEST
+    try:
+        return pointer.read_bytes().decode("utf-8").strip()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        log.warning("%s cannot be read (%s: %s); looking for the newest checkpoint that verifies instead", pointer, type(exc).__name__, exc)
+        return None
+
+
+def _remove_temporaries(root: Path) -> None:
+    """Leftovers of writes a killed run never finished: `.epoch_NNNN.tmp` folders and the
+    temporary files of atomic writes (`.LATEST.<hex>.tmp`)."""
+    for tmp in root.glob(".*.tmp"):
+        if tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
 
 
 def latest_checkpoint(run_dir: Path, verify: bool = True) -> Path | None:
     """The newest complete checkpoint that passes `verify_checkpoint` (with `verify`), or
     None. A damaged one is skipped with a warning naming the file, and the previous one is
-    used. Leftover temporary folders are removed."""
+    used; so is a `LATEST` that cannot be read. Leftover temporary files and folders are
+    removed (this runs when a run starts or resumes)."""
     root = run_dir / "checkpoints"
-    if not root.exists():
+    if not root.is_dir():
         return None
-    for tmp in root.glob(".epoch_*.tmp"):
-        shutil.rmtree(tmp, ignore_errors=True)
-    candidates = sorted((p for p in root.glob("epoch_*") if p.is_dir()), reverse=True)
-    pointer = root / LATEST
-    if pointer.exists():
-        named = root / pointer.read_text().strip()
-        if named in candidates:  # LATEST first; it is normally the newest anyway
-            candidates.remove(named)
-            candidates.insert(0, named)
+    _remove_temporaries(root)
+    candidates = _folders(root)[::-1]
+    name = _read_pointer(root)
+    named = root / name if name else None
+    if named is not None and named in candidates:  # LATEST first; it is normally the newest anyway
+        candidates.remove(named)
+        candidates.insert(0, named)
     for candidate in candidates:
         if not (candidate / COMPLETE).exists():
             continue

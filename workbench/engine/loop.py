@@ -508,6 +508,11 @@ class CoEvolution:
             self.folder.write_metrics(self.metrics)  # once per epoch, after the timings are complete
             for message in self.registry.epoch_end(str(self.run_dir), epoch, record):
                 self._emit({"type": "warning", "message": message})
+            listener_faults = self.registry.take_faults()
+            if listener_faults:  # counted in this epoch's record, so the last epoch's is not lost
+                for key, count in listener_faults.items():
+                    record["plugin_faults"][key] = record["plugin_faults"].get(key, 0) + count
+                self.folder.write_metrics(self.metrics)  # the listeners saw the file with their record; now it counts them
         self._emit({"type": "epoch_end", "epoch": epoch, "metrics": record})
         self._warn_if_collapsed(epoch, novelty)
         self._check_valid_streak(record)

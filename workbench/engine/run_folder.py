@@ -15,6 +15,7 @@
         agent/, env/            each model (or its LoRA adapter) with its tokenizer
         trainer_state.pt        optimizer states, the global RNG states, the engine's RNG
         history.jsonl, static_pool.jsonl, d_env.jsonl, state.json, metrics.jsonl
+        epochs/                 a copy of the epoch files of epochs 1..N
     .trainer/agent, .trainer/env   the trainers' scratch folders
     eval/<benchmark>/           evaluation folders (`workbench.evaluation`), read by reports
     shards/                     per-rank task ids, with WORKBENCH_DEBUG_SHARDS=1
@@ -24,13 +25,23 @@ A checkpoint's `metrics.jsonl` is the last file written into it: just before, th
 moment, so every record a resume can restore has them. The live `metrics.jsonl` is written
 after the checkpoint is complete, with the final timings (they also count the manifest and
 the renaming); a run killed between the two resumes with the checkpoint's copy.
+
+On resume (`reset_to`), the live epoch file of every completed epoch that is missing, or
+differs from the checkpoint's copy, is restored from that copy, with a warning; one the
+checkpoint holds no copy of (a checkpoint written before checkpoints held epoch files) is
+reported as lost, with a warning naming the files: that epoch's generations and attempts are
+gone, while its numbers remain in metrics.jsonl and the pools.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import filecmp
 import json
+import logging
+import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
@@ -46,6 +57,7 @@ if TYPE_CHECKING:
     from workbench.engine.loop import Candidate
 
 ROLES = ("agent", "env")
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -64,6 +76,7 @@ class RunState:
     agent_optimizer: Any = None
     env_optimizer: Any = None
     rng: dict[str, Any] | None = None  # checkpoint.rng_state(): python, numpy, torch, cuda
+    checkpoint: Path | None = None  # the checkpoint folder it was read from (`read_checkpoint`)
 
 
 class RunFolder(RunLayout):
@@ -209,11 +222,60 @@ class RunFolder(RunLayout):
                      "recent": [[t.to_dict(), p] for t, p in s.recent]}
             atomic_write_text(folder / "state.json", json.dumps(
                 {"epoch": state.epoch, "stats": stats, "epochs_without_valid": state.epochs_without_valid}))
+            self._copy_epoch_files(folder / "epochs", state.epoch)
             if seal is not None:
                 seal()
             write_jsonl(folder / "metrics.jsonl", state.metrics)
 
         return fill
+
+    def _copy_epoch_files(self, target: Path, epoch: int) -> None:
+        """Put the live epoch files of epochs 1..`epoch` into a checkpoint (written once, in
+        their epoch, and never again, so a copy taken now stays right); a missing one is warned.
+        A hard link where the file system allows one: every file of a run folder is replaced by
+        renaming a new file into place, never rewritten in place, so the link keeps the content
+        it was taken with, and checkpoints cost no disk or copying for their epoch files."""
+        target.mkdir(parents=True, exist_ok=True)
+        missing = []
+        for number in range(1, epoch + 1):
+            live = self.epoch_path(number)
+            try:
+                try:
+                    os.link(live, target / live.name)
+                except OSError as exc:
+                    if isinstance(exc, FileNotFoundError):
+                        raise
+                    shutil.copyfile(live, target / live.name)  # no hard links here (another file system)
+            except FileNotFoundError:
+                missing.append(live.name)
+        if missing:
+            log.warning("the checkpoint of epoch %d holds no copy of %s: missing from %s", epoch, ", ".join(missing), self.epochs_dir)
+
+    def restore_epoch_files(self, checkpoint: Path | None, epoch: int) -> tuple[list[int], list[int]]:
+        """Restore, from checkpoint `checkpoint`'s copies, the live epoch file of each completed
+        epoch 1..`epoch` that is missing or differs from its copy; returns (restored, lost):
+        the epochs restored, and those whose file is missing with no copy to restore it from.
+        Both are warned, naming the files."""
+        saved = checkpoint / "epochs" if checkpoint is not None else None
+        restored, lost = [], []
+        for number in range(1, epoch + 1):
+            live = self.epoch_path(number)
+            copy_ = saved / live.name if saved is not None else None
+            if copy_ is None or not copy_.is_file():
+                if not live.exists():
+                    lost.append(number)
+                continue
+            if live.exists() and filecmp.cmp(live, copy_, shallow=False):
+                continue
+            atomic_write_text(live, copy_.read_text(encoding="utf-8"))
+            restored.append(number)
+        if restored:
+            log.warning("restored %s of completed epochs %s from checkpoint %s (missing, or not the file that epoch wrote)",
+                        _names(self, restored), restored, checkpoint)
+        if lost:
+            log.warning("%s of completed epochs %s are missing and checkpoint %s holds no copy: those epochs' generations and "
+                        "attempts are lost (metrics.jsonl and the pools still hold their numbers)", _names(self, lost), lost, checkpoint)
+        return restored, lost
 
     def read_checkpoint(self, folder: Path, alpha: float) -> RunState:
         """The state saved in checkpoint `folder` (its metrics cover epochs 1..N, else
@@ -246,14 +308,21 @@ class RunFolder(RunLayout):
             agent_optimizer=trainer["agent_optimizer"],
             env_optimizer=trainer["env_optimizer"],
             rng=trainer["rng"],
+            checkpoint=folder,
         )
 
     def reset_to(self, state: RunState, d_train: Iterable[Task]) -> None:
         """After a resume: the live files as they were at the checkpoint, discarding anything
-        a killed epoch (or the epochs after the checkpoint) wrote."""
+        a killed epoch (or the epochs after the checkpoint) wrote, and restoring the epoch files
+        of the completed epochs from the checkpoint's copies (`restore_epoch_files`)."""
         self.write_pools(d_train, state.d_env)
         self.write_metrics(state.metrics)
         self.remove_epochs_after(state.epoch)
+        self.restore_epoch_files(state.checkpoint, state.epoch)
+
+
+def _names(folder: RunFolder, epochs: list[int]) -> str:
+    return ", ".join(str(folder.epoch_path(e).relative_to(folder.path)) for e in epochs)
 
 
 def completed_epochs(checkpoint: Path) -> int:
