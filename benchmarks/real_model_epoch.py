@@ -6,7 +6,7 @@ the same invocation:
 
 * `baseline`: the agent's rollouts sampled by one generate call per optimizer step (TRL's
   default steps_per_generation = gradient accumulation: 4 calls of 16 completions);
-* `demo`: the demo's settings, one generate call for the whole mixture (64 completions);
+* `one-call`: one generate call for the whole mixture (steps_per_generation 8: 64 completions);
 * `full-ft` (with --full-ft): the demo's settings with full fine-tuning instead of LoRA.
 
 For each: the seconds of every phase (environment generation, agent rollouts + update,
@@ -35,6 +35,8 @@ def variant(name: str, config):  # noqa: ANN001, ANN201
     agent = config.agent
     if name == "baseline":
         return dataclasses.replace(config, agent=dataclasses.replace(agent, steps_per_generation=None))
+    if name == "one-call":
+        return dataclasses.replace(config, agent=dataclasses.replace(agent, steps_per_generation=8))
     if name == "full-ft":
         return dataclasses.replace(
             config,
@@ -57,7 +59,7 @@ def main() -> None:
     from workbench.engine.loop import CoEvolution
 
     base = real_model_config(args.model, args.domain, epochs=args.epochs)
-    names = ["baseline", "demo"] + (["full-ft"] if args.full_ft else [])
+    names = ["baseline", "one-call"] + (["full-ft"] if args.full_ft else [])
     rows = {}
     for name in names:
         load = os.getloadavg()[0]

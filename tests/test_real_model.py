@@ -28,12 +28,11 @@ def test_one_real_model_epoch_on_a_benchmark_keeps_the_loops_invariants(tmp_path
     from workbench.engine.loop import CoEvolution
 
     config = real_model_config(ALIAS, "bamboogle", epochs=1)
-    # the demo's settings at half size: 4 generated tasks, a mixture of 8 (32 rollouts, one generate call)
+    # the demo's settings at half size: 4 generated tasks, a mixture of 8 (32 rollouts, 2 optimizer steps)
     config = dataclasses.replace(
         config,
         env=dataclasses.replace(config.env, tasks_per_epoch=4),
         pool=dataclasses.replace(config.pool, base_per_epoch=2, history_per_epoch=2, max_new_per_epoch=4),
-        agent=dataclasses.replace(config.agent, steps_per_generation=4),
     )
     run = CoEvolution(config, tmp_path / "run")
     assert run.env_tokenizer.chat_template and "<|im_start|>" in run.env_tokenizer.chat_template  # the model's own ChatML

@@ -446,10 +446,11 @@ def demo_run_config(
 # ---------------------------------------------------------------------------- a real model
 
 REAL_SEEDS = 8  # the shortest seeds the real-model demo starts from (and shows as few-shot examples)
-# One generate call samples the rollouts of 8 micro-steps of 8: the whole mixture of 16 tasks x 4
-# attempts (8 new + 4 seeds + 4 history) in one batch of 64, 4 optimizer steps of 16
-# (benchmarks/real_model_epoch.py measures it against one call per optimizer step).
-REAL_STEPS_PER_GENERATION = 8
+# Rollouts sampled per optimizer step (TRL's default). One generate call for the whole mixture
+# (agent.steps_per_generation 8) made the agent phase 1.23x slower on one arithmetic epoch
+# (benchmarks/real_model_epoch.py): TRL then computes the rollouts' old log-probs in an extra
+# forward pass. Left off until a measurement shows it pays.
+REAL_STEPS_PER_GENERATION: int | None = None
 
 
 def real_model_config(

@@ -543,10 +543,13 @@ class CoEvolution:
         """Warn when every valid task of the epoch is a copy (exact or near) of a seed task."""
         if not novelty.collapsed:
             return
-        message = (
+        self._warn(
             f"epoch {epoch}: all {novelty.valid} valid generated tasks are copies of seed tasks "
             f"({novelty.seed_exact} distinct exact, {novelty.seed_near} near); the environment model replays its seeds"
         )
+
+    def _warn(self, message: str) -> None:
+        """Log a warning and send it to the subscribers (the dashboard shows it)."""
         log.warning(message)
         self._emit({"type": "warning", "message": message})
 
@@ -558,8 +561,7 @@ class CoEvolution:
             f"epoch {record['epoch']}: none of {record['candidates']} generated {self.config.domain} tasks was valid "
             f"(rejections: {record['rejections']}); the environment model does not write this domain's task format"
         )
-        log.warning(message)
-        self._emit({"type": "warning", "message": message})
+        self._warn(message)
         if self._epochs_without_valid >= self.config.max_epochs_without_valid:
             raise RunError(
                 f"{message}, for {self._epochs_without_valid} epochs in a row (max_epochs_without_valid). "
