@@ -25,6 +25,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,19 @@ def run(argv: list[str], cwd: Path, env: dict[str, str], timeout: int = 900) -> 
     return proc.stdout
 
 
+def chain_environment(venv: Path) -> None:
+    """Let `venv` see this interpreter's packages when the tests run inside a virtual environment
+    themselves (`.ci/run` makes one): `--system-site-packages` gives only the base interpreter's.
+    A plain path line in a .pth file puts this environment's site-packages on sys.path without
+    running its own .pth files, so its editable `workbench` stays out and the copy's install wins."""
+    if sys.prefix == sys.base_prefix:
+        return
+    inner = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    outer = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    (Path(inner) / "zz_outer_environment.pth").write_text("".join(f"{path}\n" for path in outer))
+
+
 @pytest.fixture(scope="module")
 def newcomer(tmp_path_factory):
     """(clone folder, environment): the copy installed in its own virtual environment."""
@@ -79,6 +93,7 @@ def newcomer(tmp_path_factory):
     # no pip of its own (Python's bundled setuptools would shadow the installed one): a `pip`
     # that runs the installed pip with the venv's python, so it installs into the venv
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    chain_environment(venv)
     shim = venv / "bin" / "pip"
     shim.write_text(f"#!{venv / 'bin' / 'python'}\nimport sys\nfrom pip._internal.cli.main import main\nsys.exit(main())\n")
     shim.chmod(0o755)
