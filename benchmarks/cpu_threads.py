@@ -7,8 +7,9 @@ each other far more than twice. This script measures it on the real model: each 
 loads the model, then times greedy batch-1 decoding (ms a token). Configurations:
 
 * alone, with torch's default thread count, and with 1 thread;
+* alone under `OMP_WAIT_POLICY=PASSIVE` (threads sleep instead of spinning while they wait);
 * two workers at once, each with the default, each with 1 thread, and each with the default
-  under `OMP_WAIT_POLICY=PASSIVE` (threads sleep instead of spinning while they wait);
+  under `OMP_WAIT_POLICY=PASSIVE`;
 * two workers at once under the workbench's own default (`workbench.engine.threads`).
 
 Every figure is printed with the 1-minute load average read just before it started, and as a
@@ -76,6 +77,7 @@ def main() -> None:
     cases = [
         ("alone, torch default threads", 1, "default", {}),
         ("alone, 1 thread", 1, "1", {}),
+        ("alone, default threads, OMP_WAIT_POLICY=PASSIVE", 1, "default", {"OMP_WAIT_POLICY": "PASSIVE"}),
         ("two at once, torch default threads each", 2, "default", {}),
         ("two at once, 1 thread each", 2, "1", {}),
         ("two at once, default threads, OMP_WAIT_POLICY=PASSIVE", 2, "default", {"OMP_WAIT_POLICY": "PASSIVE"}),
