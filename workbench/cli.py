@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import InternalError, WorkbenchError
+from workbench.modes import INTERACTIVE_MODES
 
 
 class UsageError(WorkbenchError):
@@ -458,7 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="with --domain: a seed-loader option (repeatable)")
     p.add_argument("--out", help="run folder (default runs/demo-[DOMAIN-][MODEL-]MODE-TIMESTAMP)")
     p.add_argument("--epochs", type=int, help="co-evolution epochs (default 16 for arithmetic, 3 with --model, 4 for other domains)")
-    p.add_argument("--mode", choices=["genenv", "random", "static", "seeds"], default="genenv")
+    p.add_argument("--mode", choices=INTERACTIVE_MODES, default="genenv")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--track", metavar="BACKENDS",
                    help="experiment trackers, comma-separated: trackio, tensorboard, wandb (offline; overrides tracking.backends)")

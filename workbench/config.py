@@ -22,6 +22,7 @@ from typing import Any, Literal
 import dacite
 import yaml
 
+from workbench import modes
 from workbench.errors import WorkbenchError
 
 
@@ -197,12 +198,7 @@ class RunConfig:
     domain: str = _f("arithmetic", "Name of the domain plugin (see `workbench plugins`).")
     domain_options: dict[str, Any] = _f({}, "Options passed to the plugin's seed loader, e.g. data_path.")
     seed_ids: list[str] | None = _f(None, "Use only these seed tasks (ids from the seed loader); default: all of them.")
-    mode: Literal["genenv", "random", "static", "teacher", "seeds"] = _f(
-        "genenv",
-        "genenv: env trained by RWR; random: env never updated; static: variations generated once; "
-        "teacher: a frozen teacher model generates variations once (offline augmentation); "
-        "seeds: no generated tasks at all, GRPO on the seed tasks alone (pool.base_per_epoch of them an epoch).",
-    )
+    mode: str = _f("genenv", modes.help_text())
     epochs: int = _f(10, "Co-evolution epochs (paper: 10).")
     seed: int = _f(0, "Random seed for sampling, shuffling and generation.")
     agent: AgentSettings = _f(AgentSettings, "Agent policy settings.")
@@ -361,7 +357,9 @@ def validate(cfg: RunConfig) -> None:
         raise _err("env.generation.temperature", cfg.env.generation.temperature, "use a temperature > 0")
     if not 0 < cfg.env.generation.top_p <= 1:
         raise _err("env.generation.top_p", cfg.env.generation.top_p, "use top_p in (0, 1]")
-    if cfg.mode == "teacher" and (cfg.teacher is None or not cfg.teacher.name_or_path):
+    if cfg.mode not in modes.MODES:
+        raise _err("mode", cfg.mode, f"use one of {', '.join(modes.MODES)}{_suggest(cfg.mode, list(modes.MODES))}")
+    if modes.MODES[cfg.mode].generator == "teacher" and (cfg.teacher is None or not cfg.teacher.name_or_path):
         raise _err("teacher", cfg.teacher, "mode=teacher needs teacher.name_or_path (a model id or folder)")
     for role, model in [("agent.model", a.model), ("env.model", cfg.env.model)]:
         if not model.name_or_path:

@@ -210,7 +210,7 @@ def demo_config(agent_path: Path, env_path: Path, mode: str = "genenv", epochs: 
     """The arithmetic demo's RunConfig: paper curriculum values, tiny-model sizes and rates."""
     return RunConfig(
         domain=DEMO_DOMAIN,
-        mode=mode,  # type: ignore[arg-type]
+        mode=mode,
         epochs=epochs,
         seed=seed,
         agent=AgentSettings(
@@ -391,7 +391,7 @@ def domain_demo_config(demo: DomainDemo, mode: str = "genenv", epochs: int = 4, 
         domain=demo.domain,
         domain_options=dict(demo.domain_options),
         seed_ids=list(demo.seed_ids),
-        mode=mode,  # type: ignore[arg-type]
+        mode=mode,
         epochs=epochs,
         seed=seed,
         agent=AgentSettings(
@@ -494,7 +494,7 @@ def real_model_config(
         domain=domain,
         domain_options=options,
         seed_ids=[t.id for t in chosen],
-        mode=mode,  # type: ignore[arg-type]
+        mode=mode,
         epochs=epochs or 3,
         seed=seed,
         agent=AgentSettings(

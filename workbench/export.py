@@ -46,6 +46,7 @@ from typing import Any, Callable
 import yaml
 
 from workbench.errors import WorkbenchError
+from workbench.modes import MODES
 from workbench.run_layout import RunLayout
 from workbench.tasks import Task, read_jsonl, write_jsonl
 from workbench.textsafety import find_bad_text
@@ -111,7 +112,8 @@ class RunCurriculum:
 
     def generator_model(self) -> str | None:
         """The model that wrote the generated tasks: the teacher in `teacher` mode, else the env model."""
-        if self.config.get("mode") == "teacher" and isinstance(self.config.get("teacher"), dict):
+        mode = MODES.get(str(self.config.get("mode")))
+        if mode is not None and mode.generator == "teacher" and isinstance(self.config.get("teacher"), dict):
             return self.config["teacher"].get("name_or_path")
         return self.model("env")
 
@@ -119,7 +121,8 @@ class RunCurriculum:
         """The checkpoint whose environment model generated epoch `epoch`'s tasks (None = the base
         model: epoch 1, and every epoch of the modes that never train the environment). The path is
         relative to the run folder; it may have been pruned since (keep_checkpoints)."""
-        if not epoch or epoch <= 1 or self.config.get("mode") in ("random", "static", "teacher", "seeds"):
+        mode = MODES.get(str(self.config.get("mode")))
+        if not epoch or epoch <= 1 or (mode is not None and not mode.trains_env):
             return None
         return f"checkpoints/epoch_{epoch - 1:04d}/env"
 

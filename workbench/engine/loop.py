@@ -56,6 +56,7 @@ from workbench.engine.rwr import RWRExample, RWRUpdater, model_context_length
 from workbench.engine.threads import apply_threads
 from workbench.errors import WorkbenchError
 from workbench.model_catalog import resolve_model
+from workbench.modes import get_mode
 from workbench.novelty import NoveltyReport, NoveltyTracker
 from workbench.registry import Domain, Registry, is_plugin_fault, load_registry
 from workbench.tasks import AgentStats, Rejection, Task
@@ -96,6 +97,7 @@ class CoEvolution:
         resume: bool = False,
     ):
         self.config = config
+        self.mode = get_mode(config.mode)
         self.folder = RunFolder(run_dir)
         self.run_dir = self.folder.path
         self.registry = registry or load_registry(allow=config.plugins, plugin_timeout_s=config.plugin_timeout_s)
@@ -144,7 +146,7 @@ class CoEvolution:
             self.folder.write_config(config.to_yaml())
         if resume and existing is not None:
             self._restore(existing)
-        elif config.mode in ("static", "teacher"):
+        elif self.mode.builds_pool_up_front:
             self._build_static_pool()
         if self.is_main:
             for message in self.registry.run_start(str(self.run_dir), config.to_dict()):
@@ -194,7 +196,7 @@ class CoEvolution:
             report=trainer_report_arguments(cfg.tracking, self.run_dir, "agent"),
         )
         ref_model = None
-        if cfg.mode == "genenv" and env_settings.lora is None:
+        if self.mode.trains_env and env_settings.lora is None:
             ref_model = load_model(env_settings, "env.model", trainable=False)
         self.env_updater = RWRUpdater(
             env_model, self.env_tokenizer, str(self.folder.trainer_dir("env")),
@@ -349,7 +351,7 @@ class CoEvolution:
                     "(domain_options), or a smaller agent.max_completion_length"
                 )
         env_limit = model_context_length(self.env_updater.model)
-        if env_limit is not None and cfg.mode in ("genenv", "random", "static"):
+        if env_limit is not None and self.mode.uses_env_model:
             k = min(cfg.env.examples_per_prompt, len(self.seeds))
             context = self.domain.environment_prompt(longest[:k], self.stats)
             need = self._tokens(self.env_tokenizer, context)
@@ -365,9 +367,9 @@ class CoEvolution:
         """static/teacher: generate the variations once, before the first epoch."""
         cfg = self.config
         count = max(1, round(cfg.static_variations_per_seed * len(self.seeds)))
-        if cfg.mode == "teacher" and not self.is_main:
+        if self.mode.generator == "teacher" and not self.is_main:
             generator = None  # only rank 0 generates; it broadcasts the pool
-        elif cfg.mode == "teacher":
+        elif self.mode.generator == "teacher":
             assert cfg.teacher is not None
             tok = load_tokenizer(cfg.teacher, "teacher")
             model = load_model(cfg.teacher, "teacher", trainable=False)
@@ -435,11 +437,11 @@ class CoEvolution:
         epoch = self.epoch + 1
 
         with self._phase("generate"):
-            if cfg.mode in ("genenv", "random"):
+            if self.mode.generates_each_epoch:
                 self._offload(idle="agent")
                 candidates = self._generate_candidates(cfg.env.tasks_per_epoch, self.env_generator, "generated", self.seeds)
                 gen_stats = self.env_generator.stats
-            elif cfg.mode == "seeds":  # GRPO on the seeds alone: the mixture is pool.base_per_epoch seeds
+            elif self.mode.generation == "none":  # GRPO on the seeds alone: the mixture is pool.base_per_epoch seeds
                 candidates, gen_stats = [], None
             else:
                 picked = self.rng.sample(self.static_pool, min(cfg.env.tasks_per_epoch, len(self.static_pool)))
@@ -465,7 +467,7 @@ class CoEvolution:
 
         env_result = None
         with self._phase("env_update"):
-            if cfg.mode == "genenv":
+            if self.mode.trains_env:
                 self._offload(idle="agent")
                 env_result = self._update_env(epoch, env_records)
 
@@ -480,7 +482,7 @@ class CoEvolution:
         record["score_errors"] = sum(is_plugin_fault(a.score) for atts in result.attempts.values() for a in atts)
         record["valid_unscored"] = len(new_tasks) - len(scored_new)
         record["plugin_faults"] = self.domain.take_faults() | self.registry.take_faults()
-        self._epochs_without_valid = self._epochs_without_valid + 1 if record["valid"] == 0 and cfg.mode in ("genenv", "random") else 0
+        self._epochs_without_valid = self._epochs_without_valid + 1 if record["valid"] == 0 and self.mode.generates_each_epoch else 0
         record["epochs_without_valid"] = self._epochs_without_valid
         self.stats = AgentStats(
             epoch=epoch,

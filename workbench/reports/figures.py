@@ -28,6 +28,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+from workbench.modes import MODES
 from workbench.reports.summary import metric_value
 
 Metrics = Sequence[dict[str, Any]]
@@ -136,7 +137,7 @@ def env_not_updated_note(metrics: Metrics) -> str:
     if not missing:
         return ""
     modes = {str(m["mode"]) for m in metrics if m.get("mode") is not None}
-    if modes and modes <= {"random", "static", "teacher", "seeds"}:
+    if modes and all(m in MODES and not MODES[m].trains_env for m in modes):
         return f"environment not trained in {'/'.join(sorted(modes))} mode"
     epochs = [int(m["epoch"]) for m in missing if "epoch" in m]
     where = "this epoch" if len(metrics) == 1 else f"in epoch{'s' if len(epochs) > 1 else ''} {_epoch_list(epochs)}"

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from workbench.modes import mode_label
 from workbench.reports.figures import comparison_figure, dashboard_figure, figure_png, rejection_totals
 from workbench.reports.sources import EvalSource, RunSource, load_sources
 from workbench.reports.summary import COLUMNS, metric_value
@@ -31,7 +32,6 @@ from workbench.tasks import DomainInfo, ReportSection, atomic_write_text
 
 # Used when a benchmark's domain is not installed or declares no headline: the first present.
 GENERIC_HEADLINE = ["accuracy", "em", "success_rate", "reward_mean"]
-MODE_NAMES = {"genenv": "GenEnv", "random": "GenEnv-Random", "static": "GenEnv-Static", "teacher": "Offline augmentation", "seeds": "GRPO on seeds"}
 
 
 def _norm(name: str) -> str:
@@ -132,7 +132,7 @@ class Report:
 
 
 def _row_label(run: RunSource) -> str:
-    return f"{MODE_NAMES.get(run.config.get('mode', ''), run.config.get('mode', '?'))} (ours: {run.path.name})"
+    return f"{mode_label(run.config.get('mode'))} (ours: {run.path.name})"
 
 
 def comparison_table(runs: Sequence[RunSource], evals: Sequence[EvalSource],

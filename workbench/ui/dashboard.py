@@ -17,11 +17,11 @@ from typing import Any, Callable
 
 import ipywidgets as w
 
+from workbench.modes import INTERACTIVE_MODES
 from workbench.novelty import describe
 from workbench.reports.figures import DPI, dashboard_figure, figure_png
 from workbench.ui.state import RunController, RunState
 
-MODES = ["genenv", "random", "static", "seeds"]
 SETTINGS_LABEL_WIDTH = "100px"  # ipywidgets' default (80px) cut "agent model" to "agent mo..."
 
 
@@ -219,7 +219,7 @@ class Dashboard:
         self.agent_text = w.Text(placeholder="default: demo agent model", description="agent model", style=label)
         self.env_text = w.Text(placeholder="default: demo environment model", description="env model", style=label)
         # fixed button width and no shrinking, so the three modes stay on one line in the HBox
-        self.mode_select = w.ToggleButtons(options=MODES, description="mode",
+        self.mode_select = w.ToggleButtons(options=INTERACTIVE_MODES, description="mode",
                                            style={"button_width": "76px", **label},
                                            layout=w.Layout(width="auto", flex="0 0 auto"))
         self.epochs_input = w.BoundedIntText(min=1, max=1000, description="epochs", style=label)

@@ -23,6 +23,8 @@ from typing import Any, Callable
 
 import traitlets
 
+from workbench.modes import INTERACTIVE_MODES
+
 STATUSES = ("idle", "starting", "running", "pausing", "paused", "done", "error")
 
 
@@ -32,7 +34,7 @@ class RunState(traitlets.HasTraits):
     domain = traitlets.Unicode("arithmetic")
     agent_path = traitlets.Unicode("")
     env_path = traitlets.Unicode("")
-    mode = traitlets.Enum(["genenv", "random", "static", "seeds"], default_value="genenv")
+    mode = traitlets.Enum(INTERACTIVE_MODES, default_value="genenv")
     epochs = traitlets.Int(4)
     run_dir = traitlets.Unicode("")
 
