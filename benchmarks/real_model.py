@@ -95,16 +95,17 @@ def train_config(args: argparse.Namespace, row: str, seed: int, seed_ids: list[s
         config,
         pool=pool,
         env=dataclasses.replace(config.env, tasks_per_epoch=4),
-        static_variations_per_seed=0.5,  # 8 variations of 16 training seeds up front
+        static_variations_per_seed=2.0,  # 32 candidates up front: at BFCL's 1 valid in 16, 8 gave none for one seed
     )
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     from workbench.config import ModelSettings
-    from workbench.engine.loop import CoEvolution
+    from workbench.engine.loop import CoEvolution, RunError
     from workbench.engine.models import load_model, load_tokenizer
     from workbench.registry import load_registry
 
+    out = Path(args.out)
     spec = BENCHMARKS[args.benchmark]
     options = dict(spec["options"])
     domain = load_registry().domain(args.benchmark)
@@ -117,39 +118,76 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
           f"seeds {args.seeds}, agent answers up to {max_new} tokens", flush=True)
     results: dict[str, Any] = {"benchmark": args.benchmark, "model": args.model, "epochs": args.epochs, "seeds": args.seeds,
                                "train_ids": seed_ids, "heldout_ids": [t.id for t in heldout], "headline": domain.info.headline,
-                               "rows": {}, "load_before": os.getloadavg()[0], "threads": None}
+                               "rows": {}, "load_before": os.getloadavg()[0], "threads": None, "complete": False}
+    previous = _previous(out, results)
+    results["rows"] = {row: value for row, value in previous.items() if row not in args.rows}  # rows not asked for are kept
     start = time.perf_counter()
-    settings = ModelSettings(name_or_path=args.model, device="cpu")
-    tokenizer = load_tokenizer(settings, "--model")
-    base = load_model(settings, "--model", trainable=False)
-    results["rows"]["base"] = {"scores": [evaluate(domain, heldout, base, tokenizer, max_new, s) for s in range(args.seeds)],
-                               "seconds": time.perf_counter() - start}
-    print(f"  base    {results['rows']['base']['scores']}", flush=True)
-    del base
+    if "base" in args.rows:
+        settings = ModelSettings(name_or_path=args.model, device="cpu")
+        tokenizer = load_tokenizer(settings, "--model")
+        base = load_model(settings, "--model", trainable=False)
+        results["rows"]["base"] = {"scores": [evaluate(domain, heldout, base, tokenizer, max_new, s) for s in range(args.seeds)],
+                                   "seconds": time.perf_counter() - start}
+        print(f"  base    {results['rows']['base']['scores']}", flush=True)
+        del base
+        _save(out, results)
     for row in [r for r in ROWS[1:] if r in args.rows]:
-        row_start, scores, epochs = time.perf_counter(), [], []
+        row_start, scores, epochs, errors = time.perf_counter(), [], [], []
         for seed in range(args.seeds):
-            run_dir = Path(args.out) / "runs" / f"{args.benchmark}-{row}-s{seed}"
+            run_dir = out / "runs" / f"{args.benchmark}-{row}-s{seed}"
             shutil.rmtree(run_dir, ignore_errors=True)
-            run = CoEvolution(train_config(args, row, seed, seed_ids, options), run_dir)
-            records = run.run()
+            try:
+                run = CoEvolution(train_config(args, row, seed, seed_ids, options), run_dir)
+                records = run.run()
+            except RunError as exc:  # e.g. static: no valid variation up front; the row says so instead of the column dying
+                errors.append(f"seed {seed}: {exc}")
+                print(f"  {row:<7} seed {seed} stopped: {exc}", flush=True)
+                continue
             scores.append(evaluate(domain, heldout, run.agent.model, run.agent_tokenizer, max_new, seed))
             epochs.append([{k: r.get(k) for k in ("valid", "valid_distinct", "candidates", "p_hat_mean", "frac_in_band", "novelty", "time")}
                            for r in records])
             results["threads"] = __import__("torch").get_num_threads()
             del run
             gc.collect()
-        results["rows"][row] = {"scores": scores, "seconds": time.perf_counter() - row_start, "epochs": epochs}
+        results["rows"][row] = {"scores": scores, "seconds": time.perf_counter() - row_start, "epochs": epochs, "errors": errors}
         print(f"  {row:<7} {scores} ({time.perf_counter() - row_start:.0f}s)", flush=True)
-    results["seconds"] = time.perf_counter() - start
+        _save(out, results)
+    results["seconds"] = sum(r["seconds"] for r in results["rows"].values())
     results["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     results["load_after"] = os.getloadavg()[0]
+    results["complete"] = all(row in results["rows"] for row in ROWS)
     return results
 
 
-def _cell(scores: list[float]) -> str:
+def _result_path(out: Path, benchmark: str) -> Path:
+    return out / f"result-{benchmark}.json"
+
+
+def _previous(out: Path, results: dict[str, Any]) -> dict[str, Any]:
+    """Rows an earlier invocation measured with the same split, epochs and seeds (to be kept)."""
+    path = _result_path(out, results["benchmark"])
+    if not path.exists():
+        return {}
+    old = json.loads(path.read_text())
+    same = all(old.get(k) == results[k] for k in ("model", "epochs", "seeds", "train_ids", "heldout_ids"))
+    return old.get("rows", {}) if same else {}
+
+
+def _save(out: Path, results: dict[str, Any]) -> None:
+    """The result so far, after every row: a run that stops keeps what it measured."""
+    from workbench.tasks import atomic_write_text
+
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(_result_path(out, results["benchmark"]), json.dumps(results, indent=1))
+
+
+def _cell(row: dict[str, Any]) -> str:
+    scores = row["scores"]
+    if not scores:
+        return f"stopped ({len(row.get('errors', []))} seeds)"
     mean = sum(scores) / len(scores)
-    return f"{100 * mean:.1f} +/- {50 * (max(scores) - min(scores)):.1f}"
+    cell = f"{100 * mean:.1f} +/- {50 * (max(scores) - min(scores)):.1f}"
+    return cell + (f" ({len(scores)} of {len(scores) + len(row['errors'])} seeds)" if row.get("errors") else "")
 
 
 def print_table(out: Path) -> None:
@@ -160,12 +198,18 @@ def print_table(out: Path) -> None:
     print("| row | " + " | ".join(f"{n} ({r['headline']}, n={len(r['heldout_ids'])})" for n, r in zip(names, results)) + " |")
     print("|---|" + "---|" * len(names))
     for row in ROWS:
-        cells = [_cell(r["rows"][row]["scores"]) if row in r["rows"] else "-" for r in results]
+        cells = [_cell(r["rows"][row]) if row in r["rows"] else "-" for r in results]
         print(f"| {row} | " + " | ".join(cells) + " |")
     for r in results:
         times = ", ".join(f"{row} {r['rows'][row]['seconds'] / 60:.1f}" for row in ROWS if row in r["rows"])
-        print(f"{r['benchmark']}: {r['seconds'] / 60:.1f} min in all ({times} min), {r['epochs']} epochs x {r['seeds']} seeds, "
-              f"peak RSS {r['peak_rss_gib']:.2f} GiB, {r['threads']} torch threads, load {r['load_before']:.2f} before / {r['load_after']:.2f} after")
+        total = sum(row["seconds"] for row in r["rows"].values())
+        state = "" if r.get("complete") else " (not complete: rows missing or still running)"
+        print(f"{r['benchmark']}: {total / 60:.1f} min in all ({times} min), {r['epochs']} epochs x {r['seeds']} seeds, "
+              f"peak RSS {r.get('peak_rss_gib', float('nan')):.2f} GiB, {r['threads']} torch threads, "
+              f"load {r['load_before']:.2f} before / {r.get('load_after', float('nan')):.2f} after{state}")
+        for row, value in r["rows"].items():
+            for error in value.get("errors", []):
+                print(f"  {r['benchmark']} {row} {error}")
 
 
 def main() -> None:
@@ -178,7 +222,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--train", type=int, help="training seeds (default per benchmark)")
     parser.add_argument("--heldout", type=int, help="held-out tasks (default per benchmark)")
-    parser.add_argument("--rows", type=lambda s: s.split(","), default=ROWS, help="rows to measure, comma-separated (default all)")
+    parser.add_argument("--rows", type=lambda s: s.split(","), default=ROWS,
+                        help="rows to measure, comma-separated (default all); rows measured earlier with the same split are kept")
     parser.add_argument("--max-prompt-chars", type=int, help="leave out records with longer prompts (CPU time; default 1600, API-Bank 3000)")
     args = parser.parse_args()
     if args.table:
@@ -188,13 +233,9 @@ def main() -> None:
         parser.error("give --benchmark NAME (one column per invocation) or --table OUT")
     if args.seeds < 2:
         parser.error("--seeds must be at least 2: the table reports a spread")
-    from workbench.tasks import atomic_write_text
-
     results = measure(args)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / f"result-{args.benchmark}.json", json.dumps(results, indent=1))
-    print_table(out)
+    _save(Path(args.out), results)
+    print_table(Path(args.out))
 
 
 if __name__ == "__main__":
