@@ -48,3 +48,59 @@ def test_scans_are_linear_on_hostile_text():
         max_bracket_depth(text, skip_strings=False)
     assert time.perf_counter() - start < 5.0  # about 0.5 s on a quiet machine; a quadratic scan takes hours
     assert balanced_json_end("{" * n, 0, max_depth=12) == (None, TOO_DEEP)
+
+
+def test_reply_json_reads_the_first_object_that_parses():
+    from workbench import reply_json
+
+    assert reply_json('Sure! {"q": "a {brace} in a string", "n": [1, 2]} done') == {"q": "a {brace} in a string", "n": [1, 2]}
+    # a single-quoted or cut-off span is skipped for a later well-formed object
+    assert reply_json("{'q': 1} then {\"q\": 2}") == {"q": 2}
+    assert reply_json('{"q": [1, 2} oops {"q": 3}') == {"q": 3}
+    # an array or a scalar is not an object; the object nested inside is found
+    assert reply_json('[{"q": 4}]') == {"q": 4}
+
+
+def test_reply_json_says_why_with_a_code():
+    import pytest
+
+    from workbench import ReplyJSONError, reply_json
+
+    cases = [
+        (None, "not_text"),
+        ("x" * 101, "too_long"),
+        ("no braces at all", "no_json"),
+        ("{'single': 'quotes'}", "bad_json"),
+        ('{"cut": "off', "bad_json"),
+        ('{"a": ' * 40 + "1" + "}" * 40, "too_deep"),
+    ]
+    for text, code in cases:
+        with pytest.raises(ReplyJSONError) as info:
+            reply_json(text, max_chars=100 if text != '{"a": ' * 40 + "1" + "}" * 40 else 10_000, max_depth=8)
+        assert info.value.code == code, (text, info.value)
+        assert info.value.message and str(info.value) == info.value.message
+
+
+def test_reply_json_and_json_values_are_bounded_on_hostile_text():
+    import time
+
+    from workbench import ReplyJSONError, json_values, reply_json
+
+    n = 200_000
+    start = time.perf_counter()
+    for text in ["{" + "x" * n, '{"a": "' * 1000 + "x" * n, "{[" * (n // 2), "{}" * (n // 2)]:
+        try:
+            reply_json(text, max_chars=2 * n)
+        except ReplyJSONError:
+            pass
+        json_values(text)
+    assert time.perf_counter() - start < 10.0  # about 1 s on a quiet machine; an unbounded rescan from every brace is quadratic
+
+
+def test_json_values_reads_every_top_level_value_in_order():
+    from workbench import json_values
+
+    assert json_values('call {"a": 1} and [2, 3] then {bad} and {"b": {"c": 4}}') == [{"a": 1}, [2, 3], {"b": {"c": 4}}]
+    deep = '{"a": ' * 10 + "1" + "}" * 10
+    assert json_values(deep, max_depth=5) == [{"a": {"a": {"a": {"a": {"a": 1}}}}}]  # never the value nested beyond max_depth
+    assert len(json_values("[1] " * 300, max_starts=200)) == 200

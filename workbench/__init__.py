@@ -1,14 +1,70 @@
 """GenEnv Workbench: co-evolve an agent LLM with a task-generating environment LLM.
 
-The public contract for plugin authors is what this module exports: `hookimpl` to mark
-hook implementations, and the value types `Task`, `Score`, `Rejection`, `AgentStats`,
-`DomainInfo`, `MetricInfo`, `ReportSection` and `Interaction`, plus the text helpers of `workbench.textparse`.
+This module is the whole public contract for plugin authors, and their one import surface
+(`from workbench import ...`; `tests/test_plugin_imports.py` checks that the bundled plugins
+import nothing else of the workbench):
+
+* `hookimpl`, to mark hook implementations (the hooks are specified in `workbench.hookspecs`);
+* the value types `Task`, `Score`, `Rejection`, `AgentStats`, `DomainInfo`, `MetricInfo`,
+  `ReportSection` and `Interaction`;
+* reading model replies: `reply_json` (the first JSON object; `ReplyJSONError` says why none),
+  `json_values`, `balanced_json_end`, `max_bracket_depth`, `find_bad_text`;
+* reading domain options and aggregating scores: `OptionError`, `int_option`, `limit_option`,
+  `path_option`, `list_option`, `mean`, `mean_stderr`, `rate`, `grouped_means`,
+  `count_tasks`, `first_failures`, `example_failures`.
+
 Everything else is engine internals.
 """
 
 from workbench.hookspecs import hookimpl
+from workbench.plugin_support import (
+    OptionError,
+    count_tasks,
+    example_failures,
+    first_failures,
+    grouped_means,
+    int_option,
+    limit_option,
+    list_option,
+    mean,
+    mean_stderr,
+    path_option,
+    rate,
+)
 from workbench.tasks import AgentStats, DomainInfo, Interaction, MetricInfo, Rejection, ReportSection, Score, Task
+from workbench.textparse import TOO_DEEP, ReplyJSONError, balanced_json_end, json_values, max_bracket_depth, reply_json
+from workbench.textsafety import find_bad_text
 
 __version__ = "0.1.0"
 
-__all__ = ["hookimpl", "AgentStats", "DomainInfo", "Interaction", "MetricInfo", "Rejection", "ReportSection", "Score", "Task", "__version__"]
+__all__ = [
+    "hookimpl",
+    "AgentStats",
+    "DomainInfo",
+    "Interaction",
+    "MetricInfo",
+    "Rejection",
+    "ReportSection",
+    "Score",
+    "Task",
+    "reply_json",
+    "ReplyJSONError",
+    "json_values",
+    "balanced_json_end",
+    "max_bracket_depth",
+    "TOO_DEEP",
+    "find_bad_text",
+    "OptionError",
+    "int_option",
+    "limit_option",
+    "path_option",
+    "list_option",
+    "mean",
+    "mean_stderr",
+    "rate",
+    "grouped_means",
+    "count_tasks",
+    "first_failures",
+    "example_failures",
+    "__version__",
+]

@@ -1,11 +1,16 @@
 """Text helpers for plugins that read JSON out of model text (part of the public contract).
 
-`balanced_json_end` finds where a JSON object or array that opens at `start` closes, with a
-string-aware linear scan bounded in nesting depth and in characters scanned, so a plugin can
-cut a candidate out of free text and hand it to `json.loads` (never to `eval`).
+`reply_json` reads the first JSON object out of a model's free-text reply (what every plugin
+needs to parse an environment generation); `json_values` reads every top-level JSON object or
+array (an agent's tool calls). Both cut candidates with `balanced_json_end`, a string-aware
+linear scan bounded in nesting depth and in characters scanned, and hand them to `json.loads`
+only (never to `eval`), so no reply can make them slow or run code.
 """
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 UNCLOSED = "unclosed"
 TOO_DEEP = "too_deep"
@@ -72,3 +77,74 @@ def max_bracket_depth(text: str, skip_strings: bool = True) -> int:
         elif ch in ")]}" and depth:
             depth -= 1
     return deepest
+
+
+class ReplyJSONError(ValueError):
+    """Why no JSON object could be read from a reply; `code` is a short rejection code
+    (`not_text`, `too_long`, `no_json`, `too_deep` or `bad_json`), the message says what was wrong."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def reply_json(text: Any, *, max_chars: int = 100_000, max_depth: int = 32, max_starts: int = 50, max_scan: int = 1_000_000) -> dict[str, Any]:
+    """The first `{...}` in `text` that `json.loads` reads as an object, or ReplyJSONError.
+
+    Bounded: texts over `max_chars` are refused, at most `max_starts` opening braces are tried
+    and at most `max_scan` characters scanned over all of them; nesting beyond `max_depth`
+    is refused outright. A span that does not parse (single quotes, a cut-off reply) is
+    skipped in favour of a later one."""
+    if not isinstance(text, str):
+        raise ReplyJSONError("not_text", f"the reply is {type(text).__name__}, not text")
+    if len(text) > max_chars:
+        raise ReplyJSONError("too_long", f"the reply is {len(text)} characters, more than {max_chars}")
+    pos, budget, tried, problem = 0, max_scan, 0, ""
+    while tried < max_starts and budget > 0:
+        start = text.find("{", pos)
+        if start < 0:
+            break
+        tried += 1
+        end, why = balanced_json_end(text, start, max_depth, max_scan=budget)
+        if why == TOO_DEEP:
+            raise ReplyJSONError("too_deep", f"the JSON object nests deeper than {max_depth} levels")
+        budget -= (end if end is not None else min(len(text), start + budget)) - start
+        if end is None:
+            problem = problem or "a JSON object is never closed"
+        else:
+            try:
+                value = json.loads(text[start:end])
+            except (ValueError, RecursionError) as exc:
+                problem = problem or f"a {{...}} span is not JSON ({exc.__class__.__name__}: {str(exc)[:80]})"
+            else:
+                if isinstance(value, dict):
+                    return value
+        pos = start + 1
+    if tried == 0:
+        raise ReplyJSONError("no_json", "no JSON object ('{...}') in the reply")
+    raise ReplyJSONError("bad_json", f"no well-formed JSON object in the reply: {problem or 'none parsed'} (strings need double quotes)")
+
+
+def json_values(text: str, *, max_depth: int = 40, max_starts: int = 200, max_scan: int = 1_000_000) -> list[Any]:
+    """Every top-level JSON object or array in `text`, left to right, each read by `json.loads`;
+    a span that does not parse is skipped. Bounded by `max_starts` brackets tried and
+    `max_scan` characters visited in all."""
+    values: list[Any] = []
+    i, tried, budget = 0, 0, max_scan
+    while i < len(text) and tried < max_starts and budget > 0:
+        if text[i] not in "{[":
+            i += 1
+            continue
+        tried += 1
+        end, _ = balanced_json_end(text, i, max_depth, max_scan=budget)
+        budget -= (end if end is not None else min(len(text), i + budget)) - i
+        if end is None:
+            i += 1
+            continue
+        try:
+            values.append(json.loads(text[i:end]))
+            i = end
+        except (ValueError, RecursionError):
+            i += 1
+    return values

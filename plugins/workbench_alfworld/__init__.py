@@ -29,8 +29,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from workbench.hookspecs import hookimpl
-from workbench.tasks import AgentStats, DomainInfo, Interaction, Rejection, ReportSection, Score, Task
+from workbench import AgentStats, DomainInfo, Interaction, Rejection, ReportSection, Score, Task, hookimpl
 
 from . import data, generation, report, scoring
 from .data import load_steps_jsonl, steps_from_games

@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from workbench.tasks import Task
+from workbench import Task
 
 from . import games
 from .taskspec import make_episode_task

@@ -14,8 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from workbench.plugin_support import OptionError, limit_option, path_option
-from workbench.tasks import Task
+from workbench import OptionError, Task, limit_option, path_option
 
 from . import games, grounding
 from .games import ExpertFailed, GameRecord, alfworld_available

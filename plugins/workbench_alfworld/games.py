@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from workbench.tasks import Interaction
+from workbench import Interaction
 
 from .actions import normalize_action, parse_command, text_problem
 

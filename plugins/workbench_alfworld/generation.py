@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from workbench.tasks import AgentStats, Rejection, Task
+from workbench import AgentStats, Rejection, Task
 
 from .actions import input_problem
 from .data import BUILTIN_STEPS, load_steps_jsonl

@@ -28,7 +28,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from workbench.tasks import Rejection
+from workbench import Rejection
 
 from . import games
 from .actions import normalize_action

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.plugin_support import count_tasks, example_failures, grouped_means, mean
-from workbench.tasks import MetricInfo, ReportSection, Score, Task
+from workbench import MetricInfo, ReportSection, Score, Task, count_tasks, example_failures, grouped_means, mean
 
 from .actions import safe_text
 from .games import TASK_TYPES

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.tasks import Score, Task
+from workbench import Score, Task
 
 from . import games
 from .actions import normalize_action, parse_action, parse_action_sequence

@@ -13,11 +13,9 @@ finds it with a bounded scanner and `json.loads` only.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from workbench.tasks import Rejection, Task
-from workbench.textparse import TOO_DEEP, balanced_json_end
+from workbench import Rejection, ReplyJSONError, Task, reply_json
 
 from . import grounding
 from .actions import action_verb, normalize_action, text_problem
@@ -276,35 +274,10 @@ def validate_spec(spec: Any, in_game: bool = False) -> list[Rejection]:
 # --- Reading the environment model's JSON ------------------------------------------------
 
 
-def _scan_object(text: str, start: int) -> tuple[int | None, str | None]:
-    """End index (exclusive) of the balanced JSON object starting at `start`, or an error."""
-    end, problem = balanced_json_end(text, start, MAX_JSON_DEPTH)
-    if problem == TOO_DEEP:
-        return None, f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
-    return (end, None) if end is not None else (None, "unbalanced JSON object")
-
-
 def extract_json_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
-    """The first JSON object in `text` (bounded scan, `json.loads` only): (object, None) or (None, error)."""
-    if len(text) > MAX_ENV_TEXT:
-        return None, f"generation is {len(text)} characters, more than {MAX_ENV_TEXT}"
-    pos, last_error = 0, "no JSON object in the generation"
-    for _ in range(MAX_JSON_STARTS):
-        start = text.find("{", pos)
-        if start < 0:
-            break
-        end, error = _scan_object(text, start)
-        if error and "deeper" in error:
-            return None, error
-        if end is not None:
-            try:
-                value = json.loads(text[start:end])
-            except (json.JSONDecodeError, RecursionError) as exc:
-                last_error = f"invalid JSON ({exc.__class__.__name__})"
-            else:
-                if isinstance(value, dict):
-                    return value, None
-        else:
-            last_error = error or last_error
-        pos = start + 1
-    return None, last_error
+    """The first JSON object in `text` (`workbench.reply_json`: bounded scan, `json.loads` only):
+    (object, None) or (None, error)."""
+    try:
+        return reply_json(text, max_chars=MAX_ENV_TEXT, max_depth=MAX_JSON_DEPTH, max_starts=MAX_JSON_STARTS), None
+    except ReplyJSONError as exc:
+        return None, exc.message

@@ -25,8 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from workbench.hookspecs import hookimpl
-from workbench.tasks import AgentStats, DomainInfo, Rejection, ReportSection, Score, Task
+from workbench import AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, hookimpl
 
 from . import data, generation, report, scoring
 from .data import ENV_VAR, NAME

@@ -25,7 +25,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.textparse import balanced_json_end, max_bracket_depth
+from workbench import json_values, max_bracket_depth
 
 MAX_CHARS = 100_000
 MAX_DEPTH = 40
@@ -280,31 +280,9 @@ def calls_from_json_value(value: Any) -> list[Call]:
 
 
 def json_spans(text: str, max_attempts: int = MAX_ATTEMPTS) -> list[Any]:
-    """Every top-level JSON object or array in `text`, found by a bracket scanner that
-    respects strings; each span is read with `json.loads`. Bounded by `max_attempts` and
-    `SCAN_BUDGET` characters visited in all."""
-    values, i, attempts, budget = [], 0, 0, SCAN_BUDGET
-    while i < len(text) and attempts < max_attempts and budget > 0:
-        if text[i] not in "{[":
-            i += 1
-            continue
-        attempts += 1
-        end = _matching_close(text, i, budget)
-        budget -= (end if end is not None else min(len(text), i + budget)) - i + 1
-        if end is None:
-            i += 1
-            continue
-        try:
-            values.append(json.loads(text[i : end + 1]))
-            i = end + 1
-        except (ValueError, RecursionError):
-            i += 1
-    return values
-
-
-def _matching_close(text: str, start: int, limit: int) -> int | None:
-    end, _ = balanced_json_end(text, start, MAX_DEPTH, max_scan=limit)
-    return None if end is None else end - 1
+    """Every top-level JSON object or array in `text` (`workbench.json_values`: a bounded,
+    string-aware scan, each span read by `json.loads`)."""
+    return json_values(text, max_depth=MAX_DEPTH, max_starts=max_attempts, max_scan=SCAN_BUDGET)
 
 
 def calls_from_block(block: str) -> list[Call]:

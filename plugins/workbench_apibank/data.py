@@ -23,8 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from workbench.plugin_support import OptionError, limit_option, list_option, path_option
-from workbench.tasks import Task
+from workbench import OptionError, Task, limit_option, list_option, path_option
 
 from .calls import calls_from_api_request, parse_literal, tolerant_api_request
 from .prompts import SYSTEM_TEMPLATE

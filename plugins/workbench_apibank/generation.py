@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any
 
-from workbench.tasks import AgentStats, Rejection, Task
+from workbench import AgentStats, Rejection, Task
 
 from .calls import bracket_depth, guard, json_spans, parse_literal
 from .data import NAME, render_system

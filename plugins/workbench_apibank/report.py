@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
-from workbench.plugin_support import count_tasks, example_failures, first_failures, grouped_means, mean
-from workbench.tasks import MetricInfo, ReportSection, Score, Task
+from workbench import MetricInfo, ReportSection, Score, Task, count_tasks, example_failures, first_failures, grouped_means, mean
 
 from .scoring import not_scorable_reason, policy_of
 

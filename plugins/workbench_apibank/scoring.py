@@ -37,8 +37,7 @@ import json
 import os
 from typing import Any
 
-from workbench.plugin_support import OptionError, path_option
-from workbench.tasks import Score, Task
+from workbench import OptionError, Score, Task, path_option
 
 from .calls import Call, count_calls, damo_api_call, extract_calls, guard, parse_literal
 from .sandbox import Sandbox, load_sandbox

@@ -15,8 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from workbench import AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, hookimpl
-from workbench.plugin_support import limit_option, path_option
+from workbench import AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, hookimpl, limit_option, path_option
 
 from . import data, generation, report, scoring
 from .report import answer_type

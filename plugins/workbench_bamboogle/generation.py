@@ -13,9 +13,7 @@ import json
 import re
 from typing import Any
 
-from workbench import AgentStats, Rejection, Task
-from workbench.textparse import TOO_DEEP, balanced_json_end
-from workbench.textsafety import find_bad_text
+from workbench import AgentStats, Rejection, ReplyJSONError, Task, find_bad_text, reply_json
 
 from .data import make_task
 from .metrics import normalize_answer
@@ -76,34 +74,11 @@ def environment_prompt(examples: list[Task], stats: AgentStats) -> str:
 
 
 def find_json_object(text: str) -> dict[str, Any] | Rejection:
-    """The first JSON object in the text that parses, found by a bounded brace scanner."""
-    start = text.find("{")
-    attempts = 0
-    while start != -1 and attempts < MAX_JSON_ATTEMPTS:
-        attempts += 1
-        end = _matching_brace(text, start)
-        if isinstance(end, Rejection):
-            return end
-        if end is None:
-            break
-        try:
-            value = json.loads(text[start : end + 1])
-        except (json.JSONDecodeError, RecursionError):
-            value = None
-        if isinstance(value, dict):
-            return value
-        start = text.find("{", start + 1)
-    if attempts == 0:
-        return Rejection("no_json", "no JSON object ('{...}') in the generation")
-    return Rejection("bad_json", "no well-formed JSON object in the generation (strings need double quotes)")
-
-
-def _matching_brace(text: str, start: int) -> int | None | Rejection:
-    """Index of the brace closing the object opened at `start`, None if never closed."""
-    end, problem = balanced_json_end(text, start, MAX_JSON_DEPTH)
-    if problem == TOO_DEEP:
-        return Rejection("too_deep", f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
-    return None if end is None else end - 1
+    """The first JSON object in the text that parses (`workbench.reply_json`), or why there is none."""
+    try:
+        return reply_json(text, max_chars=MAX_GENERATION_CHARS, max_depth=MAX_JSON_DEPTH, max_starts=MAX_JSON_ATTEMPTS)
+    except ReplyJSONError as exc:
+        return Rejection(exc.code, exc.message)
 
 
 def parse_task(text: str) -> Task | Rejection:

@@ -20,7 +20,7 @@ import string
 from collections import Counter
 from typing import Iterable
 
-from workbench.textparse import max_bracket_depth
+from workbench import max_bracket_depth
 
 MAX_OUTPUT_CHARS = 100_000
 MAX_NESTING = 64

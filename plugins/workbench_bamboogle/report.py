@@ -8,9 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from workbench import ReportSection, Score, Task
-from workbench.plugin_support import count_tasks, mean_stderr, rate
-from workbench.tasks import MetricInfo
+from workbench import MetricInfo, ReportSection, Score, Task, count_tasks, mean_stderr, rate
 
 from . import metrics
 from .scoring import extracted, golds_or_blank

@@ -15,8 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from workbench.hookspecs import hookimpl
-from workbench.tasks import AgentStats, DomainInfo, Rejection, ReportSection, Score, Task
+from workbench import AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, hookimpl
 from workbench_bfcl import data, generation, report, scoring
 from workbench_bfcl.data import ENV_VAR, NAME, task_from_spec
 from workbench_bfcl.scoring import evaluate

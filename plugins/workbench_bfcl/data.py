@@ -25,8 +25,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from workbench.plugin_support import OptionError, limit_option, list_option, path_option
-from workbench.tasks import Task
+from workbench import OptionError, Task, limit_option, list_option, path_option
 from workbench_bfcl.parsing import ParseError, parse_python_calls
 
 NAME = "bfcl"

@@ -21,9 +21,7 @@ import json
 import re
 from typing import Any
 
-from workbench.tasks import AgentStats, Rejection, Task
-from workbench.textparse import balanced_json_end
-from workbench.textsafety import find_bad_text
+from workbench import AgentStats, Rejection, ReplyJSONError, Task, find_bad_text, reply_json
 from workbench_bfcl.checker import PYTHON_TYPE_MAPPING
 from workbench_bfcl.data import NAME as DOMAIN
 from workbench_bfcl.data import SYSTEM, agent_prompt, make_spec
@@ -50,31 +48,6 @@ TYPE_CHECKS = {
 }
 
 
-def find_json_object(text: str) -> str | None:
-    """The balanced `{...}` starting at the first `{` (string-aware linear scan), or None."""
-    start = text.find("{")
-    if start == -1:
-        return None
-    end, _ = balanced_json_end(text, start)
-    return None if end is None else text[start:end]
-
-
-def json_depth(value: Any, limit: int = MAX_JSON_DEPTH + 1) -> int:
-    """Nesting depth of a parsed JSON value, stopping once `limit` is reached."""
-    stack = [(value, 1)]
-    deepest = 0
-    while stack:
-        item, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if deepest >= limit:
-            return deepest
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
-    return deepest
-
-
 def parse_generated(text: str) -> dict | str:
     """Environment text -> the JSON object, or a reason string."""
     if not isinstance(text, str) or len(text) > MAX_TEXT:
@@ -83,18 +56,10 @@ def parse_generated(text: str) -> dict | str:
         return "generation is not valid UTF-8 (undecodable bytes)"
     if "</think>" in text:
         text = text.rsplit("</think>", 1)[1]
-    raw = find_json_object(text)
-    if raw is None:
-        return "no JSON object in the generation"
     try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        return f"the JSON object does not parse: {exc}"
-    if json_depth(data) > MAX_JSON_DEPTH:
-        return f"the JSON object nests deeper than {MAX_JSON_DEPTH}"
-    if not isinstance(data, dict):
-        return "the generation is not a JSON object"
-    return data
+        return reply_json(text, max_chars=MAX_TEXT, max_depth=MAX_JSON_DEPTH)
+    except ReplyJSONError as exc:
+        return exc.message
 
 
 def generated_record_id(data: dict) -> str:

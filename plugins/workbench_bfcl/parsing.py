@@ -30,7 +30,7 @@ import re
 import tokenize
 from typing import Any, Callable
 
-from workbench.textparse import max_bracket_depth
+from workbench import max_bracket_depth
 
 MAX_OUTPUT_CHARS = 100_000
 MAX_DEPTH = 40

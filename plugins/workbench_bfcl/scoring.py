@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.tasks import Score, Task
+from workbench import Score, Task
 from workbench_bfcl.checker import ast_check
 from workbench_bfcl.parsing import ParseError, parse_calls
 from workbench_bfcl.render import render_gold

@@ -32,9 +32,21 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from workbench import AgentStats, DomainInfo, Rejection, Score, Task, hookimpl
-from workbench.plugin_support import count_tasks, grouped_means, int_option, limit_option, mean, path_option
-from workbench.tasks import MetricInfo
+from workbench import (
+    AgentStats,
+    DomainInfo,
+    MetricInfo,
+    Rejection,
+    Score,
+    Task,
+    count_tasks,
+    grouped_means,
+    hookimpl,
+    int_option,
+    limit_option,
+    mean,
+    path_option,
+)
 
 NAME = "arithmetic"
 VERSION = "1.1"

@@ -19,8 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from workbench import AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, hookimpl
-from workbench.plugin_support import first_failures, limit_option, path_option
+from workbench import AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, first_failures, hookimpl, limit_option, path_option
 
 from . import cities, data, generation, loaders, report, scoring
 from .data import NAME, TASK_SCHEMA, make_task, render_reference, tasks_from_file

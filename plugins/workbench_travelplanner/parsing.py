@@ -30,7 +30,7 @@ import json
 import re
 from typing import Any
 
-from workbench.textparse import max_bracket_depth
+from workbench import ReplyJSONError, max_bracket_depth, reply_json
 
 MAX_OUTPUT_CHARS = 100_000
 MAX_DEPTH = 20
@@ -280,13 +280,7 @@ def parse_plan(text: Any) -> list[dict[str, Any]]:
 def parse_json_object(text: Any, limit: int) -> dict[str, Any]:
     """The first JSON object in a text (json.loads only), or PlanParseError."""
     text = check_text(text, limit)
-    for span in balanced_spans(text, openers="{"):
-        if max_depth(span) > MAX_DEPTH:
-            raise PlanParseError(f"JSON nests deeper than {MAX_DEPTH}")
-        try:
-            value = json.loads(span)
-        except (json.JSONDecodeError, RecursionError):
-            continue
-        if isinstance(value, dict):
-            return value
-    raise PlanParseError("no JSON object found")
+    try:
+        return reply_json(text, max_chars=limit, max_depth=MAX_DEPTH)
+    except ReplyJSONError as exc:
+        raise PlanParseError(exc.message) from None

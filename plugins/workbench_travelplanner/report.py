@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench import ReportSection, Score, Task
-from workbench.plugin_support import count_tasks, mean, rate
-from workbench.tasks import MetricInfo
+from workbench import MetricInfo, ReportSection, Score, Task, count_tasks, mean, rate
 
 from .cities import APPROXIMATION, OFFICIAL
 from .evaluator import (
