@@ -181,6 +181,7 @@ def test_every_project_error_is_a_workbench_error_and_the_help_states_the_policy
     import workbench.cli as cli
     from workbench.config import ConfigError
     from workbench.conformance import PluginContractError
+    from workbench.containment import PluginError
     from workbench.demo import DemoError
     from workbench.engine.checkpoint import CheckpointError
     from workbench.engine.generation import GenerationError
@@ -191,7 +192,6 @@ def test_every_project_error_is_a_workbench_error_and_the_help_states_the_policy
     from workbench.evaluation import PredictionsError
     from workbench.export import ExportError
     from workbench.plugin_support import OptionError
-    from workbench.registry import PluginError
     from workbench.serve import ServeError
     from workbench.tracking import TrackingError
 

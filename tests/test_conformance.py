@@ -225,3 +225,41 @@ def test_a_module_with_one_plugin_object_of_another_name_is_found(monkeypatch):
     report = check_plugin("one_object_plugin")
     assert report.ok, str(report)
     assert "'my_domain' of module 'one_object_plugin'" in report.results[0].message
+
+
+def _score_with(**fields):
+    @hookimpl
+    def workbench_score(task, output):
+        score = Score(0.0, False)
+        for name, value in fields.items():
+            object.__setattr__(score, name, value)  # past Score's own checks, as a careless plugin might
+        return score
+
+    return workbench_score
+
+
+@pytest.mark.parametrize(
+    "fields, words",
+    [
+        ({"metrics": {"f1": float("nan")}}, "not a finite number"),
+        ({"correct": "yes"}, "not bool or None"),
+        ({"error": 3}, "not str or None"),
+        ({"reward": 1}, None),  # an int reward in [0, 1] is a valid Score for both
+    ],
+)
+def test_the_checker_and_the_runtime_share_one_rule_for_a_valid_score(fields, words):
+    """workbench.validity: `check-plugin` reports exactly what the running engine would count as
+    a bad_score fault (before, the checker let a NaN metric, a string `correct` and an int
+    `error` through and refused an int reward the runtime accepts)."""
+    from workbench.registry import load_registry
+
+    plugin = toy_plugin(workbench_score=_score_with(**fields))
+    errors = failed(check_plugin(plugin))
+    domain = load_registry(extra_plugins=[("toy", plugin)], builtins=False, entry_points=False).domain("toy")
+    domain.score(Task(domain="toy", prompt="say hi", spec={"word": "hi"}), "hi")
+    faults = domain.take_faults()
+    if words is None:
+        assert "score garbage output" not in errors and not faults
+    else:
+        assert words in errors["score garbage output"]  # the checker names it
+        assert faults == {"score:bad_score": 1}  # the runtime counts it

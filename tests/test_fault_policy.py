@@ -16,9 +16,10 @@ import pytest
 from engine_support import ScriptedGenerator, demo_variant
 
 from workbench import hookimpl
+from workbench.domain import default_environment_prompt
 from workbench.engine.invariants import check_run_folder
 from workbench.engine.loop import CoEvolution
-from workbench.registry import default_environment_prompt, load_registry
+from workbench.registry import load_registry
 from workbench.tasks import read_jsonl
 
 TIMEOUT = 0.5

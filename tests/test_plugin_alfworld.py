@@ -21,7 +21,8 @@ from benchmark_data import benchmark_folder
 
 import workbench_alfworld as alf
 from workbench import AgentStats, Rejection, Score, Task
-from workbench.registry import Domain, load_registry
+from workbench.domain import Domain
+from workbench.registry import load_registry
 from workbench_alfworld import actions, games, taskspec
 
 FIXTURES = Path(__file__).parent / "fixtures" / "alfworld"

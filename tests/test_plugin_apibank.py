@@ -12,7 +12,8 @@ from benchmark_data import benchmark_folder
 
 import workbench_apibank
 from workbench import AgentStats, Rejection, ReportSection, Task
-from workbench.registry import Domain, load_registry
+from workbench.domain import Domain
+from workbench.registry import load_registry
 from workbench_apibank import scoring
 from workbench_apibank.calls import MAX_CHARS, extract_calls
 

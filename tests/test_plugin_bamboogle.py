@@ -18,7 +18,9 @@ from benchmark_data import benchmark_folder
 
 import workbench_bamboogle as bb
 from workbench import AgentStats, Rejection, Score, Task
-from workbench.registry import Domain, PluginError, load_registry
+from workbench.containment import PluginError
+from workbench.domain import Domain
+from workbench.registry import load_registry
 from workbench_bamboogle import metrics
 
 FIXTURES = Path(__file__).parent / "fixtures" / "bamboogle"

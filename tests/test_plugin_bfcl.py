@@ -14,7 +14,8 @@ import pytest
 
 import workbench_bfcl
 from workbench import AgentStats, Rejection, ReportSection, Score, Task
-from workbench.registry import Domain, load_registry
+from workbench.domain import Domain
+from workbench.registry import load_registry
 from workbench_bfcl.data import AST_CATEGORIES, load_path
 from workbench_bfcl.render import perturbations, render_gold
 

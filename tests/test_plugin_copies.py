@@ -16,9 +16,10 @@ import pytest
 from engine_support import ScriptedGenerator, demo_variant, toy_plugin
 
 from workbench import AgentStats, Rejection, ReportSection, Score, Task, hookimpl
+from workbench.containment import is_plugin_fault
 from workbench.engine.invariants import check_run_folder, content_id
 from workbench.engine.loop import CoEvolution
-from workbench.registry import is_plugin_fault, load_registry
+from workbench.registry import load_registry
 from workbench.tasks import read_jsonl
 
 TIMEOUT = 0.2

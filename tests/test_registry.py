@@ -9,7 +9,8 @@ import pytest
 from engine_support import toy_plugin
 
 from workbench import Rejection, Score, Task, hookimpl
-from workbench.registry import BUILTIN_PLUGINS, PluginError, load_registry
+from workbench.containment import PluginError
+from workbench.registry import BUILTIN_PLUGINS, load_registry
 
 
 def as_module(name: str, hooks: dict) -> types.ModuleType:

@@ -19,7 +19,8 @@ from fuzzing import HOSTILE_STRINGS
 from test_registry import load_only
 
 from workbench import Rejection, Score, Task, hookimpl
-from workbench.registry import MAX_STUCK_CALLS, PLUGIN_FAULT, PluginError, is_plugin_fault, load_registry
+from workbench.containment import MAX_STUCK_CALLS, PLUGIN_FAULT, PluginError, is_plugin_fault
+from workbench.registry import load_registry
 from workbench.tasks import AgentStats, Interaction
 from workbench.textsafety import clean_text, find_bad_text
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from workbench.tasks import read_jsonl
-from workbench.tracking import TrackingError, attach_tracker, flatten_metrics, parse_backends, require_backends, trainer_report_arguments
+from workbench.tracking import TrackingError, attach_tracker, flatten_metrics, parse_backends, require_tracking_backends, trainer_report_arguments
 
 trackio_missing = importlib.util.find_spec("trackio") is None
 tensorboard_missing = importlib.util.find_spec("tensorboard") is None
@@ -145,7 +145,7 @@ def test_missing_extra_names_the_pip_install(monkeypatch):
 
     monkeypatch.setitem(tracking._MODULE, "wandb", "wandb_is_not_installed_here")  # as if wandb were absent
     with pytest.raises(TrackingError, match=r"\['wandb'\].*pip install 'genenv-workbench\[wandb\]'"):
-        require_backends(["trackio", "wandb"])
+        require_tracking_backends(["trackio", "wandb"])
 
 
 def test_cli_rejects_an_unknown_tracker_before_loading_models(tmp_path, capsys):

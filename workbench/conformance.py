@@ -32,6 +32,7 @@ from typing import Any
 
 from workbench.errors import WorkbenchError
 from workbench.tasks import AgentStats, DomainInfo, Interaction, MetricInfo, Rejection, ReportSection, Score, Task
+from workbench.validity import rejection_list_problem, score_problem
 
 GARBAGE_TEXTS = [
     "",
@@ -126,7 +127,8 @@ def _resolve(target: Any) -> tuple[str, object, str]:
     object: `module:plugin` names it, and a bare module name finds it when the module defines
     no hook functions itself (`plugin`, else its one instance with hooks). Raises LookupError
     saying what was tried and, for a module that failed to import, why."""
-    from workbench.registry import Domain, load_registry
+    from workbench.domain import Domain
+    from workbench.registry import load_registry
 
     if isinstance(target, Domain):
         return target.name, target.plugin, f"the Domain object of domain {target.name!r}"
@@ -347,11 +349,12 @@ def _check_schema(c: _Checker, info: DomainInfo, seeds: list[Task]) -> None:
 
 
 def _check_rejection_list(c: _Checker, name: str, value: Any) -> list[Rejection] | None:
-    if not isinstance(value, list) or not all(isinstance(r, Rejection) for r in value):
-        c.report.add(name, "error", f"workbench_validate_task returned {type(value).__name__} {str(value)[:120]}; "
+    problem = rejection_list_problem(value)  # the rule the runtime applies
+    if problem is not None or value is None:
+        c.report.add(name, "error", f"workbench_validate_task {problem or 'returned None'} ({str(value)[:120]}); "
                                     "return a list of Rejection (empty when valid)")
         return None
-    return value
+    return list(value)
 
 
 def _check_validate(c: _Checker, info: DomainInfo, seeds: list[Task]) -> None:
@@ -481,13 +484,10 @@ def _check_score(c: _Checker, seeds: list[Task]) -> list[Score]:
             except Exception as exc:
                 failures.append(f"score(task {task.id}, {output[:20]!r}) {_fmt_exc(exc)}")
                 continue
-            if not isinstance(score, Score):
-                failures.append(f"score returned {type(score).__name__}, not Score")
+            problem = score_problem(score)  # the rule the runtime applies (a bad Score there is a counted fault)
+            if problem is not None:
+                failures.append(f"score {problem}")
                 continue
-            if not (isinstance(score.reward, float) and 0.0 <= score.reward <= 1.0) or math.isnan(score.reward):
-                failures.append(f"reward {score.reward!r} is outside [0, 1]")
-            if not isinstance(score.metrics, dict) or not all(isinstance(v, (int, float)) for v in score.metrics.values()):
-                failures.append(f"metrics {str(score.metrics)[:80]} must map names to numbers")
             if score.success >= 1.0 and output.strip() in ("", "garbage"):
                 full_marks.append(f"task {task.id} output {output!r}")
             scores.append(score)
@@ -513,9 +513,12 @@ def _check_optional(c: _Checker, implemented: set[str], seeds: list[Task], info:
     scores = []
     for t in tasks:
         try:
-            scores.append(c.hooks.workbench_score(task=t, output="garbage"))
+            score = c.hooks.workbench_score(task=t, output="garbage")
         except Exception:
-            scores.append(Score(0.0, False, error="score raised"))
+            score = Score(0.0, False, error="score raised")
+        if score_problem(score) is not None:  # reported by "score garbage output"; the runtime scores it 0 too
+            score = Score(0.0, False, error="invalid Score")
+        scores.append(score)
     agg: Any = None
     if "workbench_aggregate" in implemented:
         called, agg = c.call("aggregate", "workbench_aggregate", tasks=tasks, scores=scores)
@@ -525,7 +528,7 @@ def _check_optional(c: _Checker, implemented: set[str], seeds: list[Task], info:
                          f"{len(agg)} metrics" if good else f"returned {str(agg)[:120]}; return a dict of metric name -> float")
             agg = agg if good else None
     else:
-        from workbench.registry import default_aggregate
+        from workbench.domain import default_aggregate
 
         agg = default_aggregate(scores)
     if agg is not None:
@@ -609,7 +612,8 @@ def _check_declared_metrics(c: _Checker, info: DomainInfo, agg: dict[str, Any], 
 def check_plugin(target: Any, options: dict[str, Any] | None = None) -> CheckReport:
     """Check a plugin (module path, `module:object`, domain name, module/object, or `Domain`) against the
     contract. `options` go to `workbench_seed_tasks` (default: the built-in samples)."""
-    from workbench.registry import PluginError, load_registry
+    from workbench.containment import PluginError
+    from workbench.registry import load_registry
 
     try:
         label, plugin, found = _resolve(target)

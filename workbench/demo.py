@@ -52,9 +52,10 @@ from workbench.config import (
     PoolSettings,
     RunConfig,
 )
+from workbench.domain import Domain
 from workbench.engine.tiny import TinySpec, cache_root, cached_tiny_model
 from workbench.errors import WorkbenchError
-from workbench.registry import Domain, load_registry
+from workbench.registry import load_registry
 from workbench.tasks import AgentStats, Task, restore_plain_modes
 
 log = logging.getLogger(__name__)

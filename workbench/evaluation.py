@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from workbench.domain import Domain
 from workbench.errors import WorkbenchError
-from workbench.registry import Domain
 from workbench.tasks import Score, Task, atomic_write_text, read_jsonl, write_jsonl
 
 

@@ -23,7 +23,7 @@ Required domain hooks: `workbench_domain_info`, `workbench_seed_tasks`,
 `workbench_score`. All others are optional. `plugins/workbench_demo` is the worked example.
 
 Each hook's docstring states its rules: what `workbench check-plugin` (`workbench.conformance`)
-checks is exactly what is written there. The registry (`workbench.registry.Domain`) wraps
+checks is exactly what is written there. The `Domain` wrapper (`workbench/domain.py`) wraps
 every per-task call in a time budget and turns an exception into a counted fault, so hook
 bodies need no try/except of their own; `workbench.plugin_support` holds the plumbing every
 plugin needs (option parsing, grouped means, example failures). Hooks are grouped by phase:
@@ -215,7 +215,7 @@ def workbench_score(task: Task, output: str) -> Score:
 
     If the hook raises, runs past the time budget (`plugin_timeout_s`) or returns an invalid
     Score, the engine scores the output 0 with `metrics["plugin_fault"] = 1.0`
-    (`workbench.registry.is_plugin_fault`), counts it in the epoch's `score_errors` and keeps
+    (`workbench.containment.is_plugin_fault`), counts it in the epoch's `score_errors` and keeps
     the task out of the environment's curriculum: a plugin needs no try/except of its own.
     """
 

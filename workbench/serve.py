@@ -107,7 +107,7 @@ def load_tasks(domain: Any, source: str | Path | None = None, options: dict[str,
         else:
             tasks = _task_file(path) if path.is_file() and path.suffix == ".jsonl" else None
             if tasks is None:
-                from workbench.registry import PluginError
+                from workbench.containment import PluginError
 
                 try:
                     tasks = domain.load_benchmark(path)

@@ -76,7 +76,7 @@ def parse_backends(text: str | Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def require_backends(backends: Iterable[str]) -> None:
+def require_tracking_backends(backends: Iterable[str]) -> None:
     """Raise TrackingError naming the `pip install` for every backend that is not installed."""
     import importlib.util
 
@@ -110,7 +110,7 @@ def prepare_environment(settings: Any, run_dir: str | Path) -> None:
     backends = list(settings.backends)
     if not backends:
         return
-    require_backends(backends)
+    require_tracking_backends(backends)
     if "trackio" in backends:
         wanted = trackio_dir(settings, run_dir)
         wanted.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ vLLM (the `gpu` extra, CUDA only; TRL 1.16 supports vLLM 0.22-0.31) is created t
 colocate mode creates it: in-process (`distributed_executor_backend="external_launcher"`), on
 every rank, and refreshed through `llm_engine.model_executor.driver_worker.model_runner.model
 .load_weights` with LoRA adapters merged and peft's parameter names mapped back to the base
-model's. `require_backends(config)` refuses a vLLM config on a machine without vLLM before
+model's. `require_generation_backends(config)` refuses a vLLM config on a machine without vLLM before
 any model is loaded.
 """
 
@@ -219,7 +219,7 @@ GPU_EXTRA_HINT = (
 )
 
 
-def require_backends(config: Any) -> None:
+def require_generation_backends(config: Any) -> None:
     """Raise GenerationError, before any model is loaded, if the config asks for vLLM
     (env.generation.backend: vllm, or agent.use_vllm) and vLLM or a CUDA GPU is missing."""
     wants = []

@@ -43,12 +43,14 @@ import torch
 
 from workbench import curriculum
 from workbench.config import ModelSettings, RunConfig
+from workbench.containment import is_plugin_fault
+from workbench.domain import Domain
 from workbench.engine import checkpoint as ckpt
 from workbench.engine import distributed as dist
 from workbench.engine.agent import AgentEpochResult, GRPOAgent
 from workbench.engine.checkpoint_writer import BackgroundWriter
 from workbench.engine.env_prompt import few_shot_turns
-from workbench.engine.generation import Prompt, chat_prompt, make_generator, require_backends
+from workbench.engine.generation import Prompt, chat_prompt, make_generator, require_generation_backends
 from workbench.engine.invariants import check_epoch, content_id
 from workbench.engine.models import load_model, load_tokenizer, resolve_device, uses_bf16_autocast
 from workbench.engine.run_folder import RunFolder, RunState, completed_epochs
@@ -58,7 +60,7 @@ from workbench.errors import WorkbenchError
 from workbench.model_catalog import resolve_model
 from workbench.modes import get_mode
 from workbench.novelty import NoveltyReport, NoveltyTracker
-from workbench.registry import Domain, Registry, is_plugin_fault, load_registry
+from workbench.registry import Registry, load_registry
 from workbench.tasks import AgentStats, Rejection, Task
 from workbench.tracking import trainer_report_arguments
 
@@ -124,7 +126,7 @@ class CoEvolution:
             )
         existing = self.folder.latest_checkpoint() if resume else None  # verified: a damaged one is skipped
         self._epochs_without_valid = 0
-        require_backends(config)  # a vLLM config on a machine without vLLM fails before any training
+        require_generation_backends(config)  # a vLLM config on a machine without vLLM fails before any training
         apply_threads(config.threads)
         self.folder.create()
         torch.manual_seed(config.seed)

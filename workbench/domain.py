@@ -1,0 +1,374 @@
+"""A `Domain`: one domain plugin as the engine and CLI use it, every hook called through the
+containment guard (`workbench.containment`) and checked against the contract's rules
+(`workbench.validity`); plus the defaults a faulting hook falls back on.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import pluggy
+
+from workbench import hookspecs
+from workbench.containment import (
+    DEFAULT_PLUGIN_TIMEOUT_S,
+    MAX_MESSAGE,
+    PLUGIN_FAULT,
+    CallGuard,
+    Fault,
+    FaultLog,
+    PluginError,
+    contain,
+    data_error,
+    fault_of,
+    mutation,
+    task_copies,
+)
+from workbench.tasks import AgentStats, DomainInfo, Interaction, Rejection, ReportSection, Score, Task
+from workbench.textsafety import clean_text, find_bad_text
+from workbench.validity import rejection_list_problem, score_problem
+
+
+def hook_names(pm: pluggy.PluginManager, plugin: object) -> set[str]:
+    """The hooks `plugin` implements."""
+    return {caller.name for caller in (pm.get_hookcallers(plugin) or [])}
+
+
+class Domain:
+    """One domain plugin, as the engine and CLI use it. Every call goes to that plugin only.
+
+    The hooks the engine calls never raise: each goes through `contain`, and a fault is
+    answered as the table in `workbench/containment.py` says. Seed, benchmark and predictions loading
+    raise `PluginError` naming the plugin and the data (whatever the plugin raised), because
+    those errors are the user's (a bad path or file) and must stop the command. They run
+    without a time budget (big files take time).
+    """
+
+    def __init__(
+        self,
+        pm: pluggy.PluginManager,
+        plugin: object,
+        info: DomainInfo,
+        source: str,
+        timeout_s: float | None = DEFAULT_PLUGIN_TIMEOUT_S,
+        plugin_name: str | None = None,
+    ):
+        self._pm = pm
+        self.plugin = plugin
+        self.info = info
+        self.source = source
+        self.plugin_name = plugin_name or pm.get_name(plugin) or info.name
+        others = [p for p in pm.get_plugins() if p is not plugin]
+        self._hooks = {name: pm.subset_hook_caller(name, remove_plugins=others) for name in hookspecs.REQUIRED_DOMAIN_HOOKS + hookspecs.OPTIONAL_DOMAIN_HOOKS}
+        self._implemented = hook_names(pm, plugin)
+        self._timeout_s = timeout_s
+        self._guards: dict[str, CallGuard] = {}  # one per hook (and per other plugin's extra validator)
+        self._log = FaultLog()
+        self._unusable_prompt: Task | None = None  # the last task `validate` rejected for its agent prompt
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def fault_totals(self) -> Counter[str]:
+        """Faults contained since this Domain was created, by "<hook>:<code>" (never reset)."""
+        return self._log.totals
+
+    @property
+    def timeout_s(self) -> float | None:
+        return self._timeout_s
+
+    @timeout_s.setter
+    def timeout_s(self, value: float | None) -> None:
+        self._timeout_s = value
+        for guard in self._guards.values():
+            guard.timeout_s = value
+
+    def implements(self, hook: str) -> bool:
+        return hook in self._implemented
+
+    def take_faults(self) -> dict[str, int]:
+        """Faults contained since the last call, as {"<hook>:<code>": count}; resets them."""
+        return self._log.take()
+
+    def _call(self, hook: str, **kwargs: Any) -> Any:
+        """An uncontained call (data loading, whose errors are the user's)."""
+        return self._hooks[hook](**kwargs)
+
+    def _guard(self, hook: str, owner: str | None = None) -> CallGuard:
+        """The time-budget guard of one hook. Each hook has its own, so a hook whose calls hang
+        (and, after MAX_STUCK_CALLS of them, fail at once) does not take the others down."""
+        guard = self._guards.get(hook)
+        if guard is None:
+            guard = self._guards[hook] = CallGuard(f"{owner or self.name}.{hook}", self._timeout_s)
+        return guard
+
+    def _contained(self, hook: str, fn: Callable[..., Any] | None = None, owner: str | None = None, **kwargs: Any) -> Any:
+        """Call `workbench_<hook>` (or `fn`, a hook of plugin `owner`) through `contain`, on
+        private copies of the tasks in `kwargs`; returns its result, or a counted `Fault` if it
+        raised, ran past the time budget or changed a task it was given."""
+        kwargs, pairs = task_copies(kwargs)
+        result, exc = contain(self._guard(hook, owner), fn or self._hooks[f"workbench_{hook}"], kwargs)
+        if exc is None:
+            changed = mutation(pairs) if pairs else None
+            if changed is None:
+                return result
+            return self._fault(hook, "plugin_mutation", f"{changed} (tasks are read-only: the plugin got a copy, the run's task is unchanged)")
+        code, message = fault_of(exc)
+        return self._fault(hook, code, message, exc)
+
+    def _fault(self, hook: str, code: str, message: str, exc: BaseException | None = None) -> Fault:
+        """Count and log a contained fault; returns it, its message naming plugin and hook."""
+        text = f"plugin {self.plugin_name!r} (domain {self.name}) hook {hook}: {message}"
+        self._log.record(hook, code, text, exc)
+        return Fault(code, text)
+
+    # Seed and benchmark data: errors here are the user's (bad path, bad file) and stop the command.
+    def seed_tasks(self, options: dict[str, Any] | None = None) -> list[Task]:
+        try:
+            tasks = self._call("workbench_seed_tasks", options=dict(options or {}))
+        except Exception as exc:
+            raise PluginError(f"domain {self.name!r} could not load its seed tasks (domain_options {options!r}): {data_error(exc)}") from exc
+        if not tasks:
+            raise PluginError(f"plugin {self.name!r} returned no seed tasks for options {options!r}")
+        for task in tasks:
+            task.source = task.source or "seed"
+        return list(tasks)
+
+    def load_benchmark(self, path: str | Path) -> list[Task]:
+        if not self.implements("workbench_load_benchmark"):
+            raise PluginError(f"plugin {self.name!r} cannot load benchmark files (no workbench_load_benchmark hook)")
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"benchmark data {str(path)!r} does not exist; pass the path of the official file")
+        try:
+            tasks = self._call("workbench_load_benchmark", path=path)
+        except Exception as exc:
+            raise PluginError(f"{self.name} benchmark data {str(path)!r} could not be read: {data_error(exc)}") from exc
+        if not isinstance(tasks, list) or not all(isinstance(t, Task) for t in tasks):
+            raise PluginError(f"plugin {self.name!r}: workbench_load_benchmark returned {type(tasks).__name__}, not a list of Task")
+        return list(tasks)
+
+    def read_predictions(self, path: str | Path) -> dict[str, str] | None:
+        if not self.implements("workbench_read_predictions"):
+            return None
+        try:
+            return self._call("workbench_read_predictions", path=Path(path))
+        except Exception as exc:
+            raise PluginError(f"{self.name} predictions file {str(path)!r} could not be read: {data_error(exc)}") from exc
+
+    # Generation and validation: plugin faults become counted rejections (or the default prompt).
+    def environment_prompt(self, examples: list[Task], stats: AgentStats) -> str:
+        """The plugin's prompt; on a fault, `default_environment_prompt(examples)` (counted)."""
+        hook = "environment_prompt"
+        prompt = self._contained(hook, examples=examples, stats=stats)
+        if isinstance(prompt, Fault):
+            return default_environment_prompt(self.name, examples)
+        if not isinstance(prompt, str) or not prompt.strip():
+            self._fault(hook, "plugin_error", f"returned {type(prompt).__name__} {clean_text(str(prompt))[:40]!r}, not a non-empty str")
+            return default_environment_prompt(self.name, examples)
+        problem = find_bad_text(prompt, "prompt")
+        if problem is not None:
+            self._fault(hook, "bad_text", problem)
+            return clean_text(prompt)
+        return prompt
+
+    def parse_task(self, text: str, examples: list[Task]) -> Task | Rejection:
+        hook = "parse_task"
+        result = self._contained(hook, text=text, examples=examples)
+        if isinstance(result, Fault):
+            return Rejection(result.code, result.message)
+        if isinstance(result, Rejection):
+            return _clean_rejection(result)
+        if not isinstance(result, Task):
+            return _rejection(self._fault(hook, "plugin_error", f"returned {type(result).__name__}, not Task or Rejection"))
+        problem = task_bad_text(result)
+        if problem is not None:
+            return _rejection(self._fault(hook, "bad_text", f"the task's {problem}"))
+        return result
+
+    def validate(self, task: Task) -> list[Rejection]:
+        """The domain's own checks, every plugin's extra validators, and (a plugin with an
+        agent prompt) whether the agent prompt can be built for the task."""
+        reasons = self._rejection_list("validate_task", self._contained("validate_task", task=task))
+        for impl in self._pm.hook.workbench_extra_validators.get_hookimpls():  # one by one, so one failing spares the rest
+            kwargs = {"task": task, "domain": self.name}
+            hook = f"extra_validators[{impl.plugin_name}]"
+            result = self._contained(hook, impl.function, impl.plugin_name, **{a: kwargs[a] for a in impl.argnames})
+            reasons += self._rejection_list(hook, result)
+        if self.implements("workbench_agent_prompt"):
+            _, fault = self._agent_prompt(task)
+            if fault is not None:
+                self._unusable_prompt = task  # agent_messages answers it without a second fault
+                reasons.append(_rejection(fault))
+        return reasons
+
+    def _rejection_list(self, hook: str, result: Any) -> list[Rejection]:
+        if isinstance(result, Fault):
+            return [_rejection(result)]
+        if result is None:
+            return []
+        problem = rejection_list_problem(result)
+        if problem is not None:
+            return [_rejection(self._fault(hook, "plugin_error", problem))]
+        return [_clean_rejection(r) for r in result]
+
+    # Agent side.
+    def agent_messages(self, task: Task) -> list[dict[str, str]]:
+        """The plugin's agent prompt, or `task.messages()` (also the fallback on a fault, counted;
+        a generated task whose agent prompt faults is rejected by `validate` before it gets here)."""
+        if not self.implements("workbench_agent_prompt") or task is self._unusable_prompt:
+            return _clean_messages(task.messages())
+        return self._agent_prompt(task)[0]
+
+    def _agent_prompt(self, task: Task) -> tuple[list[dict[str, str]], Fault | None]:
+        """(messages, None), or (the fallback messages, the counted fault)."""
+        hook = "agent_prompt"
+        messages = self._contained(hook, task=task)
+        if isinstance(messages, Fault):
+            return _clean_messages(task.messages()), messages
+        if messages is None:
+            return _clean_messages(task.messages()), None
+        if not (
+            isinstance(messages, list)
+            and messages
+            and all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages)
+        ):
+            fault = self._fault(hook, "plugin_error", f"returned {type(messages).__name__}, not a list of {{'role', 'content'}} str dicts")
+            return _clean_messages(task.messages()), fault
+        problem = find_bad_text(messages, "messages")
+        if problem is not None:
+            return _clean_messages(messages), self._fault(hook, "bad_text", problem)
+        return messages, None
+
+    def score(self, task: Task, output: str) -> Score:
+        """The plugin's Score, checked; a fault is a zero Score marked with `plugin_fault`."""
+        hook = "score"
+        result = self._contained(hook, task=task, output=output)
+        if isinstance(result, Fault):
+            return _fault_score(result.message)
+        problem = score_problem(result)
+        if problem is not None:
+            return _fault_score(self._fault(hook, "bad_score", problem).message)
+        result.reward = float(result.reward)
+        result.metrics.pop(PLUGIN_FAULT, None)  # the mark is the wrapper's alone
+        if result.error is not None:
+            result.error = clean_text(result.error)[: 4 * MAX_MESSAGE]
+        return result
+
+    def _optional_text(self, hook: str, task: Task) -> str | None:
+        """An optional hook answering a str or None for `task`; a fault is None (counted)."""
+        if not self.implements(f"workbench_{hook}"):
+            return None
+        text = self._contained(hook, task=task)
+        if isinstance(text, Fault):
+            return None
+        if text is not None and not isinstance(text, str):
+            self._fault(hook, "plugin_error", f"returned {type(text).__name__}, not str or None")
+            return None
+        if text is not None and find_bad_text(text) is not None:
+            self._fault(hook, "bad_text", find_bad_text(text, "text") or "")
+            return clean_text(text)
+        return text
+
+    def render_task(self, task: Task) -> str | None:
+        """The text an environment model would write for `task` (workbench_render_task), or None."""
+        return self._optional_text("render_task", task)
+
+    def reference_output(self, task: Task) -> str | None:
+        """An agent output scoring a success on `task` (workbench_reference_output), or None."""
+        return self._optional_text("reference_output", task)
+
+    def make_interaction(self, task: Task) -> Interaction | None:
+        """The plugin's interactive environment for `task`, or None (also on a fault, counted)."""
+        if not self.implements("workbench_make_interaction"):
+            return None
+        hook = "make_interaction"
+        env = self._contained(hook, task=task)
+        if isinstance(env, Fault):
+            return None
+        if env is not None and not isinstance(env, Interaction):
+            self._fault(hook, "plugin_error", f"returned {type(env).__name__}, not an Interaction")
+            return None
+        return env
+
+    # Reporting.
+    def aggregate(self, tasks: list[Task], scores: list[Score]) -> dict[str, float]:
+        """The plugin's benchmark metrics, or `default_aggregate` (also on a fault, counted)."""
+        if not self.implements("workbench_aggregate"):
+            return default_aggregate(scores)
+        result = self._contained("aggregate", tasks=tasks, scores=scores)
+        if isinstance(result, Fault):
+            return default_aggregate(scores)
+        if not isinstance(result, Mapping):
+            self._fault("aggregate", "plugin_error", f"returned {type(result).__name__}, not a dict")
+            return default_aggregate(scores)
+        return dict(result)
+
+    def report_section(self, tasks: list[Task], outputs: list[str], scores: list[Score]) -> ReportSection:
+        if self.implements("workbench_report_section"):
+            section = self._contained("report_section", tasks=tasks, outputs=outputs, scores=scores)
+            if isinstance(section, ReportSection):
+                return section
+            if not isinstance(section, Fault):
+                self._fault("report_section", "plugin_error", f"returned {type(section).__name__}, not ReportSection")
+        failures = [{"id": t.id, "prompt": t.prompt[:300], "output": o[:300], "error": s.error} for t, o, s in zip(tasks, outputs, scores) if s.success < 1.0][
+            :5
+        ]
+        return ReportSection(title=self.name, metrics=self.aggregate(tasks, scores), failures=failures)
+
+
+def default_environment_prompt(domain: str, examples: Sequence[Task]) -> str:
+    """The fallback environment prompt: the examples' prompts and a request for one more."""
+    lines = [f"Write one new task for the {domain} domain, in the same style as these examples."]
+    for i, task in enumerate(examples, 1):
+        lines.append(f"Example {i}:\n{clean_text(task.prompt)}")
+    lines.append("New task:")
+    return "\n\n".join(lines)
+
+
+def task_bad_text(task: Task) -> str | None:
+    """The first field of `task` holding a lone surrogate or NUL byte, as
+    "prompt: lone surrogate U+D800 at offset 4" (or "spec['answer']: ..."), or None."""
+    for name in ("prompt", "system", "spec", "id", "domain", "source", "meta", "env_context", "env_text"):
+        problem = find_bad_text(getattr(task, name, None), name)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _clean_rejection(rejection: Rejection) -> Rejection:
+    code, message = rejection.code, rejection.message
+    if isinstance(code, str) and isinstance(message, str) and find_bad_text([code, message]) is None and len(message) <= 4 * MAX_MESSAGE:
+        return rejection
+    return Rejection(clean_text(str(code))[:80], clean_text(str(message))[: 4 * MAX_MESSAGE])
+
+
+def _clean_messages(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    if find_bad_text(messages) is None:
+        return messages
+    return [{k: clean_text(v) if isinstance(v, str) else v for k, v in m.items()} for m in messages]
+
+
+def _rejection(fault: Fault) -> Rejection:
+    return Rejection(fault.code, fault.message)
+
+
+def _fault_score(message: str) -> Score:
+    return Score(0.0, False, metrics={PLUGIN_FAULT: 1.0}, error=message)
+
+
+def default_aggregate(scores: Sequence[Score]) -> dict[str, float]:
+    """Mean reward, accuracy over items with a binary verdict, and parse-error rate."""
+    n = len(scores)
+    if n == 0:
+        return {"n": 0}
+    out: dict[str, float] = {"n": n, "reward_mean": sum(s.reward for s in scores) / n}
+    verdicts = [s.correct for s in scores if s.correct is not None]
+    if verdicts:
+        out["accuracy"] = sum(verdicts) / len(verdicts)
+    out["parse_error_rate"] = sum(s.error is not None for s in scores) / n
+    return out

@@ -1,0 +1,44 @@
+"""What a plugin hook must return, as one set of rules: the runtime (`workbench.domain.Domain`)
+answers a violation as a contained fault, the plugin checker (`workbench.conformance`) reports it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from workbench.tasks import Rejection, Score
+from workbench.textsafety import clean_text
+
+
+def score_problem(score: Any) -> str | None:
+    """Why `score` is not a valid Score (wrong type, reward not a finite number in [0, 1],
+    `correct`/`metrics`/`error` of the wrong type), or None."""
+    if not isinstance(score, Score):
+        return f"returned {type(score).__name__}, not Score"
+    reward = score.reward
+    if isinstance(reward, bool) or not isinstance(reward, (int, float)):
+        return f"returned a Score whose reward is {type(reward).__name__} {reward!r}, not a number"
+    if not (math.isfinite(reward) and 0.0 <= reward <= 1.0):
+        return f"returned a Score with reward {reward!r}, outside [0, 1]"
+    if score.correct is not None and not isinstance(score.correct, bool):
+        return f"returned a Score whose correct is {type(score.correct).__name__}, not bool or None"
+    if not isinstance(score.metrics, dict):
+        return f"returned a Score whose metrics is {type(score.metrics).__name__}, not a dict"
+    for key, value in score.metrics.items():
+        if isinstance(value, bool):
+            continue
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            return f"returned a Score whose metric {clean_text(str(key))[:40]!r} is {clean_text(repr(value))[:40]}, not a finite number"
+    if score.error is not None and not isinstance(score.error, str):
+        return f"returned a Score whose error is {type(score.error).__name__}, not str or None"
+    return None
+
+
+def rejection_list_problem(value: Any) -> str | None:
+    """Why a validator's answer is not a list of `Rejection` (None is no answer: valid), or None."""
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)) or not all(isinstance(r, Rejection) for r in value):
+        return f"returned {type(value).__name__}, not a list of Rejection"
+    return None
