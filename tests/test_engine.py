@@ -47,7 +47,10 @@ def test_genenv_epochs_write_metrics_pools_and_checkpoints(make_config, tmp_path
     assert record["valid"] + sum(record["rejections"].values()) >= record["candidates"]
     assert len(record["p_hat"]) <= record["valid"]
     assert all(0.0 <= p <= 1.0 for p in record["p_hat"])
+    report = tmp_path / "run" / "report.md"  # the engine's own, after every epoch: a run started from Python is complete
+    assert "| 1 |" in report.read_text() and "| 2 |" not in report.read_text()
     run.step()
+    assert "| 2 |" in report.read_text()
     metrics = list(read_jsonl(tmp_path / "run" / "metrics.jsonl"))
     assert [m["epoch"] for m in metrics] == [1, 2]
     assert (tmp_path / "run" / "config.yaml").exists()

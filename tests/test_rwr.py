@@ -3,7 +3,7 @@
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from workbench.engine.rwr import RWRExample, RWRUpdater, tokenize_examples
+from workbench.engine.rwr import RWRExample, RWRSettings, RWRUpdater, tokenize_examples
 
 
 def nll(model, tok, prompt, completion):
@@ -27,7 +27,7 @@ def test_zero_weight_examples_are_not_learned(tiny_models, tmp_path):
     model = AutoModelForCausalLM.from_pretrained(tiny_models[1])
     kept, ignored = ("Write:", "Task: 7 * 7"), ("Write:", "Task: 3 - 1")
     before = nll(model, tok, *kept), nll(model, tok, *ignored)
-    updater = RWRUpdater(model, tok, str(tmp_path), learning_rate=1e-2, batch_size=2, epochs=20)
+    updater = RWRUpdater(RWRSettings(learning_rate=1e-2, batch_size=2, epochs=20), model, tok, str(tmp_path))
     result = updater.update([RWRExample(*kept, weight=2.0), RWRExample(*ignored, weight=0.0)])
     after = nll(updater.model, tok, *kept), nll(updater.model, tok, *ignored)
     assert result.steps > 0 and not result.rolled_back
@@ -39,7 +39,7 @@ def test_kl_penalty_is_measured_against_the_reference(tiny_models, tmp_path):
     tok = AutoTokenizer.from_pretrained(tiny_models[1])
     model = AutoModelForCausalLM.from_pretrained(tiny_models[1])
     ref = AutoModelForCausalLM.from_pretrained(tiny_models[1]).eval()
-    updater = RWRUpdater(model, tok, str(tmp_path), learning_rate=1e-2, batch_size=1, epochs=3, ref_model=ref, kl_coef=0.1)
+    updater = RWRUpdater(RWRSettings(learning_rate=1e-2, batch_size=1, epochs=3, kl_coef=0.1), model, tok, str(tmp_path), ref_model=ref)
     result = updater.update([RWRExample("Write:", "Task: 9 + 9")])
     assert result.kl is not None and result.kl > 0.0
 
@@ -49,7 +49,7 @@ def test_kl_cap_rolls_back_weights_and_optimizer(tiny_models, tmp_path):
     model = AutoModelForCausalLM.from_pretrained(tiny_models[1])
     ref = AutoModelForCausalLM.from_pretrained(tiny_models[1]).eval()
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    updater = RWRUpdater(model, tok, str(tmp_path), learning_rate=5e-2, batch_size=1, epochs=5, ref_model=ref, kl_coef=0.0, max_kl=1e-6)
+    updater = RWRUpdater(RWRSettings(learning_rate=5e-2, batch_size=1, epochs=5, kl_coef=0.0, max_kl=1e-6), model, tok, str(tmp_path), ref_model=ref)
     result = updater.update([RWRExample("Write:", "Task: 9 + 9"), RWRExample("Write:", "Task: 1 * 3")])
     assert result.rolled_back and "KL" in result.rollback_reason
     assert result.kl == 0.0, "the reported KL is that of the kept (restored = reference) model"
@@ -81,7 +81,7 @@ def test_kl_cap_bounds_the_kept_model_even_when_the_only_step_crosses_it(tiny_mo
     model = AutoModelForCausalLM.from_pretrained(tiny_models[1])
     ref = AutoModelForCausalLM.from_pretrained(tiny_models[1]).eval()
     examples = [RWRExample("Write:", "Task: 9 + 9"), RWRExample("Write:", "Task: 1 * 3")]
-    updater = RWRUpdater(model, tok, str(tmp_path), learning_rate=5e-2, batch_size=2, epochs=1, ref_model=ref, kl_coef=0.0, max_kl=0.02)
+    updater = RWRUpdater(RWRSettings(learning_rate=5e-2, batch_size=2, epochs=1, kl_coef=0.0, max_kl=0.02), model, tok, str(tmp_path), ref_model=ref)
     result = updater.update(examples)
     assert result.steps == 1
     assert result.rolled_back, f"one step at lr 5e-2 moves the model past KL 0.02 ({result})"
@@ -94,7 +94,7 @@ def test_an_update_within_the_cap_is_kept_and_reports_its_own_kl(tiny_models, tm
     model = AutoModelForCausalLM.from_pretrained(tiny_models[1])
     ref = AutoModelForCausalLM.from_pretrained(tiny_models[1]).eval()
     examples = [RWRExample("Write:", "Task: 9 + 9"), RWRExample("Write:", "Task: 1 * 3")]
-    updater = RWRUpdater(model, tok, str(tmp_path), learning_rate=1e-3, batch_size=2, epochs=1, ref_model=ref, kl_coef=0.0, max_kl=5.0)
+    updater = RWRUpdater(RWRSettings(learning_rate=1e-3, batch_size=2, epochs=1, kl_coef=0.0, max_kl=5.0), model, tok, str(tmp_path), ref_model=ref)
     result = updater.update(examples)
     assert not result.rolled_back
     kept_kl = _kl_to(updater.model, ref, tok, examples)
@@ -113,8 +113,8 @@ def _first_step(tiny_models, tmp_path, batch_size, accumulation):
             if not grads:
                 grads.update({n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None})
 
-    updater = RWRUpdater(model, tok, str(tmp_path / f"ga{accumulation}"), learning_rate=1e-3, batch_size=batch_size,
-                         epochs=1, gradient_accumulation_steps=accumulation)
+    settings = RWRSettings(learning_rate=1e-3, batch_size=batch_size, epochs=1, gradient_accumulation_steps=accumulation)
+    updater = RWRUpdater(settings, model, tok, str(tmp_path / f"ga{accumulation}"))
     updater.trainer.args.max_grad_norm = 0.0  # compare raw gradients, not clipped ones
     updater.trainer.add_callback(Capture())
     examples = [RWRExample("Write:", f"Task: {i} + {i * 3}", weight=0.5 + i / 4) for i in range(8)]
@@ -141,10 +141,10 @@ def test_long_examples_are_dropped_and_counted_never_truncated(tiny_models, tmp_
     long_prompt = "Write a task. " * 200
     rows = tokenize_examples(tok, [RWRExample(long_prompt, "Task: 1 + 1"), RWRExample("Write:", "Task: 2 + 2")], max_length=64)
     assert len(rows) == 1 and tok.decode(rows[0]["input_ids"]).startswith("Write:")
-    updater = RWRUpdater(model, tok, str(tmp_path), learning_rate=1e-3, batch_size=2, max_length=64)
+    updater = RWRUpdater(RWRSettings(learning_rate=1e-3, batch_size=2, max_length=64), model, tok, str(tmp_path))
     result = updater.update([RWRExample(long_prompt, "Task: 1 + 1"), RWRExample("Write:", "Task: 2 + 2")])
     assert result.dropped_too_long == 1 and result.examples == 1 and result.steps == 1
-    default = RWRUpdater(AutoModelForCausalLM.from_pretrained(tiny_models[1]), tok, str(tmp_path / "d"), learning_rate=1e-3, batch_size=2)
+    default = RWRUpdater(RWRSettings(learning_rate=1e-3, batch_size=2), AutoModelForCausalLM.from_pretrained(tiny_models[1]), tok, str(tmp_path / "d"))
     assert default.max_length == model.config.max_position_embeddings
 
 
@@ -152,7 +152,7 @@ def test_a_non_finite_loss_is_rolled_back(tiny_models, tmp_path):
     tok = AutoTokenizer.from_pretrained(tiny_models[1])
     model = AutoModelForCausalLM.from_pretrained(tiny_models[1])
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    updater = RWRUpdater(model, tok, str(tmp_path), learning_rate=1e-2, batch_size=2, epochs=1)
+    updater = RWRUpdater(RWRSettings(learning_rate=1e-2, batch_size=2, epochs=1), model, tok, str(tmp_path))
     result = updater.update([RWRExample("Write:", "Task: 9 + 9", weight=float("nan")), RWRExample("Write:", "Task: 1 + 2")])
     assert result.rolled_back and "non-finite" in result.rollback_reason
     assert all(torch.equal(before[n], p) for n, p in updater.model.named_parameters())

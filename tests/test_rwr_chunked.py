@@ -151,7 +151,7 @@ def test_the_trainer_loss_and_measured_kl_do_not_depend_on_the_chunk(tiny_models
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from workbench.engine.rwr import RWRExample, RWRUpdater, tokenize_rows
+    from workbench.engine.rwr import RWRExample, RWRSettings, RWRUpdater, tokenize_rows
 
     tok = AutoTokenizer.from_pretrained(tiny_models[1])
     model = AutoModelForCausalLM.from_pretrained(tiny_models[1])
@@ -170,7 +170,7 @@ def test_the_trainer_loss_and_measured_kl_do_not_depend_on_the_chunk(tiny_models
         with torch.no_grad():
             for p in model.parameters():
                 p.add_(0.01 * torch.randn_like(p))
-    updater = RWRUpdater(model, tok, str(tmp_path), learning_rate=1e-3, batch_size=2, ref_model=ref, kl_coef=0.1)
+    updater = RWRUpdater(RWRSettings(learning_rate=1e-3, batch_size=2, kl_coef=0.1), model, tok, str(tmp_path), ref_model=ref)
     trainer = updater.trainer
     examples = [RWRExample("Write a task:", "Task: 12 + 30 = ?", 1.5), RWRExample("Another:", "Task: 7 * 6", 0.5)]
     rows, _ = tokenize_rows(tok, examples)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from workbench.tasks import read_jsonl
-from workbench.tracking import TrackingError, attach_tracker, flatten_metrics, parse_backends, require_tracking_backends, trainer_report_arguments
+from workbench.tracking import TrackingError, flatten_metrics, parse_backends, require_tracking_backends, trainer_report_arguments
 
 trackio_missing = importlib.util.find_spec("trackio") is None
 tensorboard_missing = importlib.util.find_spec("tensorboard") is None
@@ -51,10 +51,12 @@ def tracked_run(tiny_models, tmp_path_factory):
     cfg = dataclasses.replace(cfg, tracking=tracking, curriculum=dataclasses.replace(cfg.curriculum, k_min=1.0))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TRACKIO_SPACE_ID", "someone/not-to-be-contacted")
-        run = CoEvolution(cfg, run_dir)
-        tracker = attach_tracker(run)
+        run = CoEvolution(cfg, run_dir)  # a run started from plain Python: the engine attaches the trackers
+        tracker = run.tracker
+        assert tracker is not None and tracker in run.listeners
         run.run()
-        tracker.close()
+        run.close()
+        assert run.tracker is None and tracker not in run.listeners
         space_left = os.environ.get("TRACKIO_SPACE_ID")
     metrics = list(read_jsonl(run_dir / "metrics.jsonl"))
     return {"run_dir": run_dir, "trackio_dir": root / "trackio", "metrics": metrics, "tracker": tracker,
@@ -343,3 +345,11 @@ def test_the_trackio_hint_names_the_store_so_the_command_shows_this_run(tmp_path
     assert Path(db).exists() and Path(db).parent == store
     bare = subprocess.run([sys.executable, "-c", code], env=clean, capture_output=True, text=True, check=True).stdout.strip()
     assert Path(bare).parent != store, "without TRACKIO_DIR trackio reads another store"
+
+
+def test_a_run_started_from_python_writes_its_report_every_epoch(tracked_run):
+    """report.md and the trackers are the engine's, not the CLI's: the plain-Python run above
+    has a report naming both epochs, and its tracker logged both."""
+    report = (tracked_run["run_dir"] / "report.md").read_text()
+    assert "| 1 |" in report and "| 2 |" in report, report
+    assert tracked_run["tracker"].logged_steps == [1, 2]

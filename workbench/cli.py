@@ -109,17 +109,13 @@ def _apply_track(config: Any, args: argparse.Namespace, out: Path) -> Any:
 
 
 def _run_tracked(run: Any, epochs: int) -> None:
-    """`_run_loop` with the configured trackers attached as engine listeners."""
-    from workbench.tracking import attach_tracker
-
-    tracker = attach_tracker(run)
-    if tracker is not None:
-        print("tracking: " + ", ".join(f"{k} -> {v}" for k, v in tracker.where().items()), flush=True)
+    """`_run_loop`, saying where the trackers the engine attached (tracking.backends) write."""
+    if run.tracker is not None:
+        print("tracking: " + ", ".join(f"{k} -> {v}" for k, v in run.tracker.where().items()), flush=True)
     try:
         _run_loop(run, epochs)
     finally:
-        if tracker is not None:
-            tracker.close()
+        run.close()
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
@@ -148,7 +144,6 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from workbench.demo import demo_run_config
     from workbench.engine.loop import CoEvolution
-    from workbench.reports.summary import write_summary
 
     start = time.perf_counter()
     config = demo_run_config(args.domain, args.mode, args.epochs, args.seed, _option_values(args.option),
@@ -159,8 +154,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"[demo] run folder: {out}", flush=True)
     run = CoEvolution(config, out)
     _run_tracked(run, config.epochs)
-    report = write_summary(out)
-    print(f"[demo] done in {time.perf_counter() - start:.0f}s; summary: {report}")
+    print(f"[demo] done in {time.perf_counter() - start:.0f}s; summary: {out / 'report.md'}")
     print(f"[demo] continue it with: workbench run {out / 'config.yaml'} --out {out} --resume --epochs {config.epochs + 2}")
     return 0
 
@@ -170,7 +164,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from workbench.config import load_config
     from workbench.engine.loop import CoEvolution
-    from workbench.reports.summary import write_summary
 
     config = load_config(args.config)
     if args.epochs is not None:
@@ -186,7 +179,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"resumed {out} after epoch {run.epoch}")
     if run.is_main:
         _run_tracked(run, config.epochs)
-        write_summary(out)
     else:
         run.run()
     return 0

@@ -146,7 +146,7 @@ def warm_start(
     (the embedded default's warm start: a fixed number of passes over `seed_count` seeds)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from workbench.engine.rwr import RWRUpdater
+    from workbench.engine.rwr import RWRSettings, RWRUpdater
 
     tok = AutoTokenizer.from_pretrained(base)
     model = AutoModelForCausalLM.from_pretrained(base)
@@ -155,7 +155,8 @@ def warm_start(
         examples = _agent_examples(tok, domain, seeds)
     else:
         examples = _env_examples(tok, domain, seeds, random.Random(seed), shown=3, include_self=False)
-    updater = RWRUpdater(model, tok, str(out.parent / f".warm-{role}"), learning_rate=learning_rate, batch_size=32, epochs=steps_epochs, seed=seed)
+    settings = RWRSettings(learning_rate=learning_rate, batch_size=32, epochs=steps_epochs)
+    updater = RWRUpdater(settings, model, tok, str(out.parent / f".warm-{role}"), seed=seed)
     if bars:
         _show_progress_bar(updater)
     updater.update(examples)
@@ -293,7 +294,7 @@ def prepare_domain_demo(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from workbench.engine.generation import TransformersGenerator, chat_prompt
-    from workbench.engine.rwr import RWRUpdater
+    from workbench.engine.rwr import RWRSettings, RWRUpdater
     from workbench.engine.tiny import build_tiny_model, train_tokenizer
 
     if name == DEMO_DOMAIN:
@@ -334,10 +335,10 @@ def prepare_domain_demo(
     # a round is a number of optimizer steps, whatever the seed count (3 long TravelPlanner seeds
     # need as many steps as 12 short Bamboogle ones)
     steps_per_epoch = math.ceil(len(chosen) / 4)
-    agent = RWRUpdater(AutoModelForCausalLM.from_pretrained(base), tok, str(root / ".warm-agent"), learning_rate=recipe["lr"],
-                       batch_size=4, epochs=math.ceil(AGENT_STEPS_PER_ROUND / steps_per_epoch), seed=0)
-    env = RWRUpdater(AutoModelForCausalLM.from_pretrained(base), tok, str(root / ".warm-env"), learning_rate=recipe["lr"],
-                     batch_size=4, epochs=math.ceil(ENV_STEPS_PER_ROUND / steps_per_epoch), seed=0)
+    agent_settings = RWRSettings(learning_rate=recipe["lr"], batch_size=4, epochs=math.ceil(AGENT_STEPS_PER_ROUND / steps_per_epoch))
+    env_settings = RWRSettings(learning_rate=recipe["lr"], batch_size=4, epochs=math.ceil(ENV_STEPS_PER_ROUND / steps_per_epoch))
+    agent = RWRUpdater(agent_settings, AutoModelForCausalLM.from_pretrained(base), tok, str(root / ".warm-agent"), seed=0)
+    env = RWRUpdater(env_settings, AutoModelForCausalLM.from_pretrained(base), tok, str(root / ".warm-env"), seed=0)
     env_gen = TransformersGenerator(GenerationSettings(max_new_tokens=max_new_tokens, batch_size=12, temperature=ENV_TEMPERATURE), env.model, tok)
     agent_gen = TransformersGenerator(GenerationSettings(max_new_tokens=max_completion, batch_size=16), agent.model, tok)
     history: list[dict[str, Any]] = []

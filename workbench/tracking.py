@@ -1,11 +1,12 @@
 """Experiment tracking: a run's epoch metrics logged to trackio, TensorBoard or wandb, offline.
 
-The engine never imports a tracker. A `Tracker` is an engine *listener*: whoever creates the
-run (the CLI's `run` and `demo`, the notebook's run controller) attaches it with
+A `Tracker` is an engine *listener*. The engine attaches one itself when `tracking.backends` is
+set (`CoEvolution.tracker`, main process only), so a run started from the CLI, a notebook or
+plain Python is tracked alike; `run.close()` ends the trackers' runs:
 
-    tracker = attach_tracker(run)        # None when run.config.tracking.backends is empty
-    ...                                  # every epoch_end event is logged at step = epoch
-    tracker.close()
+    run = CoEvolution(config, out)       # run.tracker: None when config.tracking.backends is empty
+    run.run()                            # every epoch_end event is logged at step = epoch
+    run.close()
 
 and each epoch's metrics record (the same dict appended to `metrics.jsonl`) is logged at the
 epoch as step: every number under its `metrics.jsonl` name, nested dicts flattened with `/`

@@ -54,15 +54,16 @@ from workbench.engine.generation import Prompt, chat_prompt, make_generator, req
 from workbench.engine.invariants import check_epoch, content_id
 from workbench.engine.models import load_model, load_tokenizer, resolve_device, uses_bf16_autocast
 from workbench.engine.run_folder import RunFolder, RunState, completed_epochs
-from workbench.engine.rwr import RWRExample, RWRUpdater, model_context_length
+from workbench.engine.rwr import RWRExample, RWRSettings, RWRUpdater, model_context_length
 from workbench.engine.threads import apply_threads
 from workbench.errors import WorkbenchError
 from workbench.model_catalog import resolve_model
 from workbench.modes import get_mode
 from workbench.novelty import NoveltyReport, NoveltyTracker
 from workbench.registry import Registry, load_registry
+from workbench.reports.summary import write_summary
 from workbench.tasks import AgentStats, Rejection, Task
-from workbench.tracking import trainer_report_arguments
+from workbench.tracking import attach_tracker, prepare_environment, trainer_report_arguments
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,7 @@ class CoEvolution:
         self.last_attempts: dict[str, list[Any]] = {}
         self._phase_times: dict[str, float] = {}
         self._writer = BackgroundWriter() if config.checkpoint_background else None
+        self.tracker: Any = None  # attached at the end of __init__ when tracking.backends is set
 
         if not resume and self.folder.latest_checkpoint(verify=False) is not None:
             raise RunError(
@@ -127,6 +129,7 @@ class CoEvolution:
         existing = self.folder.latest_checkpoint() if resume else None  # verified: a damaged one is skipped
         self._epochs_without_valid = 0
         require_generation_backends(config)  # a vLLM config on a machine without vLLM fails before any training
+        prepare_environment(config.tracking, self.run_dir)  # before TRL imports a tracker; a missing one fails here
         apply_threads(config.threads)
         self.folder.create()
         torch.manual_seed(config.seed)
@@ -153,6 +156,9 @@ class CoEvolution:
         if self.is_main:
             for message in self.registry.run_start(str(self.run_dir), config.to_dict()):
                 self._emit({"type": "warning", "message": message})
+        # A run is complete by itself, whoever starts it (the CLI, a notebook, plain Python): the
+        # configured trackers log every epoch, and report.md is written after every epoch.
+        self.tracker = attach_tracker(self)  # None without tracking.backends, and on other ranks
 
     def _select_seeds(self, seeds: list[Task]) -> list[Task]:
         """All seed tasks, or those named by `seed_ids` (in that order)."""
@@ -201,13 +207,8 @@ class CoEvolution:
         if self.mode.trains_env and env_settings.lora is None:
             ref_model = load_model(env_settings, "env.model", trainable=False)
         self.env_updater = RWRUpdater(
-            env_model, self.env_tokenizer, str(self.folder.trainer_dir("env")),
-            learning_rate=cfg.env.learning_rate, batch_size=cfg.env.batch_size, epochs=cfg.env.rwr_epochs,
-            ref_model=ref_model, kl_coef=cfg.env.kl_coef, max_kl=cfg.env.max_kl, seed=cfg.seed,
-            bf16=uses_bf16_autocast(env_settings, resolve_device(env_settings.device)),
-            gradient_accumulation_steps=cfg.env.gradient_accumulation_steps,
-            gradient_checkpointing=env_settings.gradient_checkpointing,
-            max_length=cfg.env.rwr_max_length,
+            RWRSettings.from_env(cfg.env), env_model, self.env_tokenizer, str(self.folder.trainer_dir("env")),
+            ref_model=ref_model, seed=cfg.seed, bf16=uses_bf16_autocast(env_settings, resolve_device(env_settings.device)),
             report=trainer_report_arguments(cfg.tracking, self.run_dir, "env"),
         )
         self.env_generator = make_generator(
@@ -518,6 +519,8 @@ class CoEvolution:
                     record["plugin_faults"][key] = record["plugin_faults"].get(key, 0) + count
                 self.folder.write_metrics(self.metrics)  # the listeners saw the file with their record; now it counts them
         self._emit({"type": "epoch_end", "epoch": epoch, "metrics": record})
+        if self.is_main:
+            write_summary(self.run_dir)  # report.md, up to this epoch
         self._warn_if_collapsed(epoch, novelty)
         self._check_valid_streak(record)
         return record
@@ -583,6 +586,15 @@ class CoEvolution:
                 progress(record)
         self.wait_for_checkpoint()
         return self.metrics
+
+    def close(self) -> None:
+        """Wait for a background checkpoint and close the trackers (each epoch is flushed as it is
+        logged; this ends their runs). Stepping on after `close` is untracked."""
+        self.wait_for_checkpoint()
+        if self.tracker is not None:
+            tracker, self.tracker = self.tracker, None
+            self.listeners = [listener for listener in self.listeners if listener is not tracker]
+            tracker.close()
 
     def wait_for_checkpoint(self) -> dict[str, Any] | None:
         """Block until a checkpoint being written in the background (checkpoint_background)

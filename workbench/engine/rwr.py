@@ -331,27 +331,53 @@ def chunked_nll_kl(
     return nll_total, (None if ref_hidden is None else kl_total), mask
 
 
+@dataclass(frozen=True)
+class RWRSettings:
+    """The environment update's training settings (the `env.*` fields of a run config, or a
+    warm start's own), handed to `RWRUpdater` as one object, as `GRPOAgent` takes AgentSettings."""
+
+    learning_rate: float
+    batch_size: int
+    epochs: int = 1  # passes over each update's examples
+    kl_coef: float = 0.0  # weight of the KL penalty toward the reference model
+    max_kl: float | None = None  # an update whose KL to the reference exceeds this is rolled back
+    gradient_accumulation_steps: int = 1
+    gradient_checkpointing: bool = False
+    max_length: int | None = None  # longest example in tokens (None: the model's context); longer ones are dropped
+
+    @classmethod
+    def from_env(cls, env: Any) -> "RWRSettings":
+        """From a run config's `env` section (EnvSettings)."""
+        return cls(
+            learning_rate=env.learning_rate,
+            batch_size=env.batch_size,
+            epochs=env.rwr_epochs,
+            kl_coef=env.kl_coef,
+            max_kl=env.max_kl,
+            gradient_accumulation_steps=env.gradient_accumulation_steps,
+            gradient_checkpointing=env.model.gradient_checkpointing,
+            max_length=env.rwr_max_length,
+        )
+
+
 class RWRUpdater:
     """Keeps one WeightedSFTTrainer across epochs and runs one update per call."""
 
     def __init__(
         self,
+        settings: RWRSettings,
         model: Any,
         tokenizer: Any,
         output_dir: str,
-        learning_rate: float,
-        batch_size: int,
-        epochs: int = 1,
         ref_model: Any = None,
-        kl_coef: float = 0.0,
-        max_kl: float | None = None,
         seed: int = 0,
         bf16: bool = False,
-        gradient_accumulation_steps: int = 1,
-        gradient_checkpointing: bool = False,
-        max_length: int | None = None,
         report: dict[str, Any] | None = None,
     ):
+        self.settings = settings
+        learning_rate, batch_size, epochs = settings.learning_rate, settings.batch_size, settings.epochs
+        kl_coef, max_kl, max_length = settings.kl_coef, settings.max_kl, settings.max_length
+        gradient_accumulation_steps, gradient_checkpointing = settings.gradient_accumulation_steps, settings.gradient_checkpointing
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.max_length = max_length or model_context_length(model)

@@ -183,9 +183,7 @@ class RunController:
         self.state.epoch = self.run.epoch
         self.state.metrics = list(self.run.metrics)
         self.run.subscribe(self._on_event)
-        from workbench.tracking import attach_tracker  # a listener; None without tracking.backends
-
-        self.tracker = attach_tracker(self.run)
+        self.tracker = self.run.tracker  # the engine attaches the configured trackers; None without tracking.backends
 
     # -------------------------------------------------------------- engine events
 
