@@ -11,9 +11,11 @@ Per epoch (docs/how-it-works.md has it in full):
   5. `genenv` mode only: the environment model is updated by reward-weighted regression;
   6. pools, metrics and a checkpoint are written; listeners get an `epoch_end` event.
 
-This module keeps only the loop: what goes into the run folder and into a checkpoint, and
-what a resume restores, is `workbench.engine.run_folder`'s (the checkpoint format itself,
-manifest and verification, is `workbench.engine.checkpoint`'s).
+This module keeps only the loop. Beside it: writing the candidate tasks (prompts, one generate
+call, parsing, validation, context checks) is `workbench.engine.candidates`, the agent's
+training mixture `workbench.engine.mixture`, what goes into the run folder and into a
+checkpoint, and what a resume restores, `workbench.engine.run_folder` (the checkpoint format
+itself, manifest and verification, `workbench.engine.checkpoint`).
 
 Under `accelerate launch` (several processes, `workbench.engine.distributed`) every rank
 builds the same `CoEvolution` and steps in lockstep: rank 0 generates and validates the
@@ -37,7 +39,7 @@ import random
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
 import torch
 
@@ -48,10 +50,11 @@ from workbench.domain import Domain
 from workbench.engine import checkpoint as ckpt
 from workbench.engine import distributed as dist
 from workbench.engine.agent import AgentEpochResult, GRPOAgent
+from workbench.engine.candidates import Candidate, CandidateWriter, cap_new_tasks, prompt_tokens
 from workbench.engine.checkpoint_writer import BackgroundWriter
-from workbench.engine.env_prompt import few_shot_turns
-from workbench.engine.generation import Prompt, chat_prompt, make_generator, require_generation_backends
-from workbench.engine.invariants import check_epoch, content_id
+from workbench.engine.generation import chat_prompt, make_generator, require_generation_backends
+from workbench.engine.invariants import check_epoch
+from workbench.engine.mixture import tasks_per_generation_batch, training_mixture
 from workbench.engine.models import load_model, load_tokenizer, resolve_device, uses_bf16_autocast
 from workbench.engine.run_folder import RunFolder, RunState, completed_epochs
 from workbench.engine.rwr import RWRExample, RWRSettings, RWRUpdater, model_context_length
@@ -62,7 +65,7 @@ from workbench.modes import get_mode
 from workbench.novelty import NoveltyReport, NoveltyTracker
 from workbench.registry import Registry, load_registry
 from workbench.reports.summary import write_summary
-from workbench.tasks import AgentStats, Rejection, Task
+from workbench.tasks import AgentStats, Task
 from workbench.tracking import attach_tracker, prepare_environment, trainer_report_arguments
 
 log = logging.getLogger(__name__)
@@ -72,21 +75,6 @@ Event = dict[str, Any]
 
 class RunError(WorkbenchError, RuntimeError):
     """A run cannot start or continue as asked; the message says what to do."""
-
-
-@dataclasses.dataclass
-class Candidate:
-    """One environment generation and what became of it."""
-
-    context: Prompt  # what the environment model saw: a prompt, or chat messages (env.prompt_format turns)
-    text: str
-    task: Task | None
-    rejections: list[Rejection]
-    duplicate_of: str | None = None  # an identical valid generation earlier in the epoch
-
-    @property
-    def valid(self) -> bool:
-        return self.task is not None and not self.rejections
 
 
 class CoEvolution:
@@ -138,6 +126,9 @@ class CoEvolution:
             task.source = "seed"
         self.novelty = NoveltyTracker(self.seeds)  # each epoch's tasks vs the seeds and earlier epochs
         self._load_models(existing if resume else None)
+        self.candidate_writer = CandidateWriter(
+            config, self.domain, self.rng, lambda: self.env_updater.model, self.env_tokenizer, lambda: self.agent.model, self.agent_tokenizer
+        )
         self.is_main = dist.is_main_process()  # the trainers have set up accelerate's state by now
         self._check_context_lengths()
         if resume and existing is not None:
@@ -244,24 +235,12 @@ class CoEvolution:
 
     # ------------------------------------------------------------------ task generation
 
-    def _env_prompts(self, count: int, examples_from: list[Task]) -> list[tuple[Prompt, list[Task]]]:
-        k = min(self.config.env.examples_per_prompt, len(examples_from))
-        prompts: list[tuple[Prompt, list[Task]]] = []
-        for _ in range(count):
-            examples = self.rng.sample(examples_from, k)
-            instruction = self.domain.environment_prompt(examples, self.stats)
-            prompt: Prompt = instruction
-            if self.config.env.prompt_format == "turns":
-                prompt = few_shot_turns(instruction, [self.domain.render_task(t) for t in examples])
-            prompts.append((prompt, examples))
-        return prompts
-
     def _generate_candidates(self, count: int, generator: Any, source: str, examples_from: list[Task]) -> list[Candidate]:
         """Rank 0 generates, parses and validates; every rank gets its candidates, its engine
         RNG state and its generation counters, so all ranks continue identically."""
         candidates: list[Candidate] | None = None
         if self.is_main:
-            candidates = self._generate_and_validate(count, generator, source, examples_from)
+            candidates = self.candidate_writer.write(count, generator, source, examples_from, self.stats)
         if not dist.is_distributed():
             assert candidates is not None  # a single process is the main one
             return candidates
@@ -273,70 +252,7 @@ class CoEvolution:
         assert shared is not None  # rank 0 generated them
         return shared
 
-    def _generate_and_validate(self, count: int, generator: Any, source: str, examples_from: list[Task]) -> list[Candidate]:
-        """Generate, parse and validate. The engine gives each parsed task its content id
-        (no plugin can make two tasks share one); a valid task identical to an earlier one of
-        this batch is linked to it (`duplicate_of`) and shares its attempts."""
-        prompts = self._env_prompts(count, examples_from)
-        fits = [self._env_prompt_fits(context) for context, _ in prompts]
-        seed = self.rng.randrange(2**31)
-        wanted = [context for (context, _), ok in zip(prompts, fits) if ok]
-        texts = iter(generator.generate(wanted, n=1, seed=seed) if wanted else [])
-        candidates = []
-        first_valid: set[str] = set()
-        for (context, examples), fit_problem in zip(prompts, fits):
-            if fit_problem is not True:
-                candidates.append(Candidate(context, "", None, [Rejection("env_prompt_too_long", fit_problem)]))
-                continue
-            (text,) = next(texts)
-            parsed = self.domain.parse_task(text, examples)
-            if isinstance(parsed, Rejection):
-                candidates.append(Candidate(context, text, None, [parsed]))
-                continue
-            parsed.source, parsed.env_context, parsed.env_text = source, context, text
-            parsed.id = content_id(parsed)
-            reasons = self.domain.validate(parsed) + self._agent_fit(parsed)
-            candidate = Candidate(context, text, parsed, reasons)
-            if candidate.valid:
-                if parsed.id in first_valid:
-                    candidate.duplicate_of = parsed.id
-                first_valid.add(parsed.id)
-            candidates.append(candidate)
-        return candidates
-
     # ------------------------------------------------------------------ context lengths
-
-    def _tokens(self, tokenizer: Any, prompt: Any, limit: int | None = None) -> int:
-        """Tokens of `prompt` with the chat template applied. With `limit`, a text whose UTF-8
-        bytes are within it is not tokenized (a byte-level BPE token covers at least one byte,
-        a special token several), so the per-task checks cost nothing in the common case."""
-        text = chat_prompt(tokenizer, prompt)
-        size = len(text.encode("utf-8", "surrogatepass"))
-        if limit is not None and size <= limit:
-            return size
-        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def _env_prompt_fits(self, context: Prompt) -> Literal[True] | str:
-        """True, or why this environment prompt plus its generation cannot fit the env model."""
-        limit = model_context_length(self.env_updater.model)
-        if limit is None:
-            return True
-        need = self._tokens(self.env_tokenizer, context, limit - self.config.env.generation.max_new_tokens) + self.config.env.generation.max_new_tokens
-        if need <= limit:
-            return True
-        return (f"the environment prompt ({need - self.config.env.generation.max_new_tokens} tokens) plus "
-                f"env.generation.max_new_tokens exceed the environment model's context of {limit} tokens")
-
-    def _agent_fit(self, task: Task) -> list[Rejection]:
-        """A generated task whose prompt cannot fit the agent's context is rejected, counted."""
-        limit = model_context_length(self.agent.model)
-        if limit is None:
-            return []
-        room = limit - self.config.agent.max_completion_length
-        need = self._tokens(self.agent_tokenizer, self.domain.agent_messages(task), room) + self.config.agent.max_completion_length
-        if need <= limit:
-            return []
-        return [Rejection("too_long_for_agent", f"prompt plus agent.max_completion_length is {need} tokens; the agent's context is {limit}")]
 
     def _check_context_lengths(self) -> None:
         """Refuse, before any training, a run whose seed prompts cannot fit the models' context
@@ -345,7 +261,7 @@ class CoEvolution:
         longest = sorted(self.seeds, key=lambda t: len(t.prompt) + len(t.system or ""), reverse=True)
         agent_limit = model_context_length(self.agent.model)
         if agent_limit is not None:
-            need = max(self._tokens(self.agent_tokenizer, self.domain.agent_messages(t)) for t in longest[:8])
+            need = max(prompt_tokens(self.agent_tokenizer, self.domain.agent_messages(t)) for t in longest[:8])
             if need + cfg.agent.max_completion_length > agent_limit:
                 raise RunError(
                     f"the longest {cfg.domain} seed prompt is {need} tokens; with agent.max_completion_length "
@@ -357,7 +273,7 @@ class CoEvolution:
         if env_limit is not None and self.mode.uses_env_model:
             k = min(cfg.env.examples_per_prompt, len(self.seeds))
             context = self.domain.environment_prompt(longest[:k], self.stats)
-            need = self._tokens(self.env_tokenizer, context)
+            need = prompt_tokens(self.env_tokenizer, context)
             if need + cfg.env.generation.max_new_tokens > env_limit:
                 raise RunError(
                     f"a {cfg.domain} environment prompt with the {k} longest seed examples is {need} tokens; with "
@@ -395,43 +311,6 @@ class CoEvolution:
         self._emit({"type": "phase", "phase": name, "epoch": self.epoch + 1})
         return _PhaseTimer(self._phase_times, name)
 
-    def _tasks_per_generation_batch(self) -> int:
-        """Distinct tasks in one of TRL's generation batches (per_device x steps_per_generation
-        (default: accumulation) x processes / n). TRL's sampler drops an incomplete last batch,
-        so the mixture must be a whole number of these for every task to get its n attempts."""
-        a = self.config.agent
-        steps = a.steps_per_generation or a.gradient_accumulation_steps
-        return max(1, a.per_device_batch_size * steps // a.num_generations) * dist.num_processes()
-
-    def _mixture(self, new_tasks: list[Task]) -> tuple[list[Task], int]:
-        """D_train for this epoch: the new tasks + sampled seeds + sampled history, distinct by
-        id, then padded to whole generation batches with unused seeds, then unused history,
-        then (a small domain) copies of tasks under `#pad` ids whose attempts count nowhere.
-        Returns the tasks and the number of padding copies."""
-        pool = self.config.pool
-        chosen: dict[str, Task] = {t.id: t for t in new_tasks}
-        for task in self.rng.sample(self.seeds, min(pool.base_per_epoch, len(self.seeds))):
-            chosen.setdefault(task.id, task)
-        history = [t for t in self.history if t.id not in chosen]
-        for task in self.rng.sample(history, min(pool.history_per_epoch, len(history))):
-            chosen.setdefault(task.id, task)
-        tasks = list(chosen.values())
-        spare_seeds = [t for t in self.seeds if t.id not in chosen]
-        spare_history = [t for t in history if t.id not in chosen]
-        self.rng.shuffle(spare_seeds)
-        self.rng.shuffle(spare_history)
-        spare = spare_history + spare_seeds  # popped from the end: seeds first
-        per_step = self._tasks_per_generation_batch()
-        copies = 0
-        while len(tasks) % per_step or not tasks:
-            if spare:
-                tasks.append(spare.pop())
-                continue
-            base = tasks[copies % len(tasks)]
-            copies += 1
-            tasks.append(dataclasses.replace(base, id=f"{base.id}#pad{copies}", source="padding"))
-        return tasks, copies
-
     def step(self) -> dict[str, Any]:
         """Run one co-evolution epoch and return its metrics record."""
         cfg = self.config
@@ -450,13 +329,14 @@ class CoEvolution:
                 picked = self.rng.sample(self.static_pool, min(cfg.env.tasks_per_epoch, len(self.static_pool)))
                 candidates = [Candidate(t.env_context or "", t.env_text or "", t, []) for t in picked]
                 gen_stats = None
-        new_tasks = self._cap_new_tasks(candidates)
+        new_tasks = cap_new_tasks(candidates, cfg.pool.max_new_per_epoch)
         rejections = Counter(r.code for c in candidates for r in c.rejections)
         self.last_candidates = candidates
 
         with self._phase("agent"):
             self._offload(idle="env")
-            train_tasks, padding = self._mixture(new_tasks)
+            per_batch = tasks_per_generation_batch(cfg.agent, dist.num_processes())
+            train_tasks, padding = training_mixture(new_tasks, self.seeds, self.history, cfg.pool, per_batch, self.rng)
             result = self.agent.train_epoch(train_tasks, self.domain.agent_messages)
         self.last_attempts = result.attempts
         self._debug_shards(epoch, result)
@@ -524,27 +404,6 @@ class CoEvolution:
         self._warn_if_collapsed(epoch, novelty)
         self._check_valid_streak(record)
         return record
-
-    def _cap_new_tasks(self, candidates: list[Candidate]) -> list[Task]:
-        """The epoch's distinct valid generated tasks, at most pool.max_new_per_epoch; the rest
-        are rejected as `over_epoch_cap` (counted, never silently left without attempts)."""
-        cap = self.config.pool.max_new_per_epoch
-        new_tasks: list[Task] = []
-        kept: set[str] = set()
-        for c in candidates:
-            if not c.valid:
-                continue
-            assert c.task is not None
-            if c.duplicate_of is not None:
-                if c.duplicate_of not in kept:  # its original was over the cap
-                    c.rejections.append(Rejection("over_epoch_cap", f"duplicate of {c.duplicate_of}, which is over pool.max_new_per_epoch"))
-                continue
-            if len(new_tasks) >= cap:
-                c.rejections.append(Rejection("over_epoch_cap", f"more than pool.max_new_per_epoch = {cap} valid tasks this epoch"))
-                continue
-            new_tasks.append(c.task)
-            kept.add(c.task.id)
-        return new_tasks
 
     def _warn_if_collapsed(self, epoch: int, novelty: NoveltyReport) -> None:
         """Warn when every valid task of the epoch is a copy (exact or near) of a seed task."""

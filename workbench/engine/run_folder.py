@@ -54,7 +54,7 @@ from workbench.tasks import AgentStats, Task, atomic_write_text, read_jsonl, wri
 
 if TYPE_CHECKING:
     from workbench.engine.agent import Attempt
-    from workbench.engine.loop import Candidate
+    from workbench.engine.candidates import Candidate
 
 ROLES = ("agent", "env")
 log = logging.getLogger(__name__)
