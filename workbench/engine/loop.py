@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import random
 import time
@@ -63,6 +62,7 @@ from workbench.errors import WorkbenchError
 from workbench.model_catalog import resolve_model
 from workbench.modes import get_mode
 from workbench.novelty import NoveltyReport, NoveltyTracker
+from workbench.records import build_epoch_record
 from workbench.registry import Registry, load_registry
 from workbench.reports.summary import write_summary
 from workbench.tasks import AgentStats, Task
@@ -330,7 +330,6 @@ class CoEvolution:
                 candidates = [Candidate(t.env_context or "", t.env_text or "", t, []) for t in picked]
                 gen_stats = None
         new_tasks = cap_new_tasks(candidates, cfg.pool.max_new_per_epoch)
-        rejections = Counter(r.code for c in candidates for r in c.rejections)
         self.last_candidates = candidates
 
         with self._phase("agent"):
@@ -359,14 +358,15 @@ class CoEvolution:
         self.history += [t for t in new_tasks if t.id not in known]
         self.d_env += env_records
         scored_new = [t for t in new_tasks if t.id not in faulty]
-        record = self._metrics_record(epoch, candidates, new_tasks, rejections, scored_new, p_hat_task, env_records, result, env_result, gen_stats)
-        record["agent_padding"] = padding
-        record["novelty"] = novelty.to_dict()
-        record["score_errors"] = sum(is_plugin_fault(a.score) for atts in result.attempts.values() for a in atts)
-        record["valid_unscored"] = len(new_tasks) - len(scored_new)
-        record["plugin_faults"] = self.domain.take_faults() | self.registry.take_faults()
-        self._epochs_without_valid = self._epochs_without_valid + 1 if record["valid"] == 0 and self.mode.generates_each_epoch else 0
-        record["epochs_without_valid"] = self._epochs_without_valid
+        no_valid = not any(c.valid for c in candidates) and self.mode.generates_each_epoch
+        self._epochs_without_valid = self._epochs_without_valid + 1 if no_valid else 0
+        record = build_epoch_record(
+            epoch=epoch, mode=cfg.mode, alpha=cfg.curriculum.alpha, k_min=cfg.curriculum.k_min, seeds=self.seeds,
+            candidates=candidates, new_tasks=new_tasks, scored_new=scored_new, p_hat_task=p_hat_task, env_records=env_records,
+            agent=result, env_result=env_result, gen_stats=gen_stats, phase_times=self._phase_times, padding=padding,
+            novelty=novelty.to_dict(), score_errors=sum(is_plugin_fault(a.score) for atts in result.attempts.values() for a in atts),
+            plugin_faults=self.domain.take_faults() | self.registry.take_faults(), epochs_without_valid=self._epochs_without_valid,
+        )
         self.stats = AgentStats(
             epoch=epoch,
             p_hat_mean=record["p_hat_mean"],
@@ -527,48 +527,6 @@ class CoEvolution:
         payload = {"rank": rank, "world_size": dist.num_processes(), "epoch": epoch, "task_ids": result.local_task_ids}
         self.folder.write_shard(None if target == "1" else Path(target), rank, payload)
 
-    def _metrics_record(  # noqa: ANN001
-        self, epoch, candidates, new_tasks, rejections, scored_new, p_hat_task, env_records, result: AgentEpochResult, env_result, gen_stats
-    ) -> dict[str, Any]:
-        cur = self.config.curriculum
-        p_hats = [p_hat_task[t.id] for t in scored_new]
-        valid = [c for c in candidates if c.valid]
-        all_scores = [a.score for atts in result.attempts.values() for a in atts]
-        times = {k: round(v, 4) for k, v in self._phase_times.items()}
-        return {
-            "epoch": epoch,
-            "mode": self.config.mode,
-            "p_hat": [round(p, 4) for p in p_hats],
-            "p_hat_mean": _mean(p_hats),
-            "p_hat_batch": curriculum.p_hat_per_batch({t.id: [a.score.success for a in result.attempts[t.id]] for t in scored_new}) if scored_new else None,
-            "abs_gap_mean": _mean([abs(p - cur.alpha) for p in p_hats]),
-            "frac_in_band": _mean([float(curriculum.in_band(p, cur.alpha, cur.k_min)) for p in p_hats]),
-            "r_env_mean": _mean([r["r_env"] for r in env_records]),
-            "agent_reward_mean": _mean([s.reward for s in all_scores]),
-            "agent_success_seed": _mean([a.score.success for t in self.seeds for a in result.attempts.get(t.id, [])]),
-            "candidates": len(candidates),
-            "valid": len(valid),
-            "valid_distinct": len(new_tasks),
-            "duplicates": sum(c.duplicate_of is not None for c in valid),
-            "rejections": dict(rejections),
-            "rejection_rate": (len(candidates) - len(valid)) / len(candidates) if candidates else 0.0,
-            "task_length_mean": _mean([len(t.prompt) for t in new_tasks]),
-            "env_text_length_mean": _mean([len(c.text) for c in candidates]),
-            "agent_completion_tokens_mean": result.completion_tokens_mean,
-            "agent_tasks": len(result.attempts),
-            "agent_steps": result.steps,
-            "agent_loss": result.loss,
-            "env_update": None if env_result is None else dataclasses.asdict(env_result),
-            "env_kl": None if env_result is None else env_result.kl,
-            "env_loss": None if env_result is None else env_result.loss,
-            "env_rolled_back": None if env_result is None else env_result.rolled_back,
-            "env_dropped_too_long": None if env_result is None else env_result.dropped_too_long,
-            "in_band_for_env": sum(r["in_band"] for r in env_records),
-            "gen_tokens": None if gen_stats is None else gen_stats.new_tokens,
-            "gen_tokens_per_s": None if gen_stats is None or not gen_stats.seconds else gen_stats.new_tokens / gen_stats.seconds,
-            "time": times | {"scoring": round(result.scoring_seconds, 4)},
-        }
-
     def _d_train(self) -> list[Task]:
         """D_train as written to pools/d_train.jsonl: seeds, history, the static pool."""
         return self.seeds + self.history + self.static_pool
@@ -650,8 +608,3 @@ def _seal_times(record: dict[str, Any], checkpoint_seconds: float, epoch_start: 
     """Complete a metrics record's timings: the checkpoint phase and the whole epoch so far."""
     record["time"]["checkpoint"] = round(checkpoint_seconds, 4)
     record["time"]["epoch"] = round(time.perf_counter() - epoch_start, 4)
-
-
-def _mean(values: list[float]) -> float | None:
-    values = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
-    return sum(values) / len(values) if values else None
