@@ -42,7 +42,7 @@ from typing import Any, Callable
 
 import torch
 
-from workbench import curriculum
+from workbench import curriculum, records
 from workbench.config import ModelSettings, RunConfig
 from workbench.containment import is_plugin_fault
 from workbench.domain import Domain
@@ -345,7 +345,7 @@ class CoEvolution:
         check_epoch(epoch, new_tasks, train_tasks, successes, cfg.agent.num_generations, p_hat_task)
         faulty = {tid for tid, atts in result.attempts.items() if atts and all(is_plugin_fault(a.score) for a in atts)}
         scored = [c for c in candidates if c.valid and c.task.id not in faulty]  # type: ignore[union-attr]
-        env_records = self._env_records(epoch, scored, p_hat_task, successes)
+        env_records = records.env_records(epoch, scored, p_hat_task, successes, cfg.curriculum)
 
         env_result = None
         with self._phase("env_update"):
@@ -466,38 +466,6 @@ class CoEvolution:
         return self.epoch >= self.config.epochs
 
     # ------------------------------------------------------------------ curriculum
-
-    def _env_records(self, epoch: int, scored: list[Candidate], p_hat_task: dict[str, float], successes: dict[str, list[float]]) -> list[dict[str, Any]]:
-        """One D_env record per valid scored generation (a linked duplicate included: it is a
-        generation of its own, with the p_hat of the task it repeats)."""
-        cur = self.config.curriculum
-        if not scored:
-            return []
-        ids = {c.task.id for c in scored}  # type: ignore[union-attr]
-        batch = curriculum.p_hat_per_batch({tid: successes[tid] for tid in ids}) if cur.p_hat_level == "batch" else None
-        records: list[dict[str, Any]] = []
-        for c in scored:
-            assert c.task is not None
-            tid = c.task.id
-            p = batch if batch is not None else p_hat_task[tid]
-            records.append(
-                {
-                    "epoch": epoch,
-                    "task_id": tid,
-                    "duplicate_of": c.duplicate_of,
-                    "context": c.context,
-                    "text": c.text,
-                    "p_hat": p,
-                    "p_hat_task": p_hat_task[tid],
-                    "r_env": curriculum.env_reward(p, cur.alpha, cur.beta),
-                    "in_band": curriculum.in_band(p, cur.alpha, cur.k_min),
-                    "weight": 0.0,
-                }
-            )
-        kept = [r for r in records if r["in_band"]]
-        for r, w in zip(kept, curriculum.rwr_weights([r["r_env"] for r in kept], cur.rwr_lambda)):
-            r["weight"] = w
-        return records
 
     def _update_env(self, epoch: int, new_records: list[dict[str, Any]]) -> Any:
         cfg = self.config

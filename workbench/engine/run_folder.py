@@ -49,6 +49,7 @@ import torch
 
 from workbench.engine import checkpoint as ckpt
 from workbench.engine.checkpoint_writer import BackgroundWriter, model_snapshot
+from workbench.records import epoch_file_rows, read_epoch_records
 from workbench.run_layout import RunLayout
 from workbench.tasks import AgentStats, Task, atomic_write_text, read_jsonl, write_jsonl
 
@@ -104,7 +105,7 @@ class RunFolder(RunLayout):
         write_jsonl(self.metrics_path, records)
 
     def read_metrics(self) -> list[dict[str, Any]]:
-        return list(read_jsonl(self.metrics_path)) if self.metrics_path.exists() else []
+        return read_epoch_records(self.path)
 
     def write_pools(self, d_train: Iterable[Task], d_env: list[dict[str, Any]]) -> None:
         write_jsonl(self.d_train_path, [t.to_dict() for t in d_train])
@@ -112,21 +113,8 @@ class RunFolder(RunLayout):
 
     def write_epoch(self, epoch: int, candidates: list["Candidate"], attempts: dict[str, list["Attempt"]]) -> None:
         """The epoch file: one row per generation (valid and rejected, with reasons) with the
-        agent's attempts at it; a linked duplicate's attempts are its original's row's."""
-        rows = []
-        for c in candidates:
-            own = attempts.get(c.task.id, []) if c.task and c.valid and c.duplicate_of is None else []
-            rows.append(
-                {
-                    "task": c.task.to_dict() if c.task else None,
-                    "env_text": c.text,
-                    "valid": c.valid,
-                    "duplicate_of": c.duplicate_of,
-                    "rejections": [dataclasses.asdict(r) for r in c.rejections],
-                    "attempts": [{"output": a.output, **a.score.to_dict(), "success": a.score.success} for a in own],
-                }
-            )
-        write_jsonl(self.epoch_path(epoch), rows)
+        agent's attempts at it (`workbench.records.EpochFileRow`)."""
+        write_jsonl(self.epoch_path(epoch), epoch_file_rows(candidates, attempts))
 
     def write_shard(self, folder: Path | None, rank: int, payload: dict[str, Any]) -> None:
         """The task ids one rank scored in one epoch (WORKBENCH_DEBUG_SHARDS); `folder` None

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from workbench.plugin_support import count_tasks, example_failures
+from workbench.records import read_epoch_records
 from workbench.run_layout import RunLayout
 from workbench.tasks import ReportSection, Score, Task, read_jsonl
 
@@ -199,7 +200,7 @@ def load_run(path: str | Path, registry: Any = None) -> RunSource:
     path = Path(path)
     layout = RunLayout(path)
     config = yaml.safe_load(layout.config_path.read_text(encoding="utf-8")) or {}
-    metrics = list(read_jsonl(layout.metrics_path))
+    metrics = read_epoch_records(layout.path)
     evals = [load_eval(p.parent, registry) for p in sorted(layout.eval_root.glob("*/aggregate.json"))]
     return RunSource(path, config, metrics, evals, _run_task_section(path, config, metrics, registry))
 

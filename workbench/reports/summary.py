@@ -14,8 +14,9 @@ from typing import Any
 import yaml
 
 from workbench.novelty import all_seed_copies
+from workbench.records import read_epoch_records
 from workbench.run_layout import RunLayout
-from workbench.tasks import atomic_write_text, read_jsonl
+from workbench.tasks import atomic_write_text
 
 COLUMNS = [
     ("epoch", "epoch"),
@@ -55,7 +56,7 @@ def summary_markdown(run_dir: str | Path) -> str:
     run_dir = Path(run_dir)
     layout = RunLayout(run_dir)
     config = yaml.safe_load(layout.config_path.read_text(encoding="utf-8"))
-    metrics = list(read_jsonl(layout.metrics_path)) if layout.metrics_path.exists() else []
+    metrics = read_epoch_records(layout.path)
     cur = config["curriculum"]
     lines = [
         f"# Run summary: {run_dir.name}",
