@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench.aggregation import aggregate_declared, merged
 from workbench.errors import WorkbenchError
 from workbench.tasks import AgentStats, DomainInfo, Interaction, MetricInfo, Rejection, ReportSection, Score, Task
 from workbench.validity import rejection_list_problem, score_problem
@@ -520,17 +521,18 @@ def _check_optional(c: _Checker, implemented: set[str], seeds: list[Task], info:
             score = Score(0.0, False, error="invalid Score")
         scores.append(score)
     agg: Any = None
+    declared = aggregate_declared(info.metrics, tasks, scores) if info.metrics else {}  # what the core computes
     if "workbench_aggregate" in implemented:
         called, agg = c.call("aggregate", "workbench_aggregate", tasks=tasks, scores=scores)
         if called:
             good = isinstance(agg, dict) and all(isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in agg.items())
             c.report.add("aggregate", "ok" if good else "error",
                          f"{len(agg)} metrics" if good else f"returned {str(agg)[:120]}; return a dict of metric name -> float")
-            agg = agg if good else None
+            agg = merged(declared, agg) if good else None
     else:
         from workbench.domain import default_aggregate
 
-        agg = default_aggregate(scores)
+        agg = declared or default_aggregate(scores)
     if agg is not None:
         _check_declared_metrics(c, info, agg, "workbench_aggregate" in implemented)
     if "workbench_report_section" in implemented:
@@ -596,7 +598,9 @@ def _check_declared_metrics(c: _Checker, info: DomainInfo, agg: dict[str, Any], 
     back to another metric); other declared metrics may be absent for these few tasks
     (a per-category metric appears only when its category does), so they are only listed."""
     name = "declared metrics in the aggregate"
-    source = "workbench_aggregate" if own else "the default aggregate (no workbench_aggregate hook)"
+    source = ("the core's aggregation of the declared metrics plus workbench_aggregate" if own
+              else "the core's aggregation of the declared metrics (no workbench_aggregate hook)" if info.metrics
+              else "the default aggregate (no metrics declared, no workbench_aggregate hook)")
     if info.headline and info.headline not in agg:
         c.report.add(name, "error", f"the headline metric {info.headline!r} is not in what {source} returned "
                      f"({sorted(agg)[:12]}); return it for every non-empty list of tasks")

@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping, Sequence
 import pluggy
 
 from workbench import hookspecs
+from workbench.aggregation import aggregate_declared, merged
 from workbench.containment import (
     DEFAULT_PLUGIN_TIMEOUT_S,
     MAX_MESSAGE,
@@ -297,16 +298,20 @@ class Domain:
 
     # Reporting.
     def aggregate(self, tasks: list[Task], scores: list[Score]) -> dict[str, float]:
-        """The plugin's benchmark metrics, or `default_aggregate` (also on a fault, counted)."""
+        """The domain's declared metrics, aggregated by the core (`workbench.aggregation`),
+        updated with what the plugin's `workbench_aggregate` returns; `default_aggregate` when
+        the plugin declares no metrics and has no such hook (or it faults, counted)."""
+        declared = aggregate_declared(self.info.metrics, tasks, scores) if self.info.metrics else {}
+        fallback = declared or default_aggregate(scores)
         if not self.implements("workbench_aggregate"):
-            return default_aggregate(scores)
+            return fallback
         result = self._contained("aggregate", tasks=tasks, scores=scores)
         if isinstance(result, Fault):
-            return default_aggregate(scores)
+            return fallback
         if not isinstance(result, Mapping):
             self._fault("aggregate", "plugin_error", f"returned {type(result).__name__}, not a dict")
-            return default_aggregate(scores)
-        return dict(result)
+            return fallback
+        return merged(declared, dict(result))
 
     def report_section(self, tasks: list[Task], outputs: list[str], scores: list[Score]) -> ReportSection:
         if self.implements("workbench_report_section"):

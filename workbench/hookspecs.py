@@ -246,12 +246,15 @@ def workbench_make_interaction(task: Task) -> Interaction | None:
 
 @hookspec(firstresult=True)
 def workbench_aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
-    """Optional: benchmark-level metrics in the benchmark's own terms (for example macro
-    pass rates). Default: `n`, mean reward, accuracy and parse-error rate.
+    """Optional: benchmark-level metrics a `MetricInfo` declaration cannot say (per-category
+    breakdowns, micro averages with their own denominators). The core aggregates every metric
+    declared in `DomainInfo.metrics` itself (`workbench.aggregation`) and updates that with
+    this hook's dict (the hook's values win). Without declared metrics or this hook: `n`, mean
+    reward, accuracy and parse-error rate.
 
-    Rules: a dict of metric name -> number (not bool); for any non-empty list of tasks it
-    holds `DomainInfo.headline`, and the other declared metrics whenever the data has them. `workbench.plugin_support` has `mean`,
-    `mean_stderr`, `rate` and `grouped_means` for the usual ones.
+    Rules: a dict of metric name -> number (not bool); together with the declared metrics it
+    holds `DomainInfo.headline` for any non-empty list of tasks. `workbench.plugin_support` has
+    `mean`, `mean_stderr`, `rate` and `grouped_means` for the usual ones.
     """
 
 

@@ -147,18 +147,23 @@ class AgentStats:
 
 @dataclass(frozen=True)
 class MetricInfo:
-    """How one aggregate metric of a domain reads: `aggregation` says how per-task values
-    combine ("mean" of per-task values, "rate" = share of tasks, "sum", "count"), and
-    `higher_is_better` its direction. Reports use both; the engine never interprets them."""
+    """One aggregate metric of a domain, declared once: the core computes it
+    (`workbench.aggregation`) from each output's per-sample value `sample` (a key of
+    `Score.metrics`, or `reward`, `success`, `parse_error`; default: the metric's own name) by
+    its `aggregation` ("mean" of the values, "rate" = the mean of 0/1 values, "sum", "count" =
+    distinct tasks scored). `higher_is_better` is its direction. Reports show both."""
 
     name: str
     description: str = ""
     aggregation: str = "mean"
     higher_is_better: bool = True
+    sample: str | None = None
 
     def __post_init__(self) -> None:
         if self.aggregation not in ("mean", "rate", "sum", "count"):
             raise ValueError(f"MetricInfo {self.name!r}: aggregation must be mean, rate, sum or count, got {self.aggregation!r}")
+        if self.sample is not None and not (isinstance(self.sample, str) and self.sample):
+            raise ValueError(f"MetricInfo {self.name!r}: sample must name a per-sample value (a Score.metrics key, reward, success or parse_error)")
 
 
 @dataclass

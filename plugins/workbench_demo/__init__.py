@@ -39,12 +39,10 @@ from workbench import (
     Rejection,
     Score,
     Task,
-    count_tasks,
     grouped_means,
     hookimpl,
     int_option,
     limit_option,
-    mean,
     path_option,
 )
 
@@ -178,7 +176,8 @@ def workbench_domain_info() -> DomainInfo:
         title="Arithmetic (demo)",
         metrics=[
             MetricInfo("n", "tasks scored", aggregation="count"),
-            MetricInfo("accuracy", "share of tasks answered exactly", aggregation="rate"),
+            MetricInfo("accuracy", "share of outputs answered exactly", aggregation="rate", sample="reward"),
+            MetricInfo("parse_error_rate", "outputs without a readable answer", aggregation="rate", higher_is_better=False, sample="parse_error"),
         ],
         headline="accuracy",
         task_schema={
@@ -335,6 +334,7 @@ def workbench_reference_output(task: Task) -> str | None:
 
 @hookimpl
 def workbench_aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
+    """Only what a declaration cannot say: accuracy per number of operations. `n`, `accuracy`
+    and `parse_error_rate` are declared in the domain info and aggregated by the core."""
     pairs = sorted(zip(tasks, scores), key=lambda pair: pair[0].spec.get("operations", 0))
-    by_ops = grouped_means([f"ops{t.spec.get('operations', 0)}" for t, _ in pairs], [s.reward for _, s in pairs], prefix="accuracy_")
-    return {"n": count_tasks(tasks), "accuracy": mean(s.reward for s in scores), **by_ops}
+    return grouped_means([f"ops{t.spec.get('operations', 0)}" for t, _ in pairs], [s.reward for _, s in pairs], prefix="accuracy_")
