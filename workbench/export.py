@@ -47,6 +47,7 @@ import yaml
 
 from workbench.errors import WorkbenchError
 from workbench.modes import MODES
+from workbench.records import read_env_records, read_epoch_rows
 from workbench.run_layout import RunLayout
 from workbench.tasks import Task, read_jsonl, write_jsonl
 from workbench.textsafety import find_bad_text
@@ -83,11 +84,13 @@ def _task(data: Any) -> Task | None:
         return None
 
 
-def _read(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
+def _read(path: Path, read: Callable[[], list[dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
+    """The objects of a JSON Lines file of the run folder (by `read`, a `workbench.records`
+    reader, when given); a malformed line is an ExportError naming the file and line."""
     try:
-        return [r for r in read_jsonl(path) if isinstance(r, dict)]
+        if read is not None:
+            return read()
+        return [r for r in read_jsonl(path) if isinstance(r, dict)] if path.exists() else []
     except ValueError as exc:  # a malformed line (names file and line) or bytes that are not UTF-8
         raise ExportError(f"cannot read {path}: {exc}") from None
 
@@ -161,7 +164,7 @@ def load_run(run_dir: str | Path) -> RunCurriculum:
         raise ExportError(f"{config_path} does not hold a run config mapping")
 
     env_records: dict[tuple[str, int], dict[str, Any]] = {}
-    for record in _read(layout.d_env_path):
+    for record in _read(layout.d_env_path, lambda: read_env_records(run_dir)):
         tid, epoch = record.get("task_id"), record.get("epoch")
         if isinstance(tid, str) and isinstance(epoch, int):
             env_records[(tid, epoch)] = record
@@ -169,13 +172,13 @@ def load_run(run_dir: str | Path) -> RunCurriculum:
     generated: list[tuple[int, Task]] = []
     seen: set[str] = set()
     numbered = layout.epoch_files()
-    for epoch, path in numbered:
-        for row in _read(path):
+    for number, path in numbered:
+        for row in _read(path, lambda: read_epoch_rows(run_dir, number)):  # noqa: B023 - called at once
             task = _task(row.get("task"))
             if task is None or not row.get("valid", False) or row.get("duplicate_of") or task.id in seen:
                 continue
             seen.add(task.id)
-            generated.append((epoch, task))
+            generated.append((number, task))
 
     d_train = [t for t in (_task(d) for d in _read(layout.d_train_path)) if t is not None]
     if not numbered:  # older layouts: generated tasks from the pool, their epoch from d_env

@@ -7,6 +7,10 @@ produced; the table of fields in docs/how-it-works.md is generated from the decl
 cannot drift. Adding a metric to every epoch record touches this file only: a field here and
 its value in `build_epoch_record`.
 
+Each record has one writer (`build_epoch_record`, `env_records`, `epoch_file_rows`, called by
+the loop and the run folder) and one reader (`read_epoch_records`, `read_env_records`,
+`read_epoch_rows`, used by the run folder, the invariant check, reports and export).
+
 The record stays a plain dict on disk and in events (what trackers, listeners and old run
 folders know); `EpochRecord` is its schema, and `build_epoch_record` returns
 `EpochRecord(...).to_dict()`. Three fields are completed by the loop after the epoch's other
@@ -25,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench import curriculum
+from workbench.run_layout import RunLayout
 from workbench.tasks import read_jsonl
 
 
@@ -171,10 +176,26 @@ def epoch_file_rows(candidates: list[Any], attempts: dict[str, list[Any]]) -> li
 RECORDS: list[type] = [EpochRecord, EnvRecord, EpochFileRow]
 
 
+def _records(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSON Lines file (none when it does not exist; a line that is valid
+    JSON but not an object, from a hand-edited folder, is skipped; a malformed line raises
+    ValueError naming the file and line)."""
+    return [r for r in read_jsonl(path) if isinstance(r, dict)] if path.exists() else []
+
+
 def read_epoch_records(run_dir: str | Path) -> list[dict[str, Any]]:
-    """A run folder's `metrics.jsonl` records (empty when it has none yet): the one reader."""
-    path = Path(run_dir) / "metrics.jsonl"
-    return list(read_jsonl(path)) if path.exists() else []
+    """A run folder's `metrics.jsonl` records (EpochRecord lines): the one reader."""
+    return _records(RunLayout(run_dir).metrics_path)
+
+
+def read_env_records(run_dir: str | Path) -> list[dict[str, Any]]:
+    """A run folder's `pools/d_env.jsonl` records (EnvRecord lines): the one reader."""
+    return _records(RunLayout(run_dir).d_env_path)
+
+
+def read_epoch_rows(run_dir: str | Path, epoch: int) -> list[dict[str, Any]]:
+    """One epoch file's rows (EpochFileRow lines): the one reader."""
+    return _records(RunLayout(run_dir).epoch_path(epoch))
 
 
 def _mean(values: list[Any]) -> float | None:

@@ -27,7 +27,8 @@ from typing import Any, Iterable, Mapping
 
 from workbench.engine.run_folder import RunFolder
 from workbench.errors import InternalError
-from workbench.tasks import Task, read_jsonl
+from workbench.records import read_env_records, read_epoch_rows
+from workbench.tasks import Task
 
 
 class InvariantError(InternalError, RuntimeError):
@@ -90,12 +91,12 @@ def check_run_folder(run_dir: str | Path, n: int) -> dict[str, Any]:
     InvariantError naming the file and task."""
     folder = RunFolder(run_dir)
     run_dir = folder.path
-    d_env = list(read_jsonl(folder.d_env_path)) if folder.d_env_path.exists() else []
+    d_env = read_env_records(run_dir)
     counts: dict[str, Any] = {}
     for epoch, path in folder.epoch_files():
         rates: dict[str, float] = {}
         seen: set[str] = set()
-        for row in read_jsonl(path):
+        for row in read_epoch_rows(run_dir, epoch):
             if not row["valid"] or row.get("duplicate_of"):
                 continue
             tid = row["task"]["id"]

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from workbench.plugin_support import count_tasks, example_failures
-from workbench.records import read_epoch_records
+from workbench.records import read_epoch_records, read_epoch_rows
 from workbench.run_layout import RunLayout
 from workbench.tasks import ReportSection, Score, Task, read_jsonl
 
@@ -145,11 +145,8 @@ def _run_task_section(path: Path, config: dict[str, Any], metrics: list[dict[str
         return None
     for record in reversed(metrics):  # the latest epoch with attempted valid tasks
         epoch = record["epoch"]
-        file = RunLayout(path).epoch_path(epoch)
-        if not file.exists():
-            continue
         per_task: list[tuple[Task, list[dict[str, Any]]]] = []
-        for row in read_jsonl(file):
+        for row in read_epoch_rows(path, epoch):
             if not row.get("valid") or not row.get("task") or not row.get("attempts"):
                 continue
             per_task.append((Task.from_dict(row["task"]), list(row["attempts"])))
