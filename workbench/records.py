@@ -1,4 +1,5 @@
-"""The epoch record: every field of a `metrics.jsonl` line, declared once with its meaning.
+"""The run records, every field declared once with its meaning: the epoch record (a
+`metrics.jsonl` line), the D_env record (a `pools/d_env.jsonl` line) and the epoch-file row.
 
 `EpochRecord` lists the fields, in the order they are written, each with help text (as TRL's
 config dataclasses carry theirs); `build_epoch_record` computes them from what the epoch
