@@ -263,3 +263,34 @@ def test_the_checker_and_the_runtime_share_one_rule_for_a_valid_score(fields, wo
     else:
         assert words in errors["score garbage output"]  # the checker names it
         assert faults == {"score:bad_score": 1}  # the runtime counts it
+
+
+@hookimpl
+def _agent_prompt_role_not_text(task):
+    return [{"role": 1, "content": task.prompt}]
+
+
+@hookimpl
+def _env_prompt_with_surrogate(examples, stats):
+    return "Write a task \ud800"
+
+
+@pytest.mark.parametrize(
+    "overrides, check, call, fault",
+    [
+        ({"workbench_agent_prompt": _agent_prompt_role_not_text}, "agent prompt",
+         lambda d: d.agent_messages(Task(domain="toy", prompt="say hi", spec={"answer": "hi"})), "agent_prompt:plugin_error"),
+        ({"workbench_environment_prompt": _env_prompt_with_surrogate}, "environment prompt (before the first epoch)",
+         lambda d: d.environment_prompt([], __import__("workbench").AgentStats()), "environment_prompt:bad_text"),
+    ],
+)
+def test_the_checker_and_the_runtime_share_the_prompt_rules(overrides, check, call, fault):
+    """A role that is not text passed the checker (it looked only at `content`), and a prompt
+    with a lone surrogate passed it too; the runtime counts both as faults. One rule now."""
+    from workbench.registry import load_registry
+
+    plugin = toy_plugin(**overrides)
+    assert check in failed(check_plugin(plugin))
+    domain = load_registry(extra_plugins=[("toy", plugin)], builtins=False, entry_points=False).domain("toy")
+    call(domain)
+    assert fault in domain.take_faults()

@@ -33,7 +33,8 @@ from typing import Any
 from workbench.aggregation import aggregate_declared, merged
 from workbench.errors import WorkbenchError
 from workbench.tasks import AgentStats, DomainInfo, Interaction, MetricInfo, Rejection, ReportSection, Score, Task
-from workbench.validity import rejection_list_problem, score_problem
+from workbench.textsafety import find_bad_text
+from workbench.validity import messages_problem, prompt_problem, rejection_list_problem, score_problem
 
 GARBAGE_TEXTS = [
     "",
@@ -392,8 +393,9 @@ def _check_env_prompt(c: _Checker, seeds: list[Task]) -> None:
         called, prompt = c.call(name, "workbench_environment_prompt", examples=seeds[:3], stats=stats)
         if not called:
             continue
-        if not isinstance(prompt, str) or not prompt.strip():
-            c.report.add(name, "error", f"returned {type(prompt).__name__} {str(prompt)[:60]!r}; return a non-empty string")
+        problem = prompt_problem(prompt) or find_bad_text(prompt, "prompt")  # the runtime's rules
+        if problem is not None:
+            c.report.add(name, "error", f"{problem}; return a non-empty string of clean text")
         else:
             c.report.add(name, "ok", f"{len(prompt)} characters")
 
@@ -506,10 +508,9 @@ def _check_optional(c: _Checker, implemented: set[str], seeds: list[Task], info:
     if "workbench_agent_prompt" in implemented:
         called, msgs = c.call("agent prompt", "workbench_agent_prompt", task=tasks[0])
         if called:
-            good = isinstance(msgs, list) and msgs and all(
-                isinstance(m, dict) and {"role", "content"} <= set(m) and isinstance(m["content"], str) for m in msgs)
-            c.report.add("agent prompt", "ok" if good else "error",
-                         "" if good else f"returned {str(msgs)[:100]}; return a list of {{'role', 'content'}} dicts")
+            problem = messages_problem(msgs) or find_bad_text(msgs, "messages")  # the runtime's rules
+            c.report.add("agent prompt", "ok" if problem is None else "error",
+                         "" if problem is None else f"{problem} ({str(msgs)[:100]}); return a list of {{'role', 'content'}} dicts")
     outputs = ["garbage"] * len(tasks)
     scores = []
     for t in tasks:

@@ -29,7 +29,7 @@ from workbench.containment import (
 )
 from workbench.tasks import AgentStats, DomainInfo, Interaction, Rejection, ReportSection, Score, Task
 from workbench.textsafety import clean_text, find_bad_text
-from workbench.validity import rejection_list_problem, score_problem
+from workbench.validity import messages_problem, prompt_problem, rejection_list_problem, score_problem
 
 
 def hook_names(pm: pluggy.PluginManager, plugin: object) -> set[str]:
@@ -168,8 +168,9 @@ class Domain:
         prompt = self._contained(hook, examples=examples, stats=stats)
         if isinstance(prompt, Fault):
             return default_environment_prompt(self.name, examples)
-        if not isinstance(prompt, str) or not prompt.strip():
-            self._fault(hook, "plugin_error", f"returned {type(prompt).__name__} {clean_text(str(prompt))[:40]!r}, not a non-empty str")
+        shape = prompt_problem(prompt)
+        if shape is not None:
+            self._fault(hook, "plugin_error", shape)
             return default_environment_prompt(self.name, examples)
         problem = find_bad_text(prompt, "prompt")
         if problem is not None:
@@ -233,13 +234,9 @@ class Domain:
             return _clean_messages(task.messages()), messages
         if messages is None:
             return _clean_messages(task.messages()), None
-        if not (
-            isinstance(messages, list)
-            and messages
-            and all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages)
-        ):
-            fault = self._fault(hook, "plugin_error", f"returned {type(messages).__name__}, not a list of {{'role', 'content'}} str dicts")
-            return _clean_messages(task.messages()), fault
+        problem = messages_problem(messages)
+        if problem is not None:
+            return _clean_messages(task.messages()), self._fault(hook, "plugin_error", problem)
         problem = find_bad_text(messages, "messages")
         if problem is not None:
             return _clean_messages(messages), self._fault(hook, "bad_text", problem)

@@ -1,5 +1,9 @@
 """What a plugin hook must return, as one set of rules: the runtime (`workbench.domain.Domain`)
 answers a violation as a contained fault, the plugin checker (`workbench.conformance`) reports it.
+
+Each function returns why a value breaks the rule (a phrase starting "returned ...") or None.
+Text that cannot be written as UTF-8 (a lone surrogate, a NUL byte) is `workbench.textsafety`'s
+`find_bad_text`, which both sides also apply.
 """
 
 from __future__ import annotations
@@ -41,4 +45,22 @@ def rejection_list_problem(value: Any) -> str | None:
         return None
     if not isinstance(value, (list, tuple)) or not all(isinstance(r, Rejection) for r in value):
         return f"returned {type(value).__name__}, not a list of Rejection"
+    return None
+
+
+def prompt_problem(value: Any) -> str | None:
+    """Why an environment prompt is not a non-empty string, or None."""
+    if not isinstance(value, str) or not value.strip():
+        return f"returned {type(value).__name__} {clean_text(str(value))[:40]!r}, not a non-empty str"
+    return None
+
+
+def messages_problem(value: Any) -> str | None:
+    """Why an agent prompt is not a non-empty list of {'role': str, 'content': str} dicts, or None."""
+    if not (
+        isinstance(value, list)
+        and value
+        and all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in value)
+    ):
+        return f"returned {type(value).__name__}, not a list of {{'role', 'content'}} str dicts"
     return None
