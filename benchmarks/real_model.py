@@ -95,7 +95,8 @@ def train_config(args: argparse.Namespace, row: str, seed: int, seed_ids: list[s
         config,
         pool=pool,
         env=dataclasses.replace(config.env, tasks_per_epoch=4),
-        static_variations_per_seed=1.0,  # 16 candidates up front, twice what random and genenv generate over 2 epochs (8 gave BFCL no valid task for one seed)
+        # 16 candidates up front, twice what random and genenv generate over 2 epochs (8 gave BFCL no valid task for one seed)
+        static_variations_per_seed=1.0,
     )
 
 
