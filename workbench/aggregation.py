@@ -19,7 +19,7 @@ breakdowns, micro averages with their own denominators).
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Sequence
 
 from workbench.plugin_support import count_tasks
 from workbench.tasks import MetricInfo, Score, Task
@@ -55,8 +55,3 @@ def aggregate_declared(metrics: Sequence[MetricInfo], tasks: Sequence[Task], sco
             continue
         out[metric.name] = sum(present) if metric.aggregation == "sum" else sum(present) / len(present)
     return out
-
-
-def merged(declared: dict[str, float], own: dict[str, Any] | None) -> dict[str, Any]:
-    """The core's declared metrics, updated with the plugin's own aggregate (the plugin wins)."""
-    return {**declared, **(own or {})}

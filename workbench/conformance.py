@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.aggregation import aggregate_declared, merged
+from workbench.aggregation import aggregate_declared
 from workbench.errors import WorkbenchError
 from workbench.tasks import AgentStats, DomainInfo, Interaction, MetricInfo, Rejection, ReportSection, Score, Task
 from workbench.textsafety import find_bad_text
@@ -529,7 +529,7 @@ def _check_optional(c: _Checker, implemented: set[str], seeds: list[Task], info:
             good = isinstance(agg, dict) and all(isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in agg.items())
             c.report.add("aggregate", "ok" if good else "error",
                          f"{len(agg)} metrics" if good else f"returned {str(agg)[:120]}; return a dict of metric name -> float")
-            agg = merged(declared, agg) if good else None
+            agg = {**declared, **agg} if good else None
     else:
         from workbench.domain import default_aggregate
 

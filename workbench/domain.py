@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping, Sequence
 import pluggy
 
 from workbench import hookspecs
-from workbench.aggregation import aggregate_declared, merged
+from workbench.aggregation import aggregate_declared
 from workbench.containment import (
     DEFAULT_PLUGIN_TIMEOUT_S,
     MAX_MESSAGE,
@@ -267,8 +267,9 @@ class Domain:
         if text is not None and not isinstance(text, str):
             self._fault(hook, "plugin_error", f"returned {type(text).__name__}, not str or None")
             return None
-        if text is not None and find_bad_text(text) is not None:
-            self._fault(hook, "bad_text", find_bad_text(text, "text") or "")
+        problem = None if text is None else find_bad_text(text, "text")
+        if text is not None and problem is not None:
+            self._fault(hook, "bad_text", problem)
             return clean_text(text)
         return text
 
@@ -308,7 +309,7 @@ class Domain:
         if not isinstance(result, Mapping):
             self._fault("aggregate", "plugin_error", f"returned {type(result).__name__}, not a dict")
             return fallback
-        return merged(declared, dict(result))
+        return {**declared, **result}  # the plugin's own values win
 
     def report_section(self, tasks: list[Task], outputs: list[str], scores: list[Score]) -> ReportSection:
         if self.implements("workbench_report_section"):

@@ -25,6 +25,7 @@ import dataclasses
 import math
 import re
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,8 +39,15 @@ def _f(help: str) -> Any:
     return field(default=None, metadata={"help": help})
 
 
+class _Record:
+    """What the three records share: a JSON line's dict, its fields in declaration order."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+
 @dataclass
-class EpochRecord:
+class EpochRecord(_Record):
     """One line of `metrics.jsonl`. Rates are fractions in [0, 1]; None where there was nothing to measure."""
 
     epoch: int = _f("the epoch, from 1")
@@ -90,9 +98,6 @@ class EpochRecord:
     )
     time: dict[str, float] = _f("seconds per phase: `generate`, `agent`, `env_update`, `checkpoint`, `scoring`, `epoch`")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-
 
 def field_names(cls: type | None = None) -> list[str]:
     """The declared fields of a record class (default EpochRecord), in order."""
@@ -100,7 +105,7 @@ def field_names(cls: type | None = None) -> list[str]:
 
 
 @dataclass
-class EnvRecord:
+class EnvRecord(_Record):
     """One line of `pools/d_env.jsonl`: a valid scored environment generation and what the
     curriculum made of it (a linked duplicate is a generation of its own, with the p_hat of the
     task it repeats)."""
@@ -116,12 +121,9 @@ class EnvRecord:
     in_band: bool = _f("p_hat within k_min of alpha: the environment update trains on it")
     weight: float = _f("its RWR weight, exp(lambda R_env) normalised over the epoch's in-band records; 0 outside the band")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-
 
 @dataclass
-class EpochFileRow:
+class EpochFileRow(_Record):
     """One line of `epochs/epoch_NNNN.jsonl`: one generation, valid or rejected, with the agent's
     attempts at it (a linked duplicate's attempts are its original's row's)."""
 
@@ -131,9 +133,6 @@ class EpochFileRow:
     duplicate_of: str | None = _f("the id of an identical valid generation earlier in the epoch, else null")
     rejections: list[dict[str, str]] = _f("why it was rejected: `code` and `message` per reason")
     attempts: list[dict[str, Any]] = _f("the agent's attempts: `output`, `success` and the Score's `reward`, `correct`, `metrics`, `error`")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 def env_records(epoch: int, scored: list[Any], p_hat_task: dict[str, float], successes: dict[str, list[float]], cur: Any) -> list[dict[str, Any]]:
@@ -248,7 +247,7 @@ def build_epoch_record(
         valid=len(valid),
         valid_distinct=len(new_tasks),
         duplicates=sum(c.duplicate_of is not None for c in valid),
-        rejections=dict(_rejection_counts(candidates)),
+        rejections=dict(Counter(r.code for c in candidates for r in c.rejections)),
         rejection_rate=(len(candidates) - len(valid)) / len(candidates) if candidates else 0.0,
         task_length_mean=_mean([len(t.prompt) for t in new_tasks]),
         env_text_length_mean=_mean([len(c.text) for c in candidates]),
@@ -273,14 +272,6 @@ def build_epoch_record(
         checkpoint_write=None,
         time={k: round(v, 4) for k, v in phase_times.items()} | {"scoring": round(agent.scoring_seconds, 4)},
     ).to_dict()
-
-
-def _rejection_counts(candidates: list[Any]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for c in candidates:
-        for r in c.rejections:
-            counts[r.code] = counts.get(r.code, 0) + 1
-    return counts
 
 
 def fields_markdown(cls: type) -> str:
