@@ -115,6 +115,11 @@ class AgentSettings:
         "phase was 1.23x slower (docs/real-model.md).",
     )
     max_completion_length: int = _f(64, "Longest agent answer in tokens (paper: max sequence 9000).")
+    episode_turn_tokens: int = _f(
+        48,
+        "Multi-turn domains (ALFWorld episodes): longest agent reply per turn in tokens; the whole episode, replies "
+        "and observations, must fit max_completion_length.",
+    )
     kl_beta: float = _f(0.0, "GRPO KL coefficient toward the initial agent (TRL's beta; 0 = no ref model).")
     temperature: float = _f(1.0, "Rollout sampling temperature.")
     use_vllm: bool = _f(False, "Generate rollouts with vLLM through TRL (GPU, gpu extra).")
@@ -273,6 +278,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
     "plugin_timeout_s": (0.0, math.inf, True, False, "use seconds >= 0 (0 = no time budget)"),
     "agent.per_device_batch_size": (1, math.inf, True, False, "use at least 1"),
     "agent.gradient_accumulation_steps": (1, math.inf, True, False, "use at least 1"),
+    "agent.episode_turn_tokens": (1, math.inf, True, False, "use at least 1"),
     "agent.steps_per_generation": (1, math.inf, True, False, "use at least 1, or leave it unset (null) for gradient_accumulation_steps"),
     "agent.max_completion_length": (1, math.inf, True, False, "use at least 1 token"),
     "env.batch_size": (1, math.inf, True, False, "use at least 1"),

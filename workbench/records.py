@@ -72,6 +72,10 @@ class EpochRecord(_Record):
     agent_tasks: int = _f("distinct tasks the agent trained on (new, seeds, history, padding)")
     agent_steps: int = _f("the agent's optimizer steps")
     agent_loss: float | None = _f("the agent's GRPO training loss")
+    agent_episodes: dict[str, Any] | None = _f(
+        "multi-turn tasks played as whole episodes in the rollouts (`episodes`, `won`, `won_share`, `turns_mean`, "
+        "`generate_calls`, `env_seconds`, `ended_by`); null when the epoch played none"
+    )
     env_update: dict[str, Any] | None = _f(
         "the whole environment-update result (`steps`, `loss`, `nll`, `kl`, `rolled_back`, `examples`, `dropped_too_long`, "
         "`kl_last_step`, `rollback_reason`); null when there was none"
@@ -255,6 +259,7 @@ def build_epoch_record(
         agent_tasks=len(agent.attempts),
         agent_steps=agent.steps,
         agent_loss=agent.loss,
+        agent_episodes=agent.episodes,
         env_update=None if env_result is None else dataclasses.asdict(env_result),
         env_kl=None if env_result is None else env_result.kl,
         env_loss=None if env_result is None else env_result.loss,

@@ -11,6 +11,10 @@ completions (TRL splits every generation batch across processes, whole GRPO grou
 rank); `train_epoch` gathers the attempts of all ranks, so every rank sees all n attempts of
 every task. With `use_vllm`, TRL generates the rollouts through vLLM (colocate or server
 mode) and syncs the agent's weights into it itself.
+
+A multi-turn domain (`DomainInfo.multi_turn`) passes `make_interaction`: its tasks with an
+interaction are then played as whole episodes inside the rollouts (`workbench.engine.episodes`,
+TRL's `rollout_func`), each attempt scored by the game's own outcome rather than `score_fn`.
 """
 
 from __future__ import annotations
@@ -25,10 +29,11 @@ from transformers import PrinterCallback
 
 from workbench.config import AgentSettings
 from workbench.engine import distributed as dist
+from workbench.engine.episodes import Episode, EpisodeError, EpisodeRollout, EpisodeStats
 from workbench.engine.generation import check_cache_implementation
 from workbench.engine.lora_merge import LoraMerge
 from workbench.engine.models import checkpointing_arguments
-from workbench.tasks import Score, Task
+from workbench.tasks import Interaction, Score, Task
 
 
 @dataclass
@@ -51,6 +56,7 @@ class AgentEpochResult:
     completion_tokens_mean: float | None = None
     scoring_seconds: float = 0.0
     local_task_ids: list[str] = field(default_factory=list)
+    episodes: dict[str, Any] | None = None  # EpisodeStats.summary() of all ranks, None without episodes
 
 
 def completion_text(completion: Any) -> str:
@@ -74,6 +80,7 @@ class GRPOAgent:
         bf16: bool = False,
         reference_name_or_path: str | None = None,
         report: dict[str, Any] | None = None,
+        make_interaction: Callable[[Task], Interaction | None] | None = None,
     ):
         from trl import GRPOConfig, GRPOTrainer
 
@@ -123,6 +130,10 @@ class GRPOAgent:
         self.trainer.remove_callback(PrinterCallback)  # metrics go to metrics.jsonl, not stdout
         if settings.model.lora and settings.model.lora.merge_for_generation and not settings.use_vllm:
             self._merge_adapters_for_rollouts()
+        self.episodes: EpisodeRollout | None = None
+        if make_interaction is not None:
+            self.episodes = EpisodeRollout(make_interaction, settings.episode_turn_tokens)
+            self.episodes.install(self.trainer)
 
     def _merge_adapters_for_rollouts(self) -> None:
         """Sample the rollouts with the LoRA adapters merged (`workbench.engine.lora_merge`):
@@ -141,12 +152,19 @@ class GRPOAgent:
     def model(self) -> Any:
         return self.trainer.model
 
-    def _reward(self, prompts: list[Any], completions: list[Any], task_id: list[str], **_: Any) -> list[float]:
+    def _reward(self, prompts: list[Any], completions: list[Any], task_id: list[str],
+                episode: list[Episode | None] | None = None, **_: Any) -> list[float]:
         rewards = []
         start = time.perf_counter()
-        for completion, tid in zip(completions, task_id):
-            text = completion_text(completion)
-            score = self.score_fn(self._tasks[tid], text)
+        for k, (completion, tid) in enumerate(zip(completions, task_id)):
+            played = episode[k] if episode is not None else None
+            if played is not None:  # an episode: the game's own outcome, the transcript kept for the browser
+                if played.task_id != tid:
+                    raise EpisodeError(f"episode of task {played.task_id!r} reached the reward of task {tid!r}")
+                text, score = played.transcript(), played.score()
+            else:
+                text = completion_text(completion)
+                score = self.score_fn(self._tasks[tid], text)
             self._attempts[tid].append(Attempt(tid, text, score))
             rewards.append(score.reward)
         self._scoring_seconds += time.perf_counter() - start
@@ -158,6 +176,8 @@ class GRPOAgent:
         self._tasks = {t.id: t for t in tasks}
         self._attempts = defaultdict(list)
         self._scoring_seconds = 0.0
+        if self.episodes is not None:
+            self.episodes.tasks, self.episodes.stats = self._tasks, EpisodeStats()
         self.trainer.train_dataset = Dataset.from_list([{"prompt": messages(t), "task_id": t.id} for t in tasks])
         state_before = self.trainer.state
         history_start = len(state_before.log_history)
@@ -175,7 +195,22 @@ class GRPOAgent:
             completion_tokens_mean=sum(lengths) / len(lengths) if lengths else None,
             scoring_seconds=sum(dist.gather([self._scoring_seconds])),
             local_task_ids=local_ids,
+            episodes=self._all_ranks_episodes(),
         )
+
+    def _all_ranks_episodes(self) -> dict[str, Any] | None:
+        if self.episodes is None:
+            return None
+        total = EpisodeStats()
+        for stats in dist.gather([self.episodes.stats]):
+            total.episodes += stats.episodes
+            total.won += stats.won
+            total.turns += stats.turns
+            total.generate_calls = max(total.generate_calls, stats.generate_calls)
+            total.seconds_in_env += stats.seconds_in_env
+            for why, n in stats.ended_by.items():
+                total.ended_by[why] = total.ended_by.get(why, 0) + n
+        return total.summary()
 
     def _all_ranks_attempts(self) -> dict[str, list[Attempt]]:
         """This epoch's attempts of every rank, grouped by task (one process: its own)."""

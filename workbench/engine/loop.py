@@ -193,6 +193,7 @@ class CoEvolution:
             bf16=uses_bf16_autocast(agent_settings, resolve_device(agent_settings.device)),
             reference_name_or_path=resolve_model(agent_settings.name_or_path),  # TRL loads the KL reference by path
             report=trainer_report_arguments(cfg.tracking, self.run_dir, "agent"),
+            make_interaction=self.domain.make_interaction if self.domain.info.multi_turn else None,
         )
         ref_model = None
         if self.mode.trains_env and env_settings.lora is None:

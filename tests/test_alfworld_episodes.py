@@ -1,0 +1,74 @@
+"""ALFWorld episodes inside GRPO (issue 21): each attempt is a whole game played in real
+TextWorld, turn by turn, rewarded by the game's own `won`; the loop's invariants hold.
+
+The tiny random-weight agent never wins, so one test scripts the *replies* (the expert's
+plan, tokenized) in place of sampling to show the won path end to end in the real engine."""
+
+from __future__ import annotations
+
+import pytest
+from alfworld_env import alfworld_data_dir, needs_alfworld  # noqa: F401 (alfworld_data_dir: an autouse fixture)
+
+from workbench.engine.invariants import check_run_folder
+from workbench.engine.loop import CoEvolution
+
+pytestmark = needs_alfworld
+
+
+@pytest.fixture
+def episode_run(make_config, tmp_path):
+    cfg = make_config(domain="alfworld", mode="seeds", domain_options={"mode": "episode"}, epochs=1,
+                      pool__base_per_epoch=6, agent__per_device_batch_size=8, agent__num_generations=4,
+                      agent__max_completion_length=300, agent__episode_turn_tokens=12)
+    return CoEvolution(cfg, tmp_path / "run"), cfg
+
+
+def test_an_alfworld_episode_epoch_plays_every_attempt_in_textworld(episode_run, tmp_path):
+    run, cfg = episode_run
+    record = run.step()  # the loop's own invariant check: n attempts per task, p_hat from exactly those
+    n = cfg.agent.num_generations
+    assert sorted(len(a) for a in run.last_attempts.values()) == [n] * 6
+    episodes = record["agent_episodes"]
+    assert episodes["episodes"] == 6 * n
+    assert sum(episodes["ended_by"].values()) == 6 * n and "interaction_error" not in episodes["ended_by"]
+    assert 1 <= episodes["turns_mean"] <= 50
+    for atts in run.last_attempts.values():
+        for a in atts:
+            assert a.output.startswith("[observation] You are in the middle of a room")
+            assert a.score.success == bool(a.score.metrics["won"]) and 1 <= a.score.metrics["steps"] <= 50
+            assert a.output.count("[agent] ") == a.score.metrics["steps"]
+    assert record["agent_success_seed"] == episodes["won_share"]
+    check_run_folder(tmp_path / "run", n)
+
+
+def test_the_experts_replies_win_an_episode_in_the_rollout(episode_run, monkeypatch):
+    """The rollout with its sampling replaced by the expert's plan, one command a turn: the real
+    game is won, the reward is 1.0 and the episode took exactly the plan's steps."""
+    run, _cfg = episode_run
+    trainer, rollout = run.agent.trainer, run.agent.episodes
+    tokenizer = trainer.processing_class
+    task = next(t for t in run.seeds if t.spec["task_type"] == "pick_and_place_simple")
+    plan = task.spec["expert_plan"]
+    turn = {"n": 0}
+
+    def expert_turn(prompt_ids, images, fields, num_generations):
+        reply = tokenizer.encode(f"Action: {plan[turn['n']]}") + [tokenizer.eos_token_id]
+        turn["n"] += 1
+        return [reply for _ in prompt_ids], None
+
+    trainer._generate_single_turn = expert_turn
+    # The tiny tokenizer spends many tokens on English: room for whole commands and observations
+    # (the model itself is never run here, so its 1,024 positions do not bind).
+    rollout.turn_tokens = 48
+    monkeypatch.setattr(trainer, "max_completion_length", 3000)
+    monkeypatch.setattr(trainer.model.config, "max_position_embeddings", 8192)
+    rollout.tasks = {task.id: task}
+    prompt = run.domain.agent_messages(task)
+    rollout.rows = [{"prompt": prompt, "task_id": task.id}]
+    out = rollout([prompt], trainer)
+    episode = out["episode"][0]
+    assert episode.won and episode.ended_by == "won" and episode.reward == 1.0
+    assert len(episode.replies) == len(plan) == turn["n"]
+    assert episode.score().success and episode.score().metrics == {"won": 1.0, "steps": float(len(plan))}
+    masked = tokenizer.decode([t for t, m in zip(out["completion_ids"][0], out["env_mask"][0]) if m == 0])
+    assert "You arrive at" in masked or "You pick up" in masked  # TextWorld's observations, masked from the loss
