@@ -19,8 +19,14 @@ PDDL problems shipped under `data/` (and the single steps derived from them by e
 
 alfworld/textworld are imported lazily (see `games.py`); single-step scoring needs neither.
 
+The environment model writes single steps, or, when the examples are episodes (option
+`mode="episode"`), whole games: a JSON record with a PDDL problem, checked statically, compiled
+and planned in a resource-limited child process (`gamegen.py`, `game_worker.py`) and stored
+content-addressed, so the new episode task plays like any ALFWorld game.
+
 The hooks are here; the work is in `data.py` (loading, options), `generation.py` (the
-environment's JSON record), `scoring.py` and `report.py`. The headline metric is `accuracy`,
+environment's JSON record), `gamegen.py` (games written by the environment), `scoring.py`
+and `report.py`. The headline metric is `accuracy`,
 the share of tasks solved in either mode (see `report.py`).
 """
 

@@ -342,6 +342,9 @@ def split_intro(text: str) -> tuple[str, str | None]:
 _pool: "OrderedDict[str, list[Any]]" = OrderedDict()  # game file -> idle environments
 _pool_lock = threading.Lock()
 MAX_POOLED_GAMES = 8
+# Idle environments kept per game: GRPO plays n attempts of a task at once (n = 4 in the demos),
+# and each reload costs about a second plus a leaked copy of fast-downward's library.
+IDLE_PER_GAME = 4
 
 
 def _borrow_env(game_file: Path) -> Any:
@@ -359,7 +362,7 @@ def _return_env(game_file: Path, env: Any) -> None:
     with _pool_lock:
         idle = _pool.setdefault(str(game_file), [])
         _pool.move_to_end(str(game_file))
-        if len(idle) >= 2:
+        if len(idle) >= IDLE_PER_GAME:
             env.close()
         else:
             idle.append(env)

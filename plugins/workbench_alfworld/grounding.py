@@ -48,6 +48,11 @@ def register_game(game_id: str, game_path: str) -> None:
     _known[game_id] = game_path
 
 
+def known_game_paths() -> set[str]:
+    """The `game_path`s of the games loaded from data in this process (`register_game`)."""
+    return set(_known.values())
+
+
 def resolve_game(game_id: Any, examples: Iterable[Any] = ()) -> str | None:
     """The `game_path` of a game named by id: a built-in game, a game loaded in this process,
     or the game of an example task. None when unknown (the task is then not checked in a game)."""

@@ -5,10 +5,12 @@ Two kinds of task (the `mode` field of `Task.spec`):
 * `"step"` (GenEnv's decomposed protocol): goal + (observation, action) history + current
   observation + admissible commands -> the expert's next action (gold `next_action`).
 * `"episode"` (the standard protocol): one whole game; `game_path` names it (`builtin:<rel>`
-  for the hand-written problems shipped here, else a trial folder or `.tw-pddl` file).
+  for the hand-written problems shipped here, else a trial folder or `.tw-pddl` file, such as a
+  game the environment model wrote, in the game store of `gamegen`).
 
-The environment model writes step tasks as one JSON object (`ENV_FIELDS`); `extract_json_object`
-finds it with a bounded scanner and `json.loads` only.
+The environment model writes step tasks as one JSON object (`ENV_FIELDS`), or a whole game as
+a game record (`gamegen`); `extract_json_object` finds either with a bounded scanner and
+`json.loads` only.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from workbench import Rejection, ReplyJSONError, Task, reply_json
 
-from . import grounding
+from . import gamegen, grounding
 from .actions import action_verb, normalize_action, text_problem
 from .games import MAX_STEPS, TASK_TYPES, GameRecord
 
@@ -242,19 +244,36 @@ def _validate_actions(spec: dict[str, Any]) -> list[Rejection]:
     return reasons
 
 
+def _validate_episode(spec: dict[str, Any], in_game: bool) -> list[Rejection]:
+    reasons = _validate_common(spec)
+    game_path = spec.get("game_path")
+    if not isinstance(game_path, str) or not game_path:
+        reasons.append(Rejection("schema", "an episode task needs a game_path"))
+    elif len(game_path) > grounding.MAX_GAME_ID_CHARS or text_problem(game_path):
+        reasons.append(Rejection("schema", "game_path is too long or not valid text"))
+    max_steps = spec.get("max_steps", MAX_STEPS)
+    if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
+        reasons.append(Rejection("schema", f"max_steps must be a positive integer, got {max_steps!r}"[:120]))
+    plan = spec.get("expert_plan")
+    if plan is not None and not (isinstance(plan, list) and all(isinstance(a, str) and not text_problem(a) for a in plan)):
+        reasons.append(Rejection("schema", "expert_plan must be a list of commands or null"))
+    if in_game and not reasons:
+        reasons = gamegen.check_episode_game(spec)
+    return reasons
+
+
 def validate_spec(spec: Any, in_game: bool = False) -> list[Rejection]:
     """Every reason a spec is unusable (empty when valid). Never raises for a bad spec.
 
     With `in_game`, a step task that passes the format checks and names a known game
-    (`game_path`) is also replayed in that game (`grounding.check_step_in_game`)."""
+    (`game_path`) is also replayed in that game (`grounding.check_step_in_game`), and an
+    episode task's `game_path` must name a known game whose task type and goal are the
+    task's (`gamegen.check_episode_game`: built-in, loaded from data, or in the game store)."""
     if not isinstance(spec, dict):
         return [Rejection("schema", "the task spec is not an object")]
     mode = spec.get("mode")
     if mode == "episode":
-        reasons = _validate_common(spec)
-        if not isinstance(spec.get("game_path"), str) or not spec["game_path"]:
-            reasons.append(Rejection("schema", "an episode task needs a game_path"))
-        return reasons
+        return _validate_episode(spec, in_game)
     if mode != "step":
         return [Rejection("schema", f"unknown mode {mode!r}; expected 'step' or 'episode'")]
     shape = check_step_record_shape(spec)

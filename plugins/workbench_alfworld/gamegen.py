@@ -1,0 +1,779 @@
+"""Games written by the environment model: the game record, its checks, the game store.
+
+The environment model writes one JSON object (see README, "Games written by the environment"):
+
+    {"task_type": "pick_and_place_simple",
+     "pddl_params": {"object_target": "Apple", "parent_target": "Fridge", "toggle_target": "",
+                     "mrecep_target": "", "object_sliced": false},
+     "problem": "(define (problem p) (:domain alfred) (:objects ...) (:init ...) (:goal ...))"}
+
+`parse_game_record` turns it into an episode task or a `Rejection`, in three stages:
+
+1. **Static checks, in this process, linear in the text** (`check_record`): the record's shape
+   and task type; `pddl_params` fit the task type and name ALFRED object classes; the problem is
+   ASCII, at most `MAX_PROBLEM_CHARS` characters and `MAX_DEPTH` parentheses deep, and is
+   `(define (problem N) (:domain alfred) (:objects ...) (:init ...) [(:goal ...)])`; every name
+   matches the identifier whitelist and, for objects, receptacles and types, is an ALFRED class
+   (`alfworld.gen.constants`); every `:init` fact is a predicate of alfworld's `alfred.pddl` with
+   the right number and types of arguments, all declared; counts stay under the caps below.
+2. **The goal is the plugin's.** It is `alfworld.gen.goal_library.gdict[task_type]['pddl']`
+   filled in from `pddl_params`; a `:goal` written in the problem must say the same (compared as
+   parsed lists, the order inside `and` ignored) and is then replaced by it. The goal text is
+   the task type's first template (`templates[0]`), so no model text ever enters the TWL2
+   grammar, and the problem the engine reads is re-written by the plugin from the parsed,
+   checked lists (`canonical_problem`).
+3. **Compile and plan in a child process** (`compile_and_plan`, running `game_worker.py`):
+   own session, cwd and TMPDIR in a fresh scratch folder (removed afterwards), resource limits
+   (2 GiB address space, CPU seconds, 64 MiB files, 64 open files, no core file) and a wall
+   budget (`WORKER_TIMEOUT_S`, under the engine's 30 s plugin-call budget), after which its
+   process group is killed.
+
+An accepted game is stored content-addressed: `<store>/<sha256>/game.tw-pddl` (JSON with
+`pddl_domain`, `grammar`, `pddl_problem`, `solvable: true`, `walkthrough`) and
+`traj_data.json` (`task_type`, `pddl_params`, `turk_annotations.anns[0].task_desc`,
+`workbench.expert_plan`), written into a temporary folder that is renamed into place. The hash
+covers the canonical problem, the task type and the parameters; no other part of any path
+comes from model text. The store is the domain option `games_dir`, else
+`$WORKBENCH_ALFWORLD_GAMES`, else `$WORKBENCH_CACHE/alfworld-games`, else
+`~/.cache/genenv-workbench/alfworld-games`. The episode task's `game_path` is the stored
+folder, so `games.game_from_path`, `AlfWorldInteraction`, scoring and `workbench serve` play it
+like any ALFWorld game.
+
+Rejection codes: `schema`, `task_type`, `too_long`, `pddl_error`, `bad_identifier`,
+`too_large`, `goal_mismatch` (static); `pddl_error`, `goal_unreachable`, `already_won`,
+`plan_too_long`, `expert_failed`, `too_large`, `timeout`, `game_error` (the worker).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench import Rejection, Task
+
+from . import games, grounding
+from .games import GAME_FILE, MAX_STEPS, TASK_TYPES, TRAJ_FILE, GameRecord
+
+# --- Limits ------------------------------------------------------------------------------
+# The built-in games (data/json_2.1.1/builtin) have 2-4 objects, 3-5 receptacles, 4-6
+# locations, 4-7 types, 26-44 :init facts and 2.1-2.8 kB of problem text (2.2-2.9 kB as
+# rendered records); each checks in about 1 s. The caps allow games seven times as large:
+# a game at the object/receptacle/location caps checked in 3.8 s on a busy 2-core machine
+# (40/40/42 took 9.8 s, 80/40/82 took 24 s), well inside the worker's wall budget
+# (README, "Games written by the environment").
+MAX_PROBLEM_CHARS = 20_000
+MAX_DEPTH = 12  # the deepest template goal (pick_two_obj) is 10 levels inside `define`
+MAX_NAME_CHARS = 80
+MAX_OBJECTS = 30
+MAX_RECEPTACLES = 30
+MAX_LOCATIONS = 40
+MAX_TYPES = 60  # otype + rtype declarations
+MAX_FACTS = 500
+MAX_DECLARED = 400  # names read from :objects at all (ALFWorld's own problems declare every type; see `compact`)
+WORKER_TIMEOUT_S = 20.0  # must stay under the engine's plugin_timeout_s (30 s)
+MAX_WORKER_ANSWER = 100_000
+MAX_CACHED_REJECTIONS = 512
+
+STORE_ENV = "WORKBENCH_ALFWORLD_GAMES"
+CACHE_ENV = "WORKBENCH_CACHE"
+RECORD_KEYS = ("task_type", "pddl_params", "problem")
+PARAM_KEYS = ("object_target", "parent_target", "toggle_target", "mrecep_target", "object_sliced")
+OBJECT_TYPES = ("agent", "otype", "rtype", "object", "receptacle", "location")
+WORKER = Path(__file__).with_name("game_worker.py")
+PROBLEM_NAME = "generated"
+
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
+_CLASS_NAME = re.compile(r"([A-Za-z]+)_bar_[A-Za-z0-9_]+\Z")
+_TYPE_NAME = re.compile(r"([A-Za-z]+)Type\Z", re.IGNORECASE)
+_LOCATION = re.compile(r"loc_bar_[A-Za-z0-9_]+\Z", re.IGNORECASE)
+_AGENT = re.compile(r"agent[0-9]*\Z", re.IGNORECASE)
+_HASH = re.compile(r"[0-9a-f]{64}\Z")
+
+_store_override: Path | None = None
+_stores_used: set[Path] = set()
+_rejections: "OrderedDict[str, Rejection]" = OrderedDict()
+_lock = threading.Lock()
+
+
+class GameRejected(Exception):
+    """A generated game failed a check; `code` and `reason` become its Rejection."""
+
+    def __init__(self, code: str, reason: str):
+        super().__init__(reason)
+        self.code, self.reason = code, reason
+
+    def rejection(self) -> Rejection:
+        return Rejection(self.code, self.reason)
+
+
+# --- S-expressions -----------------------------------------------------------------------
+
+Node = Any  # str | list[Node]
+
+
+def parse_sexpr(text: str, max_depth: int = MAX_DEPTH) -> list[Node]:
+    """The first parenthesised list of `text` as nested lists of tokens, tokenised as
+    fast-downward's `lisp_parser` does (comments from `;` to the end of the line, `?` starts a
+    token), without recursion and with a depth cap. Anything after that list is an error."""
+    tokens: list[str] = []
+    for line in text.split("\n"):
+        line = line.split(";", 1)[0]
+        tokens += line.replace("(", " ( ").replace(")", " ) ").replace("?", " ?").split()
+    if not tokens or tokens[0] != "(":
+        raise GameRejected("pddl_error", "the problem must start with '('")
+    root: list[Node] = []
+    stack: list[list[Node]] = [root]
+    for i, token in enumerate(tokens):
+        if token == "(":
+            if len(stack) > max_depth:
+                raise GameRejected("pddl_error", f"parentheses nested more than {max_depth} deep")
+            child: list[Node] = []
+            stack[-1].append(child)
+            stack.append(child)
+        elif token == ")":
+            if len(stack) == 1:
+                raise GameRejected("pddl_error", "unbalanced parentheses: a ')' closes nothing")
+            stack.pop()
+            if len(stack) == 1:
+                if i != len(tokens) - 1:
+                    raise GameRejected("pddl_error", f"text after the closing parenthesis of the problem: {tokens[i + 1][:40]!r}")
+                return root[0]
+        else:
+            stack[-1].append(token)
+    raise GameRejected("pddl_error", f"unbalanced parentheses: {len(stack) - 1} '(' not closed")
+
+
+def _inline(node: Node) -> str:
+    return node if isinstance(node, str) else "(" + " ".join(_inline(n) for n in node) + ")"
+
+
+def _depth(node: Node) -> int:
+    return 0 if isinstance(node, str) else 1 + max((_depth(n) for n in node), default=0)
+
+
+def dump_sexpr(node: Node, indent: int = 0) -> str:
+    """`node` as PDDL text: a short list on one line, a longer one with a child per line."""
+    flat = _inline(node)
+    if isinstance(node, str) or (_depth(node) <= 2 and len(flat) <= 60):
+        return flat
+    head: list[str] = []
+    rest = list(node)
+    while rest and isinstance(rest[0], str):
+        head.append(rest.pop(0))
+    if head and head[0].lower() in ("exists", "forall") and rest and _depth(rest[0]) == 1:
+        head.append(_inline(rest.pop(0)))  # the quantifier's variables stay on its line
+    pad = " " * (indent + 2)
+    lines = ["(" + " ".join(head)] + [pad + dump_sexpr(child, indent + 2) for child in rest]
+    return "\n".join(lines) + "\n" + " " * indent + ")"
+
+
+def _goal_form(node: Node) -> Node:
+    """A goal for comparison: tokens lower-cased, the parts of every `and` sorted."""
+    if isinstance(node, str):
+        return node.lower()
+    items = [_goal_form(n) for n in node]
+    if items and items[0] == "and":
+        items = ["and"] + sorted(items[1:], key=_inline)
+    return items
+
+
+# --- alfworld's vocabulary, domain and goals (read from files, alfworld is not imported) ----
+
+
+def _alfworld_module(relative: str) -> Any:
+    """`alfworld/<relative>` executed as a private module, without importing the alfworld
+    package (whose import creates $ALFWORLD_DATA). Only used for `gen/constants.py` and
+    `gen/goal_library.py`, which import nothing but the standard library."""
+    games.require_alfworld()
+    spec = importlib.util.find_spec("alfworld")
+    assert spec is not None and spec.submodule_search_locations is not None
+    path = Path(list(spec.submodule_search_locations)[0]) / relative
+    module_spec = importlib.util.spec_from_file_location(f"_workbench_alfworld_{path.stem}", path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
+@functools.lru_cache(maxsize=1)
+def vocabulary() -> dict[str, str]:
+    """ALFRED's object and receptacle classes (`alfworld.gen.constants`), lower-case -> spelling."""
+    constants = _alfworld_module("gen/constants.py")
+    names = set(constants.OBJECTS_SET) | set(constants.RECEPTACLES_SB)
+    return {name.lower(): name for name in sorted(names)}
+
+
+@functools.lru_cache(maxsize=1)
+def goal_library() -> dict[str, Any]:
+    return dict(_alfworld_module("gen/goal_library.py").gdict)
+
+
+@functools.lru_cache(maxsize=1)
+def domain_predicates() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """The predicates of alfworld's `alfred.pddl`: lower-case name -> (spelling, argument types)."""
+    domain_path, _grammar = games.alfworld_logic_files()
+    domain = parse_sexpr(domain_path.read_text(encoding="utf-8"), max_depth=50)
+    section = next(s for s in domain if isinstance(s, list) and s and s[0] == ":predicates")
+    predicates: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for item in section[1:]:
+        name, args = item[0], item[1:]
+        types = [args[i + 1].lower() for i, a in enumerate(args) if a == "-"]
+        predicates[name.lower()] = (name, tuple(types))
+    return predicates
+
+
+@functools.lru_cache(maxsize=1)
+def logic_texts() -> tuple[str, str]:
+    """(alfred.pddl, alfred.twl2) as shipped in the alfworld package."""
+    domain_path, grammar_path = games.alfworld_logic_files()
+    return domain_path.read_text(encoding="utf-8"), grammar_path.read_text(encoding="utf-8")
+
+
+def goal_of(task_type: str, params: dict[str, Any]) -> tuple[Node, str]:
+    """The task type's PDDL goal filled in from `params` (ALFRED spellings) and its goal text
+    (the first template, lower-case class names: `put a apple in fridge`)."""
+    entry = goal_library()[task_type]
+    names = {"obj": params["object_target"], "recep": params["parent_target"], "toggle": params["toggle_target"], "mrecep": params["mrecep_target"]}
+    pddl = entry["pddl"].replace("#", "-").format(**names)
+    start = pddl.index("(:goal")
+    depth = 0
+    for end in range(start, len(pddl)):
+        depth += {"(": 1, ")": -1}.get(pddl[end], 0)
+        if depth == 0:
+            break
+    goal = parse_sexpr(pddl[start:end + 1])
+    text = entry["templates"][0].format(**{k: v.lower() for k, v in names.items()})
+    return goal, text
+
+
+# --- The record --------------------------------------------------------------------------
+
+
+@dataclass
+class GameSpec:
+    """A checked game record: what is compiled, stored and hashed."""
+
+    task_type: str
+    params: dict[str, Any]
+    objects: list[tuple[str, str]]  # (name, type) in canonical order
+    init: list[list[str]]
+    goal: Node
+    goal_text: str
+    problem: str = ""
+    key: str = ""
+    dropped: list[str] = field(default_factory=list)  # what `compact` left out
+
+    def record(self) -> dict[str, Any]:
+        return {"task_type": self.task_type, "pddl_params": dict(self.params), "problem": self.problem}
+
+
+def check_params(task_type: str, params: Any) -> dict[str, Any]:
+    """`pddl_params` with ALFRED spellings; the keys a task type needs, and only those."""
+    if not isinstance(params, dict):
+        raise GameRejected("schema", "pddl_params must be an object")
+    unknown = sorted(str(k)[:40] for k in params if k not in PARAM_KEYS)
+    if unknown:
+        raise GameRejected("schema", f"pddl_params has unknown keys: {', '.join(unknown)}; expected {', '.join(PARAM_KEYS)}")
+    out: dict[str, Any] = {}
+    for key in PARAM_KEYS[:4]:
+        value = params.get(key, "")
+        if value is None:
+            value = ""
+        if not isinstance(value, str) or len(value) > MAX_NAME_CHARS:
+            raise GameRejected("schema", f"pddl_params.{key} must be a short string")
+        if value and value.lower() not in vocabulary():
+            raise GameRejected("bad_identifier", f"pddl_params.{key} {value[:40]!r} is not an ALFRED object class")
+        out[key] = vocabulary()[value.lower()] if value else ""
+    sliced = params.get("object_sliced", False)
+    if not isinstance(sliced, bool):
+        raise GameRejected("schema", "pddl_params.object_sliced must be true or false")
+    if sliced:
+        raise GameRejected("goal_mismatch", "sliced-object games are not played in ALFWorld's TextWorld (object_sliced must be false)")
+    out["object_sliced"] = False
+    look = task_type == "look_at_obj_in_light"
+    need = ("object_target", "toggle_target") if look else ("object_target", "parent_target")
+    empty = ("parent_target", "mrecep_target") if look else ("toggle_target", "mrecep_target")
+    for key in need:
+        if not out[key]:
+            raise GameRejected("goal_mismatch", f"a {task_type} game needs pddl_params.{key}")
+    for key in empty:
+        if out[key]:
+            raise GameRejected("goal_mismatch", f"a {task_type} game has no pddl_params.{key} (it must be empty)")
+    return out
+
+
+def _check_name(name: str, kind: str) -> None:
+    if len(name) > MAX_NAME_CHARS or not _NAME.match(name):
+        raise GameRejected("bad_identifier", f"{kind} name {name[:40]!r}: names are a letter then letters, digits and '_' (at most {MAX_NAME_CHARS})")
+    classes = vocabulary()
+    if kind in ("object", "receptacle"):
+        match = _CLASS_NAME.match(name)
+        if not match or match.group(1).lower() not in classes:
+            raise GameRejected("bad_identifier", f"{kind} {name[:40]!r} is not <ALFRED class>_bar_<id> (e.g. Apple_bar_01)")
+    elif kind in ("otype", "rtype"):
+        match = _TYPE_NAME.match(name)
+        if not match or match.group(1).lower() not in classes:
+            raise GameRejected("bad_identifier", f"{kind} {name[:40]!r} is not <ALFRED class>Type (e.g. AppleType)")
+    elif kind == "location" and not _LOCATION.match(name):
+        raise GameRejected("bad_identifier", f"location {name[:40]!r} is not loc_bar_<id> (e.g. loc_bar_01)")
+    elif kind == "agent" and not _AGENT.match(name):
+        raise GameRejected("bad_identifier", f"agent {name[:40]!r} is not agent<digits> (e.g. agent1)")
+
+
+def _objects(section: list[Node]) -> list[tuple[str, str]]:
+    """`(:objects a b - type ...)` -> [(name, type)], every name typed, checked and unique."""
+    objects: list[tuple[str, str]] = []
+    pending: list[str] = []
+    items = section[1:]
+    i = 0
+    while i < len(items):
+        item = items[i]
+        if not isinstance(item, str):
+            raise GameRejected("pddl_error", ":objects holds a parenthesised list; write 'name - type'")
+        if item == "-":
+            if not pending or i + 1 >= len(items) or not isinstance(items[i + 1], str):
+                raise GameRejected("pddl_error", ":objects has a '-' without names before it or a type after it")
+            kind = items[i + 1].lower()
+            if kind not in OBJECT_TYPES:
+                raise GameRejected("pddl_error", f"unknown type {items[i + 1][:40]!r} in :objects; the types are {', '.join(OBJECT_TYPES)}")
+            for name in pending:
+                _check_name(name, kind)
+                objects.append((name, kind))
+            pending = []
+            i += 2
+            continue
+        pending.append(item)
+        i += 1
+        if len(pending) + len(objects) > MAX_DECLARED:
+            raise GameRejected("too_large", f"more than {MAX_DECLARED} names in :objects")
+    if pending:
+        raise GameRejected("pddl_error", f"{pending[0][:40]!r} in :objects has no type ('name - type')")
+    seen: set[str] = set()
+    for name, _kind in objects:
+        if name.lower() in seen:
+            raise GameRejected("pddl_error", f"{name[:40]!r} is declared twice (PDDL names ignore case)")
+        seen.add(name.lower())
+    return objects
+
+
+def _check_counts(objects: list[tuple[str, str]], n_facts: int) -> None:
+    counts = {kind: sum(1 for _n, k in objects if k == kind) for kind in OBJECT_TYPES}
+    if counts["agent"] != 1:
+        raise GameRejected("pddl_error", f"a game has exactly one agent, this one declares {counts['agent']}")
+    for kind, cap in (("object", MAX_OBJECTS), ("receptacle", MAX_RECEPTACLES), ("location", MAX_LOCATIONS)):
+        if counts[kind] > cap:
+            raise GameRejected("too_large", f"{counts[kind]} {kind}s, more than {cap}")
+    if counts["otype"] + counts["rtype"] > MAX_TYPES:
+        raise GameRejected("too_large", f"{counts['otype'] + counts['rtype']} otype/rtype declarations, more than {MAX_TYPES}")
+    if n_facts > MAX_FACTS:
+        raise GameRejected("too_large", f"{n_facts} :init facts, more than {MAX_FACTS}")
+
+
+def _init_facts(section: list[Node], types: dict[str, tuple[str, str]], compact: bool, dropped: list[str]) -> list[list[str]]:
+    """The checked `:init` facts, predicate and names in their declared spelling, duplicates
+    removed. With `compact` (rendering ALFWorld's own games) numeric facts `(= ...)` are left out."""
+    predicates = domain_predicates()
+    facts: dict[tuple[str, ...], list[str]] = {}
+    if len(section) - 1 > MAX_FACTS and not compact:
+        raise GameRejected("too_large", f"{len(section) - 1} :init facts, more than {MAX_FACTS}")
+    for fact in section[1:]:
+        if isinstance(fact, list) and fact and fact[0] == "=" and compact:
+            dropped.append(_inline(fact))
+            continue
+        if not isinstance(fact, list) or not fact or not all(isinstance(a, str) for a in fact):
+            raise GameRejected("pddl_error", f":init holds {_inline(fact)[:60]!r}; each fact is (predicate name ...) with declared names")
+        name = fact[0].lower()
+        if name not in predicates:
+            raise GameRejected("pddl_error", f"unknown predicate {fact[0][:40]!r} in :init (not in alfworld's alfred.pddl)")
+        spelling, arg_types = predicates[name]
+        args = fact[1:]
+        if len(args) != len(arg_types):
+            raise GameRejected("pddl_error", f"({_inline(fact)[1:60]}: {spelling} takes {len(arg_types)} arguments, not {len(args)}")
+        out = [spelling]
+        for arg, want in zip(args, arg_types):
+            declared = types.get(arg.lower())
+            if declared is None:
+                raise GameRejected("pddl_error", f"{arg[:40]!r} in ({spelling} ...) is not declared in :objects")
+            if declared[1] != want:
+                raise GameRejected("pddl_error", f"{arg[:40]!r} in ({spelling} ...) is a {declared[1]}, the predicate wants a {want}")
+            out.append(declared[0])
+        facts.setdefault(tuple(a.lower() for a in out), out)
+    order = {name: i for i, name in enumerate(predicates)}
+    return [facts[k] for k in sorted(facts, key=lambda k: (order[k[0]], k[1:]))]
+
+
+def check_problem(text: str, task_type: str, params: dict[str, Any], compact: bool = False) -> GameSpec:
+    """The static checks of a problem text (module docstring, stage 1 and 2) -> a GameSpec
+    with the canonical problem and its content hash. `compact` (for rendering ALFWorld's own
+    games, never for model text) drops `(:metric ...)`, numeric facts and unused types."""
+    if not isinstance(text, str):
+        raise GameRejected("schema", "problem must be a string of PDDL")
+    if len(text) > MAX_PROBLEM_CHARS and not compact:
+        raise GameRejected("too_long", f"the problem is {len(text)} characters, more than {MAX_PROBLEM_CHARS}")
+    if not text.isascii():
+        bad = next(ch for ch in text if not ch.isascii())
+        raise GameRejected("pddl_error", f"the problem holds a non-ASCII character ({bad!r}); PDDL here is ASCII only")
+    if "\x00" in text:
+        raise GameRejected("pddl_error", "the problem holds a NUL character")
+    tree = parse_sexpr(text)
+    if len(tree) < 3 or not isinstance(tree[0], str) or tree[0].lower() != "define":
+        raise GameRejected("pddl_error", "the problem must be (define (problem NAME) (:domain alfred) (:objects ...) (:init ...) (:goal ...))")
+    if not (isinstance(tree[1], list) and len(tree[1]) == 2 and str(tree[1][0]).lower() == "problem" and isinstance(tree[1][1], str)):
+        raise GameRejected("pddl_error", "the problem must start with (problem NAME)")
+    sections: dict[str, list[Node]] = {}
+    for section in tree[2:]:
+        if not isinstance(section, list) or not section or not isinstance(section[0], str):
+            raise GameRejected("pddl_error", f"{_inline(section)[:40]!r} is not a section such as (:objects ...)")
+        key = section[0].lower()
+        if key == ":metric" and compact:
+            continue
+        if key not in (":domain", ":objects", ":init", ":goal"):
+            raise GameRejected("pddl_error", f"unknown section {section[0][:40]!r}; a problem has :domain, :objects, :init and :goal")
+        if key in sections:
+            raise GameRejected("pddl_error", f"section {section[0]} appears twice")
+        sections[key] = section
+    domain = sections.get(":domain")
+    if domain is None or len(domain) != 2 or str(domain[1]).lower() != "alfred":
+        raise GameRejected("pddl_error", "the problem must say (:domain alfred)")
+    for key in (":objects", ":init"):
+        if key not in sections:
+            raise GameRejected("pddl_error", f"the problem has no ({key} ...) section")
+    objects = _objects(sections[":objects"])
+    if not compact:
+        _check_counts(objects, 0)
+    dropped: list[str] = []
+    types = {name.lower(): (name, kind) for name, kind in objects}
+    init = _init_facts(sections[":init"], types, compact, dropped)
+    goal, goal_text = goal_of(task_type, params)
+    if ":goal" in sections and _goal_form(sections[":goal"]) != _goal_form(goal):
+        raise GameRejected("goal_mismatch", f"the :goal is not the {task_type} goal for these pddl_params; write this one (or none):\n{dump_sexpr(goal)}")
+    look = task_type == "look_at_obj_in_light"
+    wanted = [params["object_target"] + "Type", params["toggle_target" if look else "parent_target"] + "Type"]
+    for name, kind in zip(wanted, ("otype", "otype" if look else "rtype")):
+        if types.get(name.lower(), (None, None))[1] != kind:
+            raise GameRejected("pddl_error", f"the goal names {name}, which :objects does not declare as '{name} - {kind}'")
+    if compact:
+        used = {a.lower() for fact in init for a in fact[1:]} | {w.lower() for w in wanted}
+        kept = [(n, k) for n, k in objects if k not in ("otype", "rtype") or n.lower() in used]
+        dropped += [n for n, k in objects if (n, k) not in kept]
+        objects = kept
+    _check_counts(objects, len(init))
+    order = {kind: i for i, kind in enumerate(OBJECT_TYPES)}
+    objects = sorted(objects, key=lambda nk: (order[nk[1]], nk[0].lower()))
+    spec = GameSpec(task_type, params, objects, init, goal, goal_text, dropped=dropped)
+    spec.problem = canonical_problem(spec)
+    if compact and len(spec.problem) > MAX_PROBLEM_CHARS:
+        raise GameRejected("too_long", f"the compacted problem is {len(spec.problem)} characters, more than {MAX_PROBLEM_CHARS}")
+    spec.key = content_key(spec)
+    return spec
+
+
+def canonical_problem(spec: GameSpec) -> str:
+    """The problem the engine reads, written by the plugin from the checked lists: one
+    declaration and one fact a line, the plugin's goal."""
+    lines = [f"(define (problem {PROBLEM_NAME})", "  (:domain alfred)", "  (:objects"]
+    lines += [f"    {name} - {kind}" for name, kind in spec.objects]
+    lines += ["  )", "  (:init"]
+    lines += [f"    ({' '.join(fact)})" for fact in spec.init]
+    lines += ["  )", "  " + dump_sexpr(spec.goal, 2), ")", ""]
+    return "\n".join(lines)
+
+
+def content_key(spec: GameSpec) -> str:
+    """sha256 of the canonical problem, the task type and the parameters: the store folder name."""
+    payload = json.dumps({"task_type": spec.task_type, "pddl_params": spec.params, "problem": spec.problem}, sort_keys=True)
+    return hashlib.sha256(payload.encode("ascii")).hexdigest()
+
+
+def check_record(record: Any) -> GameSpec:
+    """All static checks of a game record (raises GameRejected)."""
+    if not isinstance(record, dict):
+        raise GameRejected("schema", "a game record must be a JSON object")
+    missing = [k for k in RECORD_KEYS if k not in record]
+    if missing:
+        raise GameRejected("schema", f"missing fields: {', '.join(missing)} (a game record has {', '.join(RECORD_KEYS)})")
+    extra = sorted(str(k)[:40] for k in record if k not in RECORD_KEYS)
+    if extra:
+        raise GameRejected("schema", f"unknown fields: {', '.join(extra)} (a game record has {', '.join(RECORD_KEYS)})")
+    task_type = record["task_type"]
+    if task_type not in TASK_TYPES:
+        raise GameRejected("task_type", f"unknown task type {str(task_type)[:60]!r}; expected one of {', '.join(TASK_TYPES)}")
+    params = check_params(task_type, record["pddl_params"])
+    return check_problem(record["problem"], task_type, params)
+
+
+# --- The store ---------------------------------------------------------------------------
+
+
+def set_store(path: str | os.PathLike[str] | None) -> None:
+    """Use `path` as the game store from now on in this process (the `games_dir` option)."""
+    global _store_override
+    _store_override = Path(path).expanduser().absolute() if path else None
+
+
+def store_root() -> Path:
+    """Where accepted games are stored (module docstring); created on first write."""
+    if _store_override is not None:
+        return _store_override
+    value = os.environ.get(STORE_ENV)
+    if value:
+        return Path(value).expanduser().absolute()
+    cache = os.environ.get(CACHE_ENV)
+    base = Path(cache).expanduser() if cache else Path.home() / ".cache" / "genenv-workbench"
+    return (base / "alfworld-games").absolute()
+
+
+def stored_game_dir(game_path: str) -> Path | None:
+    """The store folder a `game_path` names: `<store>/<sha256>` under the current store or one
+    used earlier in this process, holding a game whose content hash is its name; else None."""
+    try:
+        path = Path(game_path)
+        if not path.is_absolute() or not _HASH.match(path.name):
+            return None
+        roots = {store_root(), *_stores_used}
+        if path.parent not in roots and path.parent.resolve() not in {r.resolve() for r in roots}:
+            return None
+        traj = json.loads((path / TRAJ_FILE).read_text(encoding="utf-8"))
+        game = json.loads((path / GAME_FILE).read_text(encoding="utf-8"))
+        params = traj["pddl_params"]
+        payload = json.dumps({"task_type": traj["task_type"], "pddl_params": params, "problem": game["pddl_problem"]}, sort_keys=True)
+        if hashlib.sha256(payload.encode("ascii")).hexdigest() != path.name or not game.get("solvable"):
+            return None
+        return path
+    except (OSError, ValueError, KeyError, TypeError, UnicodeError):
+        return None
+
+
+def _write_json(path: Path, data: Any) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=1)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def store_game(spec: GameSpec, plan: list[str], seconds: dict[str, Any] | None = None) -> Path:
+    """Write an accepted game into `<store>/<hash>/`: both files go into a temporary folder
+    in the store, which is then renamed into place (a reader sees the whole game or none)."""
+    root = store_root()
+    target = root / spec.key
+    if stored_game_dir(str(target)) is not None:
+        return target
+    domain, grammar = logic_texts()
+    game = {
+        "pddl_domain": domain,
+        "grammar": grammar.replace("UNKNOWN GOAL", spec.goal_text),
+        "pddl_problem": spec.problem,
+        "solvable": True,
+        "walkthrough": list(plan),
+    }
+    traj = {
+        "task_id": f"wb_gen_{spec.key[:12]}",
+        "task_type": spec.task_type,
+        "pddl_params": spec.params,
+        "turk_annotations": {"anns": [{"task_desc": spec.goal_text}]},
+        "workbench": {"goal": spec.goal_text, "expert_plan": list(plan), "source": "generated", "content_hash": spec.key,
+                      "check_seconds": seconds or {}},
+    }
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+    try:
+        _write_json(tmp / GAME_FILE, game)
+        _write_json(tmp / TRAJ_FILE, traj)
+        os.chmod(tmp, 0o755)
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if stored_game_dir(str(target)) is None:  # not another writer's identical game
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    with _lock:
+        _stores_used.add(root)
+    return target
+
+
+# --- The worker --------------------------------------------------------------------------
+
+
+def compile_and_plan(problem: str, grammar: str, timeout_s: float = WORKER_TIMEOUT_S, max_steps: int = MAX_STEPS) -> dict[str, Any]:
+    """Compile and solve one game in a child process (`game_worker.py`, module docstring of
+    both). Returns the worker's answer: `{"ok": True, "plan", "seconds"}` or
+    `{"ok": False, "code", "reason"}`; `timeout` when the wall budget ran out."""
+    domain, _grammar = logic_texts()
+    request = json.dumps({"domain": domain, "grammar": grammar, "problem": problem, "max_steps": max_steps}).encode("utf-8")
+    scratch = Path(tempfile.mkdtemp(prefix="workbench_alfworld_check_"))
+    env = dict(os.environ)
+    env.update({"TMPDIR": str(scratch), "TMP": str(scratch), "TEMP": str(scratch), "ALFWORLD_DATA": str(scratch / "alfworld_data"),
+                "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"})
+    started = time.monotonic()
+    proc = None
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, str(WORKER), "--cpu-s", str(int(timeout_s) + 5)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            cwd=scratch, env=env, start_new_session=True, close_fds=True,
+        )
+        try:
+            out, _err = proc.communicate(request, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)  # not reaped yet, so its process group id is still its own
+            return {"ok": False, "code": "timeout", "reason": f"compiling and planning took more than {timeout_s:g} s (the game is too hard or too large)"}
+        if proc.returncode != 0 or not out:
+            code = proc.returncode
+            if code == -signal.SIGXCPU:
+                return {"ok": False, "code": "timeout", "reason": "the game checker ran out of CPU time"}
+            if code is not None and code < 0:
+                name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+                return {"ok": False, "code": "too_large", "reason": f"the game engine died ({name}), most likely at the 2 GiB memory limit"}
+            return {"ok": False, "code": "game_error", "reason": f"the game checker exited with status {code} and no answer"}
+        try:
+            answer = json.loads(out[:MAX_WORKER_ANSWER].decode("utf-8"))
+        except (ValueError, UnicodeError):
+            return {"ok": False, "code": "game_error", "reason": "the game checker's answer is not JSON"}
+        if not isinstance(answer, dict) or "ok" not in answer:
+            return {"ok": False, "code": "game_error", "reason": "the game checker's answer has no verdict"}
+        answer.setdefault("seconds", {})["wall"] = round(time.monotonic() - started, 3)
+        return answer
+    finally:
+        if proc is not None and proc.returncode is None:  # an exception above, before the worker was reaped
+            _kill_group(proc)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the worker's whole process group (its own session) and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    for stream in (proc.stdin, proc.stdout):
+        if stream is not None:
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+
+# --- Entry points: parse, render, validate ------------------------------------------------
+
+
+def episode_task(game_dir: Path, source: str = "generated") -> Task:
+    """The episode task of a stored game (`taskspec.make_episode_task`)."""
+    from .taskspec import make_episode_task
+
+    record = games.read_game(game_dir, game_dir.name)
+    if record is None:
+        raise GameRejected("game_error", "the stored game is not marked solvable")
+    return make_episode_task(record, source=source)
+
+
+def _remember(key: str, rejection: Rejection) -> Rejection:
+    if rejection.code not in ("timeout", "game_error"):  # those may pass on a quieter machine
+        with _lock:
+            _rejections[key] = rejection
+            while len(_rejections) > MAX_CACHED_REJECTIONS:
+                _rejections.popitem(last=False)
+    return rejection
+
+
+def parse_game_record(record: dict[str, Any], timeout_s: float | None = None) -> Task | Rejection:
+    """A game record -> an episode task over the stored game, or why not (module docstring).
+    A game already in the store is not compiled again; a rejected one is remembered (by hash)
+    for this process, except timeouts and worker failures."""
+    if not games.alfworld_available():
+        return Rejection("game_error", "checking a generated game needs alfworld: pip install alfworld textworld")
+    try:
+        spec = check_record(record)
+    except GameRejected as exc:
+        return exc.rejection()
+    target = store_root() / spec.key
+    if stored_game_dir(str(target)) is not None:
+        with _lock:
+            _stores_used.add(store_root())
+        return episode_task(target)
+    with _lock:
+        cached = _rejections.get(spec.key)
+    if cached is not None:
+        return cached
+    _domain, grammar = logic_texts()
+    answer = compile_and_plan(spec.problem, grammar.replace("UNKNOWN GOAL", spec.goal_text), timeout_s or WORKER_TIMEOUT_S)
+    if not answer.get("ok"):
+        return _remember(spec.key, Rejection(str(answer.get("code", "game_error")), str(answer.get("reason", ""))[:500]))
+    plan = answer.get("plan")
+    if not (isinstance(plan, list) and plan and all(isinstance(a, str) for a in plan)):
+        return Rejection("game_error", "the game checker returned no plan")
+    try:
+        return episode_task(store_game(spec, plan, answer.get("seconds")))
+    except (OSError, ValueError) as exc:
+        return Rejection("game_error", f"cannot store the game: {type(exc).__name__}: {exc}"[:500])
+    except GameRejected as exc:
+        return exc.rejection()
+
+
+def _problem_text(record: GameRecord) -> str:
+    game_file = record.trial_dir / GAME_FILE
+    if game_file.exists():
+        return str(json.loads(game_file.read_text(encoding="utf-8"))["pddl_problem"])
+    return (record.trial_dir / games.PROBLEM_FILE).read_text(encoding="utf-8")
+
+
+def game_record_of(task: Task) -> dict[str, Any] | None:
+    """An episode task's game as the record the environment writes (None when its game cannot
+    be read, is not one of the six task types with pddl_params, or is over the caps even
+    compacted: `(:metric ...)`, numeric facts and unused types left out)."""
+    spec = task.spec
+    if not isinstance(spec, dict) or spec.get("mode") != "episode" or not isinstance(spec.get("game_path"), str):
+        return None
+    if not games.alfworld_available():
+        return None
+    try:
+        record = games.game_from_path(spec["game_path"])
+        traj = record.traj_data or {}
+        params = check_params(record.task_type, traj.get("pddl_params"))
+        return check_problem(_problem_text(record), record.task_type, params, compact=True).record()
+    except (GameRejected, ValueError, OSError, KeyError, TypeError):
+        return None
+
+
+def check_episode_game(spec: dict[str, Any]) -> list[Rejection]:
+    """An episode task's `game_path` names a game the plugin knows, and that game is the
+    task's: a built-in game, a game loaded from data in this process, or a game in the store
+    (its content hash checked). A path written by the model never reaches here: the plugin
+    sets `game_path` itself."""
+    game_path = spec["game_path"]
+    known = (
+        grounding.resolve_game(game_path) == game_path
+        if game_path.startswith(games.BUILTIN_PREFIX)
+        else game_path in grounding.known_game_paths() or stored_game_dir(game_path) is not None
+    )
+    if not known:
+        return [Rejection("unknown_game", f"game_path {game_path[:120]!r} is not a built-in game, a loaded game or a game in the store ({store_root()})")]
+    try:
+        record = games.game_from_path(game_path)
+    except (ValueError, OSError) as exc:
+        return [Rejection("unknown_game", f"game {game_path[:120]!r} cannot be read: {str(exc)[:200]}")]
+    reasons = []
+    if record.task_type != spec.get("task_type"):
+        reasons.append(Rejection("game_mismatch", f"the game is a {record.task_type} game, the task says {str(spec.get('task_type'))[:60]}"))
+    if record.goal != spec.get("goal"):
+        reasons.append(Rejection("game_mismatch", f"the game's goal is {record.goal!r}, the task's {str(spec.get('goal'))[:100]!r}"))
+    return reasons

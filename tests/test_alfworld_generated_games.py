@@ -1,0 +1,389 @@
+"""Games written by the environment model (`workbench_alfworld.gamegen`, `game_worker.py`), in
+the real TextWorld engine, no mocks.
+
+* a generated game (a built-in problem with its objects renamed and moved, written as the
+  environment's record) is accepted, stored content-addressed and won by its stored plan, by
+  alfworld's hand-coded expert, through `AlfWorldInteraction` and through `workbench serve`;
+* the built-in episode seeds render as game records and parse back into valid, winnable games;
+* unsolvable, uncompilable and hostile records are each rejected with their code in bounded
+  time, and nothing is written outside the store (the working folder and the temp folder stay
+  empty; the store holds only accepted games).
+
+Every test points the store ($WORKBENCH_ALFWORLD_GAMES), the working folder and Python's temp
+folder at its own temp folders.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from alfworld_env import alfworld_data_dir, needs_alfworld  # noqa: F401 (alfworld_data_dir: an autouse fixture)
+
+import workbench_alfworld as alf
+from workbench import AgentStats, Rejection, Task
+from workbench.tasks import write_jsonl
+from workbench_alfworld import gamegen, games, generation
+
+pytestmark = needs_alfworld
+
+STATIC_S = 1.0  # a static rejection never starts the worker
+WORKER_S = 15.0  # one worker run, generous for a loaded 2-core machine (about 1 s when quiet)
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """A fresh game store, working folder and temp folder; afterwards the working and temp
+    folders must be empty and the store must hold only complete games named by their hash."""
+    root = tmp_path / "store"
+    cwd, scratch = tmp_path / "cwd", tmp_path / "tmp"
+    cwd.mkdir()
+    scratch.mkdir()
+    monkeypatch.setenv(gamegen.STORE_ENV, str(root))
+    monkeypatch.setattr(gamegen, "_store_override", None)
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.chdir(cwd)
+    gamegen._rejections.clear()
+    yield root
+    assert sorted(os.listdir(cwd)) == [], "something was written into the working folder"
+    assert sorted(os.listdir(scratch)) == [], "a scratch folder was left behind"
+    for entry in root.iterdir() if root.exists() else []:
+        assert re.fullmatch(r"[0-9a-f]{64}", entry.name), entry
+        assert sorted(p.name for p in entry.iterdir()) == [games.GAME_FILE, games.TRAJ_FILE]
+
+
+def builtin_record(task_type: str = "pick_and_place_simple") -> dict:
+    seed = next(t for t in alf.workbench_seed_tasks({"mode": "episode"}) if t.spec["task_type"] == task_type)
+    return json.loads(generation.render_task(seed))
+
+
+def variant_record() -> dict:
+    """The built-in apple game with the apple renamed (Apple_bar_07) and moved into the closed
+    second cabinet, a second apple in the first cabinet, and no goal written (the plugin's)."""
+    record = builtin_record()
+    problem = record["problem"].replace("Apple_bar_01", "Apple_bar_07")
+    problem = problem.replace("(inReceptacle Apple_bar_07 CounterTop_bar_01)", "(inReceptacle Apple_bar_07 Cabinet_bar_02)")
+    problem = problem.replace("(objectAtLocation Apple_bar_07 loc_bar_01)", "(objectAtLocation Apple_bar_07 loc_bar_04)")
+    problem = problem.replace("    Apple_bar_07 - object\n", "    Apple_bar_07 - object\n    Apple_bar_03 - object\n")
+    problem = problem.replace("  (:init\n", "  (:init\n    (objectType Apple_bar_03 AppleType)\n    (pickupable Apple_bar_03)\n"
+                                            "    (inReceptacle Apple_bar_03 Cabinet_bar_01)\n    (objectAtLocation Apple_bar_03 loc_bar_03)\n"
+                                            "    (canContain CabinetType AppleType)\n")
+    problem = problem[: problem.index("  (:goal")] + ")\n"
+    assert "Apple_bar_01" not in problem and "(:goal" not in problem
+    record["problem"] = problem
+    return record
+
+
+def parse(record: dict | str) -> tuple[Task | Rejection, float]:
+    text = record if isinstance(record, str) else json.dumps(record)
+    start = time.monotonic()
+    result = generation.parse_task(text, [])
+    return result, time.monotonic() - start
+
+
+def rejected(record: dict | str, code: str, limit_s: float) -> Rejection:
+    result, seconds = parse(record)
+    assert isinstance(result, Rejection), f"accepted, expected {code}"
+    assert result.code == code, result
+    assert seconds < limit_s, f"{code} took {seconds:.1f} s"
+    return result
+
+
+def play_plan(task: Task, plan: list[str]) -> dict:
+    """Play `plan` through the task's `AlfWorldInteraction` (as an agent replying `Action: ...`)."""
+    commands = iter(plan)
+    interaction = alf.workbench_make_interaction(task)
+    try:
+        return alf.play_episode(interaction, lambda _obs, _adm: f"Action: {next(commands)}")
+    finally:
+        interaction.close()
+
+
+# --- Accepted games ----------------------------------------------------------------------
+
+
+def test_generated_game_is_accepted_stored_and_won(store):
+    task, seconds = parse(variant_record())
+    assert isinstance(task, Task), task
+    assert seconds < WORKER_S
+    spec = task.spec
+    assert spec["mode"] == "episode" and spec["task_type"] == "pick_and_place_simple" and task.source == "generated"
+    assert spec["goal"] == "put a apple in fridge" and spec["max_steps"] == 50
+    game_dir = Path(spec["game_path"])
+    assert game_dir.parent == store and re.fullmatch(r"[0-9a-f]{64}", game_dir.name)
+    game = json.loads((game_dir / games.GAME_FILE).read_text())
+    traj = json.loads((game_dir / games.TRAJ_FILE).read_text())
+    assert game["solvable"] is True and game["walkthrough"] == spec["expert_plan"] == traj["workbench"]["expert_plan"]
+    assert "Your task is to: put a apple in fridge." in game["grammar"] and "UNKNOWN GOAL" not in game["grammar"]
+    assert "(inReceptacle ?o ?r)" in game["pddl_problem"]  # the plugin's goal
+    assert traj["task_type"] == "pick_and_place_simple" and traj["turk_annotations"]["anns"][0]["task_desc"] == spec["goal"]
+    assert traj["pddl_params"] == {"object_target": "Apple", "parent_target": "Fridge", "toggle_target": "", "mrecep_target": "", "object_sliced": False}
+    assert alf.workbench_validate_task(task) == []
+
+    result = play_plan(task, spec["expert_plan"])  # the stored plan, through AlfWorldInteraction
+    assert result["won"] is True and result["steps"] == len(spec["expert_plan"])
+    assert alf.workbench_score(task, alf.workbench_reference_output(task)).correct is True
+
+    env = games.start_env(game_dir / games.GAME_FILE, expert=True)  # alfworld's hand-coded expert
+    random.seed(0)
+    try:
+        with games._keep_argv():
+            state = env.reset()
+        for _ in range(50):
+            if state["won"]:
+                break
+            with games._keep_argv():
+                state, _score, _done = env.step(state["extra.expert_plan"][0])
+        assert state["won"] is True
+    finally:
+        env.close()
+
+
+def test_the_store_is_content_addressed_and_reused(store):
+    record = variant_record()
+    first, _ = parse(record)
+    assert isinstance(first, Task)
+    spaced = dict(record, problem="; a comment\n" + record["problem"].replace("\n    ", "\n\t  ").replace("(:domain alfred)", "(:domain ALFRED)"))
+    again, seconds = parse(spaced)  # the same game written differently: the same hash, no worker run
+    assert isinstance(again, Task) and again.spec == first.spec and seconds < STATIC_S
+    assert len(list(store.iterdir())) == 1
+
+
+def test_builtin_episode_seeds_render_as_game_records_and_parse_back(store):
+    seeds = alf.workbench_seed_tasks({"mode": "episode"})
+    assert len(seeds) == 6
+    for seed in seeds:
+        text = alf.workbench_render_task(seed)
+        record = json.loads(text)
+        assert set(record) == {"task_type", "pddl_params", "problem"} and record["task_type"] == seed.spec["task_type"]
+        assert len(text) < 3_500
+        task, seconds = parse(text)
+        assert isinstance(task, Task), (seed.id, task)
+        assert seconds < WORKER_S
+        assert task.spec["goal"] == seed.spec["goal"] and task.spec["task_type"] == seed.spec["task_type"]
+        assert alf.workbench_validate_task(task) == []
+        assert play_plan(task, task.spec["expert_plan"])["won"] is True
+    assert len(list(store.iterdir())) == 6
+
+
+def test_environment_prompt_asks_for_a_game_when_the_examples_are_episodes():
+    episodes = alf.workbench_seed_tasks({"mode": "episode", "limit": 2})
+    prompt = alf.workbench_environment_prompt(episodes, AgentStats(alpha=0.5, p_hat_mean=0.25))
+    assert '"pddl_params"' in prompt and "problem" in prompt and "Recently the agent won 25%" in prompt
+    assert prompt.count("(define (problem generated)") == 1  # one example record; turns show the rest
+    steps = alf.workbench_seed_tasks({"limit": 3})
+    step_prompt = alf.workbench_environment_prompt(steps, AgentStats(alpha=0.5))
+    assert "ONE decision point" in step_prompt and "pddl_params" not in step_prompt
+
+
+def test_validate_accepts_only_known_games(store, tmp_path):
+    task, _ = parse(variant_record())
+    assert isinstance(task, Task)
+    for seed in alf.workbench_seed_tasks({"mode": "episode"}):
+        assert alf.workbench_validate_task(seed) == []
+    copy = tmp_path / "elsewhere" / Path(task.spec["game_path"]).name
+    shutil.copytree(task.spec["game_path"], copy)
+    for game_path in (str(copy), "builtin:../../../../etc", str(store / ("0" * 64)), "/etc/passwd"):
+        moved = Task(task.domain, task.prompt, dict(task.spec, game_path=game_path))
+        assert [r.code for r in alf.workbench_validate_task(moved)] == ["unknown_game"], game_path
+    other_goal = Task(task.domain, task.prompt, dict(task.spec, goal="put a mug in fridge"))
+    assert [r.code for r in alf.workbench_validate_task(other_goal)] == ["game_mismatch"]
+    game_file = Path(task.spec["game_path"]) / games.GAME_FILE
+    game = json.loads(game_file.read_text())
+    game_file.write_text(json.dumps(dict(game, pddl_problem=game["pddl_problem"].replace("loc_bar_04", "loc_bar_05"))))
+    assert [r.code for r in alf.workbench_validate_task(task)] == ["unknown_game"]  # its hash no longer matches
+    shutil.rmtree(copy.parent)
+
+
+def test_a_generated_game_task_file_is_served(store, tmp_path):
+    from workbench.registry import load_registry
+    from workbench.serve import load_tasks
+
+    task, _ = parse(variant_record())
+    assert isinstance(task, Task)
+    task.id = "generated-1"
+    tasks_file = tmp_path / "generated.jsonl"
+    write_jsonl(tasks_file, [task.to_dict()])
+    domain = load_registry(builtins=False, entry_points=False, extra_plugins=[("workbench_alfworld", alf)]).domain("alfworld")
+    (served,) = load_tasks(domain, tasks_file)
+    assert served.spec == task.spec
+    interaction = domain.make_interaction(served)
+    try:
+        interaction.reset()
+        for command in served.spec["expert_plan"]:
+            _feedback, reward, done = interaction.step(f"Action: {command}")
+        assert reward == 1.0 and done is True
+    finally:
+        interaction.close()
+    tasks_file.unlink()
+
+
+# --- Rejected games: static checks (no worker) --------------------------------------------
+
+
+def _edit(problem_edit=None, **fields):
+    """A record maker (called in the test, so collecting works without alfworld): the built-in
+    apple game, its problem text passed through `problem_edit`, fields replaced."""
+
+    def make() -> dict:
+        record = builtin_record()
+        if problem_edit is not None:
+            record["problem"] = problem_edit(record["problem"])
+        record.update(fields)
+        return record
+
+    return make
+
+
+HOSTILE_NAMES = ['Mug#intro#_bar_01', "Mug{x}_bar_01", 'Mug"_bar_01', "Mug/../../x_bar_01", "..", "Mug_bar_01\\x"]
+
+STATIC_CASES = [
+    ("schema", _edit(pddl_params="Apple")),
+    ("schema", lambda: {"task_type": "pick_and_place_simple", "problem": "(define)"}),
+    ("schema", _edit(pddl_params={"object_target": "Apple", "parent_target": "Fridge", "recipe": "x"})),
+    ("task_type", _edit(task_type="pick_and_place_with_movable_recep")),
+    ("bad_identifier", _edit(pddl_params={"object_target": "Dragon", "parent_target": "Fridge"})),
+    ("goal_mismatch", _edit(pddl_params={"object_target": "Apple", "parent_target": ""})),
+    ("goal_mismatch", _edit(pddl_params={"object_target": "Apple", "parent_target": "Fridge", "object_sliced": True})),
+    ("goal_mismatch", _edit(lambda p: p.replace("(inReceptacle ?o ?r)", "(inReceptacle ?o ?r ?r)"))),  # wrong arity in the goal
+    ("goal_mismatch", _edit(lambda p: p.replace("(receptacleType ?r FridgeType)", "(receptacleType ?r CabinetType)"))),
+    ("too_long", _edit(lambda p: p.replace("  (:init\n", "  (:init\n" + "    (pickupable Mug_bar_01)\n" * 800))),
+    ("pddl_error", _edit(lambda p: p.replace("Mug_bar_01 - object", "M\u00fcg_bar_01 - object"))),
+    ("pddl_error", _edit(lambda p: p[:-3])),  # unbalanced parentheses
+    ("pddl_error", _edit(lambda p: p + ")")),
+    ("pddl_error", _edit(lambda p: p.replace("  (:init\n", "  (:init\n    " + "(and " * 2000 + ")" * 2000 + "\n"))),  # 2,000 deep
+    ("pddl_error", _edit(lambda p: p.replace("(openable Fridge_bar_01)", "(openable Ghost_bar_01)"))),  # unknown object in :init
+    ("pddl_error", _edit(lambda p: p.replace("(openable Fridge_bar_01)", "(flying Fridge_bar_01)"))),  # unknown predicate
+    ("pddl_error", _edit(lambda p: p.replace("(openable Fridge_bar_01)", "(openable Fridge_bar_01 Apple_bar_01)"))),  # wrong arity
+    ("pddl_error", _edit(lambda p: p.replace("(openable Fridge_bar_01)", "(openable Apple_bar_01)"))),  # an object, not a receptacle
+    ("pddl_error", _edit(lambda p: p.replace("(:domain alfred)", "(:domain other)"))),
+    ("pddl_error", _edit(lambda p: p.replace("(:domain alfred)", "(:domain alfred) (:requirements :adl)"))),
+    ("pddl_error", _edit(lambda p: p.replace("    FridgeType - rtype\n", ""))),  # the goal's type is not declared
+    ("pddl_error", _edit(lambda p: p.replace("    Mug_bar_01 - object\n", "    Mug_bar_01 - object\n    mug_bar_01 - object\n"))),
+    ("too_large", _edit(lambda p: p.replace("  )\n  (:init", "".join(f"    Cabinet_bar_{i:03d} - receptacle\n" for i in range(40)) + "  )\n  (:init"))),
+    ("too_large", _edit(lambda p: p.replace("  )\n  (:init", " ".join(f"x{i}" for i in range(500)) + " - object\n  )\n  (:init"))),
+    ("bad_identifier", _edit(lambda p: p.replace("agent1", "either"))),
+    ("bad_identifier", _edit(lambda p: p.replace("loc_bar_01", "kitchen"))),
+    ("bad_identifier", _edit(lambda p: p.replace("AppleType", "Apple"))),
+] + [("bad_identifier", _edit(lambda p, n=name: p.replace("Mug_bar_01", n))) for name in HOSTILE_NAMES]
+
+
+@pytest.mark.parametrize("code,record", STATIC_CASES, ids=[f"{i}-{c}" for i, (c, _r) in enumerate(STATIC_CASES)])
+def test_static_checks_reject_without_running_the_engine(store, monkeypatch, code, record):
+    monkeypatch.setattr(gamegen, "compile_and_plan", None)  # a static rejection must never get this far
+    result = rejected(record(), code, STATIC_S)
+    assert result.message and len(result.message) < 600
+
+
+def test_a_huge_reply_is_refused_before_it_is_read(store):
+    huge = json.dumps(_edit(lambda p: p.replace("  (:init\n", "  (:init\n" + "    (pickupable Mug_bar_01)\n" * 3000))())
+    assert len(huge) > 60_000
+    rejected(huge, "too_long", STATIC_S)
+
+
+# --- Rejected games: the worker -----------------------------------------------------------
+
+
+def test_unsolvable_games_are_rejected(store):
+    absent = _edit(lambda p: re.sub(r"\n[^\n]*Apple_bar_01[^\n]*", "", p))()  # no apple at all (AppleType still declared)
+    assert "Apple_bar_01" not in absent["problem"]
+    assert "no relaxed solution" in rejected(absent, "goal_unreachable", WORKER_S).message
+    unreachable = _edit(lambda p: p.replace("    (canContain FridgeType AppleType)\n", ""))()  # the fridge cannot hold apples
+    rejected(unreachable, "goal_unreachable", WORKER_S)
+    won = _edit(lambda p: p.replace("(inReceptacle Apple_bar_01 CounterTop_bar_01)", "(inReceptacle Apple_bar_01 Fridge_bar_01)"))()
+    rejected(won, "already_won", WORKER_S)
+    assert len(gamegen._rejections) == 3  # remembered by hash: a second try costs no worker run
+    again, seconds = parse(absent)
+    assert isinstance(again, Rejection) and again.code == "goal_unreachable" and seconds < STATIC_S
+    assert not store.exists() or not list(store.iterdir())
+
+
+def test_the_worker_maps_engine_failures_to_reasons(store):
+    """Text the static checks never let through, sent to the worker directly: its own
+    handling of the translator's SystemExit, parse errors and unknown names."""
+    grammar = gamegen.logic_texts()[1].replace("UNKNOWN GOAL", "put a apple in fridge")
+    problem = builtin_record()["problem"]
+    cases = [
+        ("pddl_error", problem.replace("(inReceptacle ?o ?r)", "(inReceptacle ?o ?r ?r)"), "translator stopped"),  # SystemExit
+        ("pddl_error", problem.replace("(inReceptacle ?o ?r)", "(flying ?o)"), "translator stopped"),  # SystemExit
+        ("pddl_error", problem[:-3], "Missing ')'"),
+        ("pddl_error", problem.replace("(openable Fridge_bar_01)", "(openable Ghost_bar_01)"), "KeyError"),
+        ("goal_unreachable", problem.replace("    (canContain FridgeType AppleType)\n", ""), "relaxed"),
+    ]
+    for code, text, words in cases:
+        start = time.monotonic()
+        answer = gamegen.compile_and_plan(text, grammar)
+        assert answer["ok"] is False and answer["code"] == code and words in answer["reason"], answer
+        assert time.monotonic() - start < WORKER_S
+    short = gamegen.compile_and_plan(problem, grammar, max_steps=3)
+    assert short["ok"] is False and short["code"] == "plan_too_long" and "5 actions" in short["reason"]
+    ok = gamegen.compile_and_plan(problem, grammar)
+    assert ok["ok"] is True and len(ok["plan"]) == 5 and ok["seconds"]["wall"] < WORKER_S
+
+
+def _big_problem(n_objects: int, n_receptacles: int, n_locations: int) -> str:
+    """A pick_and_place game with many objects, receptacles and locations (the planner's work
+    grows steeply with them)."""
+    objects = ["Apple", "Mug", "Knife", "Bread", "Potato", "Egg", "Tomato", "Cup", "Bowl", "Plate"]
+    receptacles = ["CounterTop", "Fridge", "Cabinet", "Drawer", "Shelf", "SinkBasin", "Microwave", "DiningTable", "SideTable", "Desk"]
+    objs = [f"{objects[i % 10]}_bar_{i:02d}" for i in range(n_objects)]
+    recs = [f"{receptacles[i % 10]}_bar_{i:02d}" for i in range(n_receptacles)]
+    locs = [f"loc_bar_{i:02d}" for i in range(n_locations)]
+    lines = ["(define (problem big) (:domain alfred) (:objects agent1 - agent"]
+    lines += [f"{t}Type - otype" for t in objects] + [f"{t}Type - rtype" for t in receptacles]
+    lines += [f"{o} - object" for o in objs] + [f"{r} - receptacle" for r in recs] + [f"{loc} - location" for loc in locs]
+    lines += [") (:init (atLocation agent1 loc_bar_00)"]
+    for i, r in enumerate(recs):
+        lines += [f"(receptacleType {r} {r.split('_bar_')[0]}Type)", f"(receptacleAtLocation {r} {locs[(i + 1) % n_locations]})"]
+    for i, o in enumerate(objs):
+        j = (i * 7 + 3) % n_receptacles
+        lines += [f"(objectType {o} {o.split('_bar_')[0]}Type)", f"(pickupable {o})", f"(inReceptacle {o} {recs[j]})",
+                  f"(objectAtLocation {o} {locs[(j + 1) % n_locations]})"]
+    lines += [f"(canContain {r}Type {o}Type)" for r in receptacles for o in objects]
+    return "\n".join(lines) + "))"
+
+
+def _worker_processes() -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and str(gamegen.WORKER).encode() in (proc / "cmdline").read_bytes():
+                found.append(proc.name)
+        except OSError:
+            pass
+    return found
+
+
+def test_a_game_the_planner_works_on_too_long_is_killed(store, monkeypatch):
+    big = {"task_type": "pick_and_place_simple", "pddl_params": {"object_target": "Apple", "parent_target": "Fridge"},
+           "problem": _big_problem(40, 40, 42)}  # about 10 s of work on a busy 2-core machine
+    rejected(big, "too_large", STATIC_S)  # over the caps: never compiled with the default limits
+    for name, value in (("MAX_OBJECTS", 100), ("MAX_RECEPTACLES", 100), ("MAX_LOCATIONS", 100), ("MAX_FACTS", 2000), ("MAX_PROBLEM_CHARS", 100_000)):
+        monkeypatch.setattr(gamegen, name, value)
+    budget = 2.0
+    monkeypatch.setattr(gamegen, "WORKER_TIMEOUT_S", budget)
+    result = rejected(big, "timeout", budget + 3.0)
+    assert "more than 2 s" in result.message
+    assert _worker_processes() == [], "the worker's process group was not killed"
+    assert not gamegen._rejections  # a timeout is not remembered (it may pass on a quieter machine)
+
+
+@pytest.mark.slow
+def test_the_default_budget_stops_a_game_far_over_the_caps(store, monkeypatch):
+    """With the caps lifted, a game of 200 objects, 100 receptacles and 200 locations (150/80/150
+    took 57 s on a busy 2-core machine) is killed at the default 20 s wall budget."""
+    for name, value in (("MAX_OBJECTS", 1000), ("MAX_RECEPTACLES", 1000), ("MAX_LOCATIONS", 1000), ("MAX_FACTS", 5000),
+                        ("MAX_DECLARED", 1000), ("MAX_PROBLEM_CHARS", 200_000)):
+        monkeypatch.setattr(gamegen, name, value)
+    huge = {"task_type": "pick_and_place_simple", "pddl_params": {"object_target": "Apple", "parent_target": "Fridge"},
+            "problem": _big_problem(200, 100, 200)}
+    result = rejected(huge, "timeout", gamegen.WORKER_TIMEOUT_S + 5.0)
+    assert f"more than {gamegen.WORKER_TIMEOUT_S:g} s" in result.message
+    assert _worker_processes() == []
