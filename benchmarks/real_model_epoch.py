@@ -15,6 +15,12 @@ environment update, checkpoint) summed over the epochs, as a ratio to the baseli
 slows everything: benchmarks/cpu_threads.py).
 
     python benchmarks/real_model_epoch.py --domain bamboogle [--full-ft]
+    python benchmarks/real_model_epoch.py --domain travelplanner --epochs 1 --variants baseline --half
+
+`--half` uses the held-out table's sizes (benchmarks/real_model.py: 4 generated tasks and a
+mixture of 8 an epoch, 32 rollouts); every finished run folder is checked with
+`check_run_folder` (the loop's invariants read back from disk) before it is removed, and its
+valid share, rejections, novelty and p_hat are printed.
 """
 
 from __future__ import annotations
@@ -52,14 +58,20 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--full-ft", action="store_true", help="also measure full fine-tuning of both models")
+    parser.add_argument("--variants", type=lambda s: s.split(","), help="comma-separated variants (default baseline,one-call)")
+    parser.add_argument("--half", action="store_true", help="the held-out table's sizes: 4 generated tasks, a mixture of 8")
     args = parser.parse_args()
     import torch
 
     from workbench.demo import real_model_config
+    from workbench.engine.invariants import check_run_folder
     from workbench.engine.loop import CoEvolution
 
     base = real_model_config(args.model, args.domain, epochs=args.epochs)
-    names = ["baseline", "one-call"] + (["full-ft"] if args.full_ft else [])
+    if args.half:
+        base = dataclasses.replace(base, env=dataclasses.replace(base.env, tasks_per_epoch=4),
+                                   pool=dataclasses.replace(base.pool, base_per_epoch=2, history_per_epoch=2, max_new_per_epoch=4))
+    names = args.variants or ["baseline", "one-call"] + (["full-ft"] if args.full_ft else [])
     rows = {}
     for name in names:
         load = os.getloadavg()[0]
@@ -72,6 +84,11 @@ def main() -> None:
             total["agent_steps"] = sum(r["agent_steps"] for r in records)
             total["valid"] = sum(r["valid"] for r in records)
             total["wall"] = time.perf_counter() - start
+            check_run_folder(folder / "run", base.agent.num_generations)
+            for r in records:
+                print(f"  epoch {r['epoch']}: valid {r['valid']}/{r['candidates']}, rejections {r['rejections']}, "
+                      f"novelty {r['novelty']}, p_hat {r['p_hat']}, agent_success_seed {r['agent_success_seed']}, "
+                      f"time {r['time']}", flush=True)
             rows[name] = (total, load)
             print(f"{name}: {total} (load before {load:.2f}, {torch.get_num_threads()} threads)", flush=True)
             del run
