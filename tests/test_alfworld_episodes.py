@@ -72,3 +72,22 @@ def test_the_experts_replies_win_an_episode_in_the_rollout(episode_run, monkeypa
     assert episode.score().success and episode.score().metrics == {"won": 1.0, "steps": float(len(plan))}
     masked = tokenizer.decode([t for t, m in zip(out["completion_ids"][0], out["env_mask"][0]) if m == 0])
     assert "You arrive at" in masked or "You pick up" in masked  # TextWorld's observations, masked from the loss
+
+
+def test_the_demo_sizes_an_episode_budget_from_the_first_observation(episode_run):
+    """`workbench demo --domain alfworld --option mode=episode` sizes the agent for whole games:
+    the prompt with its first observation, and a turn as long as the longest reference action."""
+    from workbench.demo import episode_lengths
+    from workbench.registry import load_registry
+
+    run, _cfg = episode_run
+    domain = load_registry().domain("alfworld")
+    tokenizer = run.agent_tokenizer
+    lengths = episode_lengths(domain, run.seeds, tokenizer)
+    assert lengths is not None
+    prompt, turn = lengths
+    longest_plain = max(len(tokenizer.apply_chat_template(domain.agent_messages(t), add_generation_prompt=True)) for t in run.seeds)
+    assert prompt > longest_plain  # the first observation is part of the prompt
+    assert 0 < turn < 40
+    steps = domain.seed_tasks({"mode": "step"})[:3]
+    assert episode_lengths(domain, steps, tokenizer) is None

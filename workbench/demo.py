@@ -254,6 +254,38 @@ class DomainDemo:
     max_new_tokens: int
     max_completion_length: int
     warm_start: dict[str, Any] = field(default_factory=dict)
+    episode_turn_tokens: int | None = None  # set when the seeds are played as multi-turn episodes
+
+
+# The token budget of a whole episode (replies and observations) in the demos: enough for a
+# dozen ALFWorld turns; the tiny models get the positions for it, the real model's update must
+# fit its memory (docs/real-model.md).
+EPISODE_BUDGET_TINY = 512
+EPISODE_BUDGET_REAL = 768
+
+
+def episode_lengths(domain: Domain, seeds: list[Task], tokenizer: Any) -> tuple[int, int] | None:
+    """For seeds a multi-turn domain plays as episodes (its plugin makes an Interaction for them):
+    (the longest agent prompt with its first observation, the longest single turn of the reference
+    answers, in tokens); None when no seed is an episode. Resets each game once (real engine)."""
+    if not domain.info.multi_turn:
+        return None
+    from workbench.engine.episodes import with_observation
+    from workbench.engine.generation import chat_prompt
+
+    longest_prompt = longest_turn = 0
+    for task in seeds:
+        interaction = domain.make_interaction(task)
+        if interaction is None:
+            continue
+        try:
+            first = str(interaction.reset())
+        finally:
+            interaction.close()
+        prompt = chat_prompt(tokenizer, with_observation(domain.agent_messages(task), first))
+        longest_prompt = max(longest_prompt, _tokens(tokenizer, prompt))
+        longest_turn = max([longest_turn] + [_tokens(tokenizer, line) for line in _reference(domain, task).splitlines() if line.strip()])
+    return (longest_prompt, longest_turn) if longest_prompt else None
 
 
 def _choose_seeds(domain: Domain, options: dict[str, Any], count: int) -> list[Task]:
@@ -313,7 +345,8 @@ def prepare_domain_demo(
     if (agent_dir / "config.json").exists() and (env_dir / "config.json").exists() and facts_path.exists():
         progress(f"using cached {name} demo models in {root}")
         facts = json.loads(facts_path.read_text())
-        return DomainDemo(name, agent_dir, env_dir, facts["seed_ids"], options, facts["max_new_tokens"], facts["max_completion_length"], facts["warm_start"])
+        return DomainDemo(name, agent_dir, env_dir, facts["seed_ids"], options, facts["max_new_tokens"], facts["max_completion_length"],
+                          facts["warm_start"], facts.get("episode_turn_tokens"))
 
     progress(f"training a tokenizer on {len(chosen)} {name} seed tasks (offline)")
     tokenizer = train_tokenizer(corpus, recipe["vocab"])
@@ -323,8 +356,13 @@ def prepare_domain_demo(
     longest_reference = max(_tokens(tokenizer, out) for _, out in agent_texts)
     max_new_tokens = _round_up(longest_render * 1.25 + 8, 8)
     max_completion = _round_up(longest_reference * 1.25 + 4, 4)
-    context = max(max(_tokens(tokenizer, p) for p, _ in env_texts) + max_new_tokens,
-                  max(_tokens(tokenizer, p) for p, _ in agent_texts) + max_completion)
+    longest_agent_prompt = max(_tokens(tokenizer, p) for p, _ in agent_texts)
+    episodes = episode_lengths(domain, chosen, tokenizer)
+    turn_tokens = None
+    if episodes:  # the agent plays whole games: a budget for a dozen turns, replies of the longest reference line
+        longest_agent_prompt, longest_turn = max(longest_agent_prompt, episodes[0]), episodes[1]
+        max_completion, turn_tokens = max(max_completion, EPISODE_BUDGET_TINY), _round_up(longest_turn * 1.5 + 8, 8)
+    context = max(max(_tokens(tokenizer, p) for p, _ in env_texts) + max_new_tokens, longest_agent_prompt + max_completion)
     spec = TinySpec(vocab_size=recipe["vocab"], max_position_embeddings=_round_up(context * 1.25, 256))
     progress(f"building a tiny Qwen2 model with {spec.max_position_embeddings} positions")
     base = build_tiny_model(root / "base", corpus, spec)
@@ -356,11 +394,11 @@ def prepare_domain_demo(
         if valid_share >= VALID_TARGET and 0.2 <= success:
             break
     facts = {"seed_ids": [t.id for t in chosen], "max_new_tokens": max_new_tokens, "max_completion_length": max_completion,
-             "warm_start": {"rounds": history, "context": spec.max_position_embeddings}}
+             "episode_turn_tokens": turn_tokens, "warm_start": {"rounds": history, "context": spec.max_position_embeddings}}
     _save(agent.model, tok, agent_dir)
     _save(env.model, tok, env_dir)
     facts_path.write_text(json.dumps(facts, indent=2))
-    return DomainDemo(name, agent_dir, env_dir, facts["seed_ids"], options, max_new_tokens, max_completion, facts["warm_start"])
+    return DomainDemo(name, agent_dir, env_dir, facts["seed_ids"], options, max_new_tokens, max_completion, facts["warm_start"], turn_tokens)
 
 
 def _valid_share(domain: Domain, seeds: list[Task], generator: Any, seed: int) -> float:
@@ -402,6 +440,7 @@ def domain_demo_config(demo: DomainDemo, mode: str = "genenv", epochs: int = 4, 
             num_generations=4,
             per_device_batch_size=8,
             max_completion_length=demo.max_completion_length,
+            episode_turn_tokens=demo.episode_turn_tokens or AgentSettings.episode_turn_tokens,
         ),
         env=EnvSettings(
             model=ModelSettings(name_or_path=str(demo.env_path), device="cpu"),
@@ -492,6 +531,10 @@ def real_model_config(
     tokenizer = load_tokenizer(settings, "--model")
     longest_render = max(_tokens(tokenizer, _render(plugin, t)) for t in chosen)
     longest_reference = max(_tokens(tokenizer, _reference(plugin, t)) for t in chosen)
+    max_completion, turn_tokens = min(512, _round_up(longest_reference * 1.5 + 16, 16)), AgentSettings.episode_turn_tokens
+    episodes = episode_lengths(plugin, chosen, tokenizer)
+    if episodes:  # whole games: the episode's budget, replies of the longest reference line
+        max_completion, turn_tokens = EPISODE_BUDGET_REAL, _round_up(episodes[1] * 1.5 + 8, 8)
     return RunConfig(
         domain=domain,
         domain_options=options,
@@ -507,7 +550,8 @@ def real_model_config(
             gradient_accumulation_steps=2,
             steps_per_generation=REAL_STEPS_PER_GENERATION,
             temperature=0.7,  # at 1.0 a 135M model's rollouts are noise: every attempt fails, GRPO gets no signal
-            max_completion_length=min(512, _round_up(longest_reference * 1.5 + 16, 16)),
+            max_completion_length=max_completion,
+            episode_turn_tokens=turn_tokens,
         ),
         env=EnvSettings(
             model=dataclasses.replace(settings),

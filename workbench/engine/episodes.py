@@ -195,7 +195,7 @@ class EpisodeRollout:
                 _end(episode, "interaction_error", f"reset() raised {type(exc).__name__}: {exc}")
                 first = ""
             episode.observations.append(first)
-            prompt_ids[i] = trainer._tokenize_prompts([_with_observation(prompts[i], first)])[0][0]
+            prompt_ids[i] = trainer._tokenize_prompts([with_observation(prompts[i], first)])[0][0]
             if context is not None and len(prompt_ids[i]) + budget > context and not episode.ended_by:
                 _end(episode, "context", f"the first observation makes the prompt {len(prompt_ids[i])} tokens; with "
                      f"agent.max_completion_length {budget} that exceeds the agent's context of {context} tokens")
@@ -299,7 +299,7 @@ def observation_suffix_ids(trainer: Any, observation: str) -> list[int]:
     return full[len(prefix):]
 
 
-def _with_observation(prompt: Any, observation: str) -> Any:
+def with_observation(prompt: Any, observation: str) -> Any:
     """The task's messages with the first observation appended to the last user message."""
     messages = [dict(m) for m in prompt]
     for message in reversed(messages):
