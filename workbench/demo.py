@@ -559,7 +559,10 @@ def real_model_config(
             tasks_per_epoch=8,
             examples_per_prompt=2,
             prompt_format="turns",
-            generation=GenerationSettings(max_new_tokens=min(768, _round_up(longest_render * 2 + 32, 16)), batch_size=8, temperature=0.8),
+            # room for twice the longest rendered seed, or at least 1.25x of it past 768 tokens (a cap below the
+            # seeds' own length, as ALFWorld's ~1,000-token game records had under a flat 768, makes every task truncated)
+            generation=GenerationSettings(max_new_tokens=_round_up(min(longest_render * 2, max(768, longest_render * 1.25)) + 32, 16),
+                                          batch_size=8, temperature=0.8),
             batch_size=4,
             rwr_epochs=1,
             kl_coef=0.05,
