@@ -12,6 +12,7 @@ memory after the models loaded and the process's high-water mark (`ru_maxrss`). 
 in its own process: the high-water mark never goes down.
 
     python benchmarks/agent_phase.py --domain alfworld [--max-completion 64]
+    python benchmarks/agent_phase.py --domain bfcl --longest-under 1600   # the held-out table's longest BFCL prompts
     python benchmarks/agent_phase.py --domain bfcl --micro-batch 4        # 4 x 4 accumulation, same 16 per step
     python benchmarks/agent_phase.py --domain bfcl --gradient-checkpointing
 """
@@ -67,6 +68,9 @@ def main() -> None:
     parser.add_argument("--micro-batch", type=int, help="agent.per_device_batch_size, with gradient accumulation keeping "
                         "the same completions per optimizer step (default: the demo's, no accumulation)")
     parser.add_argument("--gradient-checkpointing", action="store_true", help="recompute activations in the backward pass")
+    parser.add_argument("--longest-under", type=int, metavar="CHARS",
+                        help="train on the 8 seeds with the longest prompts of at most CHARS characters (the held-out table "
+                        "keeps BFCL prompts up to 1,600) instead of the demo's 8 shortest")
     args = parser.parse_args()
 
     import torch
@@ -74,7 +78,16 @@ def main() -> None:
     from workbench.demo import real_model_config
     from workbench.engine.loop import CoEvolution
 
-    config = real_model_config(args.model, args.domain, mode="seeds", epochs=1, seed=0)
+    seed_ids, options = None, None
+    if args.longest_under:
+        from real_model import BENCHMARKS  # the held-out table's records (BFCL: simple_python and multiple)
+
+        from workbench.registry import load_registry
+
+        options = BENCHMARKS[args.domain]["options"]
+        fitting = [t for t in load_registry().domain(args.domain).seed_tasks(options) if len(t.prompt) + len(t.system or "") <= args.longest_under]
+        seed_ids = [t.id for t in sorted(fitting, key=lambda t: len(t.prompt) + len(t.system or ""))[-8:]]
+    config = real_model_config(args.model, args.domain, mode="seeds", epochs=1, seed=0, seed_ids=seed_ids, options=options)
     config = dataclasses.replace(config, pool=dataclasses.replace(config.pool, base_per_epoch=8, history_per_epoch=0))
     agent = config.agent
     if args.max_completion:
@@ -122,6 +135,7 @@ def main() -> None:
         "domain": args.domain, "max_completion_length": config.agent.max_completion_length, "agent_phase_s": round(agent, 1),
         "rollout_sampling_s": round(sampling["seconds"], 1), "sampling_share": round(sampling["seconds"] / agent, 3),
         "update_s": round(agent - sampling["seconds"], 1), "optimizer_steps": record["agent_steps"], "batches": sampling["batches"],
+        "prompt_chars_max": max(len(t.prompt) + len(t.system or "") for t in run.seeds),
         "micro_batch": config.agent.per_device_batch_size, "gradient_accumulation_steps": config.agent.gradient_accumulation_steps,
         "gradient_checkpointing": config.agent.model.gradient_checkpointing,
         "rss_after_load_gib": round(loaded_gib, 2), "rss_peak_sampling_gib": round(memory.peak["sampling"], 2),
@@ -133,5 +147,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "plugins")]
+    sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "plugins"), str(Path(__file__).resolve().parent)]
     main()
