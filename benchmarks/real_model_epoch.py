@@ -6,7 +6,8 @@ the same invocation:
 
 * `baseline`: the agent's rollouts sampled by one generate call per optimizer step (TRL's
   default steps_per_generation = gradient accumulation: 4 calls of 16 completions);
-* `one-call`: one generate call for the whole mixture (steps_per_generation 8: 64 completions);
+* `one-call`: one generate call for the whole mixture (steps_per_generation = the mixture's
+  completions over the micro-batch: 64 / 2 = 32 with the demo's settings);
 * `full-ft` (with --full-ft): the demo's settings with full fine-tuning instead of LoRA.
 
 For each: the seconds of every phase (environment generation, agent rollouts + update,
@@ -42,7 +43,9 @@ def variant(name: str, config):  # noqa: ANN001, ANN201
     if name == "baseline":
         return dataclasses.replace(config, agent=dataclasses.replace(agent, steps_per_generation=None))
     if name == "one-call":
-        return dataclasses.replace(config, agent=dataclasses.replace(agent, steps_per_generation=8))
+        pool = config.pool
+        completions = (pool.base_per_epoch + pool.history_per_epoch + pool.max_new_per_epoch) * agent.num_generations
+        return dataclasses.replace(config, agent=dataclasses.replace(agent, steps_per_generation=completions // agent.per_device_batch_size))
     if name == "full-ft":
         return dataclasses.replace(
             config,

@@ -91,3 +91,30 @@ def test_the_demo_sizes_an_episode_budget_from_the_first_observation(episode_run
     assert 0 < turn < 40
     steps = domain.seed_tasks({"mode": "step"})[:3]
     assert episode_lengths(domain, steps, tokenizer) is None
+
+
+@pytest.mark.slow
+def test_two_processes_play_episodes_of_different_lengths_in_step(make_config, tmp_path):
+    """Under `accelerate launch` with 2 processes each rank plays its own shard of episodes, which end
+    after different numbers of turns; every rank must still make the same number of generate calls
+    (the rollout's any-rank-live sync), or the run would hang or fail. It finishes, and the
+    invariants hold over both ranks' attempts."""
+    import subprocess
+
+    from test_distributed import ACCELERATE, launch_env
+
+    from workbench.tasks import read_jsonl
+
+    cfg = make_config(domain="alfworld", mode="seeds", domain_options={"mode": "episode"}, epochs=1,
+                      pool__base_per_epoch=6, agent__per_device_batch_size=8, agent__num_generations=4,
+                      agent__max_completion_length=300, agent__episode_turn_tokens=12)
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(cfg.to_yaml())
+    out = subprocess.run(ACCELERATE + ["-m", "workbench", "run", str(config_path), "--out", str(tmp_path / "run")],
+                         capture_output=True, text=True, timeout=540, env=launch_env())
+    assert out.returncode == 0, out.stderr[-4000:]
+    record = list(read_jsonl(tmp_path / "run" / "metrics.jsonl"))[0]
+    episodes = record["agent_episodes"]
+    assert episodes["episodes"] == record["agent_tasks"] * 4  # both ranks' episodes, gathered
+    assert sum(episodes["ended_by"].values()) == episodes["episodes"]
+    check_run_folder(tmp_path / "run", 4)

@@ -488,7 +488,7 @@ def demo_run_config(
 
 REAL_SEEDS = 8  # the shortest seeds the real-model demo starts from (and shows as few-shot examples)
 # Rollouts sampled per optimizer step (TRL's default). One generate call for the whole mixture
-# (agent.steps_per_generation 8) made the agent phase 1.23x slower on one arithmetic epoch
+# (64 completions) made the agent phase 1.23x slower on one arithmetic epoch
 # (benchmarks/real_model_epoch.py): TRL then computes the rollouts' old log-probs in an extra
 # forward pass. Left off until a measurement shows it pays.
 REAL_STEPS_PER_GENERATION: int | None = None
@@ -533,8 +533,13 @@ def real_model_config(
     longest_reference = max(_tokens(tokenizer, _reference(plugin, t)) for t in chosen)
     max_completion, turn_tokens = min(512, _round_up(longest_reference * 1.5 + 16, 16)), AgentSettings.episode_turn_tokens
     episodes = episode_lengths(plugin, chosen, tokenizer)
+    micro_batch, checkpointing = 2, False
     if episodes:  # whole games: the episode's budget, replies of the longest reference line
         max_completion, turn_tokens = EPISODE_BUDGET_REAL, _round_up(episodes[1] * 1.5 + 8, 8)
+        # sequences of ~1,500 tokens: one a micro-step, activations recomputed (8.9 GiB instead of 13.2 at
+        # BFCL's micro-batch of 8 x 530 tokens), so an episode's update fits this machine's memory
+        micro_batch, checkpointing = 1, True
+    agent_model = dataclasses.replace(settings, gradient_checkpointing=checkpointing)
     return RunConfig(
         domain=domain,
         domain_options=options,
@@ -543,11 +548,14 @@ def real_model_config(
         epochs=epochs or 3,
         seed=seed,
         agent=AgentSettings(
-            model=settings,
+            model=agent_model,
             learning_rate=1e-4,
             num_generations=4,
-            per_device_batch_size=8,
-            gradient_accumulation_steps=2,
+            # 16 completions an optimizer step in micro-batches of 2: the update's activations grow with the
+            # micro-batch (about 1.5 GiB a 530-token sequence; 13.2 GiB peak at 8, 4.1 at 2 on BFCL, no slower:
+            # benchmarks/agent_phase.py, docs/real-model.md), and the rollouts are still sampled 16 a call
+            per_device_batch_size=micro_batch,
+            gradient_accumulation_steps=16 // micro_batch,
             steps_per_generation=REAL_STEPS_PER_GENERATION,
             temperature=0.7,  # at 1.0 a 135M model's rollouts are noise: every attempt fails, GRPO gets no signal
             max_completion_length=max_completion,
