@@ -17,6 +17,7 @@ slows everything: benchmarks/cpu_threads.py).
 
     python benchmarks/real_model_epoch.py --domain bamboogle [--full-ft]
     python benchmarks/real_model_epoch.py --domain travelplanner --epochs 1 --variants baseline --half
+    python benchmarks/real_model_epoch.py --domain alfworld --option mode=episode --epochs 1 --variants baseline --half
 
 `--half` uses the held-out table's sizes (benchmarks/real_model.py: 4 generated tasks and a
 mixture of 8 an epoch, 32 rollouts); every finished run folder is checked with
@@ -63,6 +64,7 @@ def main() -> None:
     parser.add_argument("--full-ft", action="store_true", help="also measure full fine-tuning of both models")
     parser.add_argument("--variants", type=lambda s: s.split(","), help="comma-separated variants (default baseline,one-call)")
     parser.add_argument("--half", action="store_true", help="the held-out table's sizes: 4 generated tasks, a mixture of 8")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a seed-loader option, e.g. mode=episode")
     args = parser.parse_args()
     import torch
 
@@ -70,7 +72,8 @@ def main() -> None:
     from workbench.engine.invariants import check_run_folder
     from workbench.engine.loop import CoEvolution
 
-    base = real_model_config(args.model, args.domain, epochs=args.epochs)
+    options = dict(item.split("=", 1) for item in args.option)
+    base = real_model_config(args.model, args.domain, epochs=args.epochs, options=options)
     if args.half:
         base = dataclasses.replace(base, env=dataclasses.replace(base.env, tasks_per_epoch=4),
                                    pool=dataclasses.replace(base.pool, base_per_epoch=2, history_per_epoch=2, max_new_per_epoch=4))
@@ -91,7 +94,7 @@ def main() -> None:
             for r in records:
                 print(f"  epoch {r['epoch']}: valid {r['valid']}/{r['candidates']}, rejections {r['rejections']}, "
                       f"novelty {r['novelty']}, p_hat {r['p_hat']}, agent_success_seed {r['agent_success_seed']}, "
-                      f"time {r['time']}", flush=True)
+                      f"episodes {r['agent_episodes']}, time {r['time']}", flush=True)
             rows[name] = (total, load)
             print(f"{name}: {total} (load before {load:.2f}, {torch.get_num_threads()} threads)", flush=True)
             del run
