@@ -100,12 +100,39 @@ def _corpus(domain: Domain, seeds: list[Task] | None = None, examples_per_prompt
 
 
 def _agent_examples(tokenizer: Any, domain: Domain, seeds: list[Task]) -> list[Any]:
+    """(prompt -> reference) pairs; a seed played as an episode gives one pair a turn instead."""
     from workbench.engine.rwr import RWRExample
 
-    return [
-        RWRExample(tokenizer.apply_chat_template(domain.agent_messages(t), tokenize=False, add_generation_prompt=True), _reference(domain, t))
-        for t in seeds
-    ]
+    examples = []
+    for task in seeds:
+        turns = episode_turns(domain, task)
+        for messages, reply in turns if turns is not None else [(domain.agent_messages(task), _reference(domain, task))]:
+            examples.append(RWRExample(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True), reply))
+    return examples
+
+
+def episode_turns(domain: Domain, task: Task) -> list[tuple[list[dict[str, str]], str]] | None:
+    """A seed a multi-turn plugin plays as an episode, as (conversation so far -> next reply) pairs:
+    the reference output's lines played one a turn in the real interaction, each observation
+    added as the next user message, as the engine's episode rollout shows them; None for a task
+    without an interaction."""
+    interaction = domain.make_interaction(task) if domain.info.multi_turn else None
+    if interaction is None:
+        return None
+    from workbench.engine.episodes import with_observation
+
+    try:
+        messages = with_observation(domain.agent_messages(task), str(interaction.reset()))
+        pairs = []
+        for reply in [line.strip() for line in _reference(domain, task).splitlines() if line.strip()]:
+            pairs.append((list(messages), reply))
+            observation, _reward, done = interaction.step(reply)
+            if done or interaction.won:
+                break
+            messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": str(observation)}]
+    finally:
+        interaction.close()
+    return pairs
 
 
 def _env_examples(tokenizer: Any, domain: Domain, seeds: list[Task], rng: random.Random, shown: int, include_self: bool) -> list[Any]:
@@ -339,6 +366,8 @@ def prepare_domain_demo(
               "vocab": 2048, "hidden": 64, "layers": 2, "lr": 3e-3, "rounds": max_rounds,
               "valid_target": VALID_TARGET, "temperature": ENV_TEMPERATURE,
               "steps_per_round": [AGENT_STEPS_PER_ROUND, ENV_STEPS_PER_ROUND]}
+    if domain.info.multi_turn:
+        recipe["agent_examples"] = "per turn of an episode"  # episode seeds warm-start the agent turn by turn
     key = hashlib.sha1(json.dumps([recipe, corpus], sort_keys=True).encode()).hexdigest()[:10]
     root = cache_root() / f"demo-{name}-{key}"
     agent_dir, env_dir, facts_path = root / "agent", root / "env", root / "demo.json"
@@ -418,7 +447,14 @@ def _valid_share(domain: Domain, seeds: list[Task], generator: Any, seed: int) -
 
 
 def _agent_success(domain: Domain, seeds: list[Task], generator: Any, seed: int, n: int = 4) -> float:
-    """The agent's sampled success rate on the seeds (n attempts each)."""
+    """The agent's sampled success rate on the seeds (n attempts each); for seeds played as
+    episodes, the share of the reference's turns it reproduces exactly, given the turns before."""
+    turns = [episode_turns(domain, t) for t in seeds]
+    if any(t is not None for t in turns):
+        pairs = [pair for t in turns for pair in (t or [])]
+        outputs = generator.generate([messages for messages, _ in pairs], n=n, seed=seed)
+        hits = [o.strip() == reply for (_, reply), outs in zip(pairs, outputs) for o in outs]
+        return sum(hits) / len(hits) if hits else 0.0
     outputs = generator.generate([domain.agent_messages(t) for t in seeds], n=n, seed=seed)
     scores = [domain.score(t, o).success for t, outs in zip(seeds, outputs) for o in outs]
     return sum(scores) / len(scores) if scores else 0.0
