@@ -118,3 +118,21 @@ def test_two_processes_play_episodes_of_different_lengths_in_step(make_config, t
     assert episodes["episodes"] == record["agent_tasks"] * 4  # both ranks' episodes, gathered
     assert sum(episodes["ended_by"].values()) == episodes["episodes"]
     check_run_folder(tmp_path / "run", 4)
+
+
+def test_the_demo_warm_starts_an_episode_turn_by_turn():
+    """Each turn of a seed's expert plan becomes one (conversation so far -> action) pair, with
+    the real game's observations as user turns, as the rollout shows them."""
+    from workbench.demo import episode_turns
+    from workbench.registry import load_registry
+
+    domain = load_registry().domain("alfworld")
+    task = next(t for t in domain.seed_tasks({"mode": "episode"}) if t.spec["task_type"] == "pick_and_place_simple")
+    pairs = episode_turns(domain, task)
+    plan = task.spec["expert_plan"]
+    assert [reply for _, reply in pairs] == [f"Action: {a}" for a in plan]
+    for k, (messages, _reply) in enumerate(pairs):
+        assert messages[-1]["role"] == "user" and len(messages) == len(pairs[0][0]) + 2 * k
+        assert "You are in the middle of a room" in messages[len(pairs[0][0]) - 1]["content"]  # the first observation
+    assert pairs[-1][0][-1]["content"].startswith("You")  # a real TextWorld observation
+    assert episode_turns(domain, domain.seed_tasks({"mode": "step"})[0]) is None
