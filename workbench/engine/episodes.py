@@ -174,7 +174,9 @@ class EpisodeRollout:
             # Tasks without an interaction: one reply each, exactly as TRL generates them.
             chosen = single or [0]
             ids, _images, _fields = trainer._tokenize_prompts([prompts[i] for i in chosen])
-            groups_intact = len(single) == count  # then the call is TRL's own: whole groups of num_generations
+            # with no episode on any rank the call is TRL's own (whole groups of num_generations), so every rank
+            # passes the same group size to a collective backend (vLLM)
+            groups_intact = not _any_rank(len(single) < count)
             outs, lps = self._generate(trainer, ids, trainer.max_completion_length, trainer.num_generations if groups_intact else 1)
             for k, i in enumerate(single):
                 prompt_ids[i], completion_ids[i] = list(ids[k]), list(outs[k])
