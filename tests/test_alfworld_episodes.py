@@ -99,6 +99,7 @@ def test_two_processes_play_episodes_of_different_lengths_in_step(make_config, t
     after different numbers of turns; every rank must still make the same number of generate calls
     (the rollout's any-rank-live sync), or the run would hang or fail. It finishes, and the
     invariants hold over both ranks' attempts."""
+    import json
     import subprocess
 
     from test_distributed import ACCELERATE, launch_env
@@ -110,9 +111,13 @@ def test_two_processes_play_episodes_of_different_lengths_in_step(make_config, t
                       agent__max_completion_length=300, agent__episode_turn_tokens=12)
     config_path = tmp_path / "config.yaml"
     config_path.write_text(cfg.to_yaml())
+    shards = tmp_path / "shards"
     out = subprocess.run(ACCELERATE + ["-m", "workbench", "run", str(config_path), "--out", str(tmp_path / "run")],
-                         capture_output=True, text=True, timeout=540, env=launch_env())
+                         capture_output=True, text=True, timeout=540, env=launch_env(WORKBENCH_DEBUG_SHARDS=str(shards)))
     assert out.returncode == 0, out.stderr[-4000:]
+    per_rank = [json.loads((shards / f"rank{r}_epoch1.json").read_text()) for r in (0, 1)]
+    assert all(p["world_size"] == 2 for p in per_rank), "accelerate started a single process"
+    assert per_rank[0]["task_ids"] and per_rank[1]["task_ids"] and not set(per_rank[0]["task_ids"]) & set(per_rank[1]["task_ids"])
     record = list(read_jsonl(tmp_path / "run" / "metrics.jsonl"))[0]
     episodes = record["agent_episodes"]
     assert episodes["episodes"] == record["agent_tasks"] * 4  # both ranks' episodes, gathered
