@@ -407,7 +407,9 @@ def prepare_domain_demo(
     agent = RWRUpdater(agent_settings, AutoModelForCausalLM.from_pretrained(base), tok, str(root / ".warm-agent"), seed=0)
     env = RWRUpdater(env_settings, AutoModelForCausalLM.from_pretrained(base), tok, str(root / ".warm-env"), seed=0)
     env_gen = TransformersGenerator(GenerationSettings(max_new_tokens=max_new_tokens, batch_size=12, temperature=ENV_TEMPERATURE), env.model, tok)
-    agent_gen = TransformersGenerator(GenerationSettings(max_new_tokens=max_completion, batch_size=16), agent.model, tok)
+    # an episode's warm-start answers are single turns: sampling them up to the whole episode's budget would
+    # cost a random model 512 tokens a turn
+    agent_gen = TransformersGenerator(GenerationSettings(max_new_tokens=turn_tokens or max_completion, batch_size=16), agent.model, tok)
     history: list[dict[str, Any]] = []
     valid_share = success = 0.0
     for round_no in range(1, max_rounds + 1):
