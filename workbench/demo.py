@@ -402,7 +402,9 @@ def prepare_domain_demo(
     # a round is a number of optimizer steps, whatever the seed count (3 long TravelPlanner seeds
     # need as many steps as 12 short Bamboogle ones)
     steps_per_epoch = math.ceil(len(chosen) / 4)
-    agent_settings = RWRSettings(learning_rate=recipe["lr"], batch_size=4, epochs=math.ceil(AGENT_STEPS_PER_ROUND / steps_per_epoch))
+    agent_examples = _agent_examples(tok, domain, chosen)  # an episode seed gives one example a turn: count those
+    agent_settings = RWRSettings(learning_rate=recipe["lr"], batch_size=4,
+                                 epochs=math.ceil(AGENT_STEPS_PER_ROUND / math.ceil(len(agent_examples) / 4)))
     env_settings = RWRSettings(learning_rate=recipe["lr"], batch_size=4, epochs=math.ceil(ENV_STEPS_PER_ROUND / steps_per_epoch))
     agent = RWRUpdater(agent_settings, AutoModelForCausalLM.from_pretrained(base), tok, str(root / ".warm-agent"), seed=0)
     env = RWRUpdater(env_settings, AutoModelForCausalLM.from_pretrained(base), tok, str(root / ".warm-env"), seed=0)
@@ -416,7 +418,7 @@ def prepare_domain_demo(
         if valid_share < VALID_TARGET:
             env.update(_env_examples(tok, domain, chosen, rng, shown=1, include_self=True))
         if success < 0.2:
-            agent.update(_agent_examples(tok, domain, chosen))
+            agent.update(agent_examples)
         valid_share = _valid_share(domain, chosen, env_gen, seed=round_no)
         success = _agent_success(domain, chosen, agent_gen, seed=round_no)
         history.append({"round": round_no, "env_valid_share": round(valid_share, 3), "agent_success": round(success, 3)})
