@@ -77,20 +77,20 @@ def test_the_experts_replies_win_an_episode_in_the_rollout(episode_run, monkeypa
 def test_the_demo_sizes_an_episode_budget_from_the_first_observation(episode_run):
     """`workbench demo --domain alfworld --option mode=episode` sizes the agent for whole games:
     the prompt with its first observation, and a turn as long as the longest reference action."""
-    from workbench.demo import episode_lengths
+    from workbench.demo import episode_lengths, episode_turns
     from workbench.registry import load_registry
 
     run, _cfg = episode_run
     domain = load_registry().domain("alfworld")
     tokenizer = run.agent_tokenizer
-    lengths = episode_lengths(domain, run.seeds, tokenizer)
+    lengths = episode_lengths([episode_turns(domain, t) for t in run.seeds], tokenizer)
     assert lengths is not None
     prompt, turn = lengths
     longest_plain = max(len(tokenizer.apply_chat_template(domain.agent_messages(t), add_generation_prompt=True)) for t in run.seeds)
     assert prompt > longest_plain  # the first observation is part of the prompt
     assert 0 < turn < 40
     steps = domain.seed_tasks({"mode": "step"})[:3]
-    assert episode_lengths(domain, steps, tokenizer) is None
+    assert episode_lengths([episode_turns(domain, t) for t in steps], tokenizer) is None
 
 
 @pytest.mark.slow

@@ -99,19 +99,22 @@ def _corpus(domain: Domain, seeds: list[Task] | None = None, examples_per_prompt
     return texts
 
 
-def _agent_examples(tokenizer: Any, domain: Domain, seeds: list[Task]) -> list[Any]:
-    """(prompt -> reference) pairs; a seed played as an episode gives one pair a turn instead."""
+Turns = list[tuple[list[dict[str, str]], str]]
+
+
+def _agent_examples(tokenizer: Any, domain: Domain, seeds: list[Task], turns: list[Turns | None] | None = None) -> list[Any]:
+    """(prompt -> reference) pairs; a seed played as an episode (`turns`, aligned with `seeds`)
+    gives one pair a turn instead."""
     from workbench.engine.rwr import RWRExample
 
     examples = []
-    for task in seeds:
-        turns = episode_turns(domain, task)
-        for messages, reply in turns if turns is not None else [(domain.agent_messages(task), _reference(domain, task))]:
+    for task, played in zip(seeds, turns or [None] * len(seeds)):
+        for messages, reply in played if played is not None else [(domain.agent_messages(task), _reference(domain, task))]:
             examples.append(RWRExample(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True), reply))
     return examples
 
 
-def episode_turns(domain: Domain, task: Task) -> list[tuple[list[dict[str, str]], str]] | None:
+def episode_turns(domain: Domain, task: Task) -> Turns | None:
     """A seed a multi-turn plugin plays as an episode, as (conversation so far -> next reply) pairs:
     the reference output's lines played one a turn in the real interaction, each observation
     added as the next user message, as the engine's episode rollout shows them; None for a task
@@ -291,28 +294,18 @@ EPISODE_BUDGET_TINY = 512
 EPISODE_BUDGET_REAL = 768
 
 
-def episode_lengths(domain: Domain, seeds: list[Task], tokenizer: Any) -> tuple[int, int] | None:
-    """For seeds a multi-turn domain plays as episodes (its plugin makes an Interaction for them):
-    (the longest agent prompt with its first observation, the longest single turn of the reference
-    answers, in tokens); None when no seed is an episode. Resets each game once (real engine)."""
-    if not domain.info.multi_turn:
-        return None
-    from workbench.engine.episodes import with_observation
+def episode_lengths(turns: list[Turns | None], tokenizer: Any) -> tuple[int, int] | None:
+    """For seeds played as episodes (`episode_turns` of each): (the longest agent prompt with its
+    first observation, the longest single reply of the references, in tokens); None when no
+    seed is an episode."""
     from workbench.engine.generation import chat_prompt
 
-    longest_prompt = longest_turn = 0
-    for task in seeds:
-        interaction = domain.make_interaction(task)
-        if interaction is None:
-            continue
-        try:
-            first = str(interaction.reset())
-        finally:
-            interaction.close()
-        prompt = chat_prompt(tokenizer, with_observation(domain.agent_messages(task), first))
-        longest_prompt = max(longest_prompt, _tokens(tokenizer, prompt))
-        longest_turn = max([longest_turn] + [_tokens(tokenizer, line) for line in _reference(domain, task).splitlines() if line.strip()])
-    return (longest_prompt, longest_turn) if longest_prompt else None
+    played = [t for t in turns if t]
+    if not played:
+        return None
+    longest_prompt = max(_tokens(tokenizer, chat_prompt(tokenizer, t[0][0])) for t in played)
+    longest_turn = max(_tokens(tokenizer, reply) for t in played for _, reply in t)
+    return longest_prompt, longest_turn
 
 
 def _choose_seeds(domain: Domain, options: dict[str, Any], count: int) -> list[Task]:
@@ -386,7 +379,8 @@ def prepare_domain_demo(
     max_new_tokens = _round_up(longest_render * 1.25 + 8, 8)
     max_completion = _round_up(longest_reference * 1.25 + 4, 4)
     longest_agent_prompt = max(_tokens(tokenizer, p) for p, _ in agent_texts)
-    episodes = episode_lengths(domain, chosen, tokenizer)
+    turns = [episode_turns(domain, t) for t in chosen]  # each episode seed's game played once, by its reference
+    episodes = episode_lengths(turns, tokenizer)
     turn_tokens = None
     if episodes:  # the agent plays whole games: a budget for a dozen turns, replies of the longest reference line
         longest_agent_prompt, longest_turn = max(longest_agent_prompt, episodes[0]), episodes[1]
@@ -402,7 +396,7 @@ def prepare_domain_demo(
     # a round is a number of optimizer steps, whatever the seed count (3 long TravelPlanner seeds
     # need as many steps as 12 short Bamboogle ones)
     steps_per_epoch = math.ceil(len(chosen) / 4)
-    agent_examples = _agent_examples(tok, domain, chosen)  # an episode seed gives one example a turn: count those
+    agent_examples = _agent_examples(tok, domain, chosen, turns)  # an episode seed gives one example a turn: count those
     agent_settings = RWRSettings(learning_rate=recipe["lr"], batch_size=4,
                                  epochs=math.ceil(AGENT_STEPS_PER_ROUND / math.ceil(len(agent_examples) / 4)))
     env_settings = RWRSettings(learning_rate=recipe["lr"], batch_size=4, epochs=math.ceil(ENV_STEPS_PER_ROUND / steps_per_epoch))
@@ -420,7 +414,7 @@ def prepare_domain_demo(
         if success < 0.2:
             agent.update(agent_examples)
         valid_share = _valid_share(domain, chosen, env_gen, seed=round_no)
-        success = _agent_success(domain, chosen, agent_gen, seed=round_no)
+        success = _agent_success(domain, chosen, turns, agent_gen, seed=round_no)
         history.append({"round": round_no, "env_valid_share": round(valid_share, 3), "agent_success": round(success, 3)})
         progress(f"warm start round {round_no}/{max_rounds}: environment writes valid {name} tasks {valid_share:.0%} "
                  f"of the time, the agent solves {success:.0%} of its seed attempts")
@@ -450,10 +444,9 @@ def _valid_share(domain: Domain, seeds: list[Task], generator: Any, seed: int) -
     return valid / total if total else 0.0
 
 
-def _agent_success(domain: Domain, seeds: list[Task], generator: Any, seed: int, n: int = 4) -> float:
+def _agent_success(domain: Domain, seeds: list[Task], turns: list[Turns | None], generator: Any, seed: int, n: int = 4) -> float:
     """The agent's sampled success rate on the seeds (n attempts each); for seeds played as
-    episodes, the share of the reference's turns it reproduces exactly, given the turns before."""
-    turns = [episode_turns(domain, t) for t in seeds]
+    episodes (`turns`), the share of the reference's turns it reproduces exactly, given the turns before."""
     if any(t is not None for t in turns):
         pairs = [pair for t in turns for pair in (t or [])]
         outputs = generator.generate([messages for messages, _ in pairs], n=n, seed=seed)
@@ -572,7 +565,7 @@ def real_model_config(
     longest_render = max(_tokens(tokenizer, _render(plugin, t)) for t in chosen)
     longest_reference = max(_tokens(tokenizer, _reference(plugin, t)) for t in chosen)
     max_completion, turn_tokens = min(512, _round_up(longest_reference * 1.5 + 16, 16)), AgentSettings.episode_turn_tokens
-    episodes = episode_lengths(plugin, chosen, tokenizer)
+    episodes = episode_lengths([episode_turns(plugin, t) for t in chosen], tokenizer)
     micro_batch, checkpointing = 2, False
     if episodes:  # whole games: the episode's budget, replies of the longest reference line
         max_completion, turn_tokens = EPISODE_BUDGET_REAL, _round_up(episodes[1] * 1.5 + 8, 8)

@@ -201,16 +201,7 @@ class GRPOAgent:
     def _all_ranks_episodes(self) -> dict[str, Any] | None:
         if self.episodes is None:
             return None
-        total = EpisodeStats()
-        for stats in dist.gather([self.episodes.stats]):
-            total.episodes += stats.episodes
-            total.won += stats.won
-            total.turns += stats.turns
-            total.generate_calls = max(total.generate_calls, stats.generate_calls)
-            total.seconds_in_env += stats.seconds_in_env
-            for why, n in stats.ended_by.items():
-                total.ended_by[why] = total.ended_by.get(why, 0) + n
-        return total.summary()
+        return EpisodeStats.merged(dist.gather([self.episodes.stats])).summary()
 
     def _all_ranks_attempts(self) -> dict[str, list[Attempt]]:
         """This epoch's attempts of every rank, grouped by task (one process: its own)."""

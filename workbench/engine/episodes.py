@@ -94,6 +94,20 @@ class EpisodeStats:
         self.turns += len(episode.replies)
         self.ended_by[episode.ended_by] = self.ended_by.get(episode.ended_by, 0) + 1
 
+    @classmethod
+    def merged(cls, parts: list["EpisodeStats"]) -> "EpisodeStats":
+        """Several ranks' figures as one (every rank makes the same generate calls)."""
+        total = cls()
+        for part in parts:
+            total.episodes += part.episodes
+            total.won += part.won
+            total.turns += part.turns
+            total.generate_calls = max(total.generate_calls, part.generate_calls)
+            total.seconds_in_env += part.seconds_in_env
+            for why, n in part.ended_by.items():
+                total.ended_by[why] = total.ended_by.get(why, 0) + n
+        return total
+
     def summary(self) -> dict[str, Any] | None:
         """The epoch record's `agent_episodes` (None when no episode was played)."""
         if not self.episodes:
@@ -257,10 +271,9 @@ class EpisodeRollout:
             observation, reward, done = interaction.step(reply)
             won = bool(interaction.won)
         except Exception as exc:  # noqa: BLE001 - a plugin fault ends this episode, counted, not the run
+            return _end(episode, "interaction_error", f"step() raised {type(exc).__name__}: {exc}")
+        finally:
             self.stats.seconds_in_env += time.perf_counter() - start
-            _end(episode, "interaction_error", f"step() raised {type(exc).__name__}: {exc}")
-            return False
-        self.stats.seconds_in_env += time.perf_counter() - start
         episode.won, episode.reward = won, _unit(reward)
         if won:
             return _end(episode, "won")
