@@ -120,12 +120,13 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
           f"seeds {args.seeds}, agent answers up to {max_new} tokens", flush=True)
     results: dict[str, Any] = {"benchmark": args.benchmark, "model": args.model, "epochs": args.epochs, "seeds": args.seeds,
                                "train_ids": seed_ids, "heldout_ids": [t.id for t in heldout], "headline": domain.info.headline,
-                               "rows": {}, "load_before": os.getloadavg()[0], "threads": None, "complete": False}
+                               "rows": {}, "load_before": os.getloadavg()[0], "threads": None, "complete": False,
+                               "dtype": probe.agent.model.dtype}
     previous = _previous(out, results)
     results["rows"] = {row: value for row, value in previous.items() if row not in args.rows}  # rows not asked for are kept
     start = time.perf_counter()
     if "base" in args.rows:
-        settings = ModelSettings(name_or_path=args.model, device="cpu")
+        settings = ModelSettings(name_or_path=args.model, device="cpu", dtype=probe.agent.model.dtype)  # as the trained rows
         tokenizer = load_tokenizer(settings, "--model")
         base = load_model(settings, "--model", trainable=False)
         results["rows"]["base"] = {"scores": [evaluate(domain, heldout, base, tokenizer, max_new, s) for s in range(args.seeds)],
@@ -171,7 +172,8 @@ def _previous(out: Path, results: dict[str, Any]) -> dict[str, Any]:
     if not path.exists():
         return {}
     old = json.loads(path.read_text())
-    same = all(old.get(k) == results[k] for k in ("model", "epochs", "seeds", "train_ids", "heldout_ids"))
+    old.setdefault("dtype", "float32")  # results written before the dtype was recorded were all float32
+    same = all(old.get(k) == results[k] for k in ("model", "epochs", "seeds", "train_ids", "heldout_ids", "dtype"))
     return old.get("rows", {}) if same else {}
 
 
@@ -207,7 +209,7 @@ def print_table(out: Path) -> None:
         total = sum(row["seconds"] for row in r["rows"].values())
         state = "" if r.get("complete") else " (not complete: rows missing or still running)"
         print(f"{r['benchmark']}: {total / 60:.1f} min in all ({times} min), {r['epochs']} epochs x {r['seeds']} seeds, "
-              f"peak RSS {r.get('peak_rss_gib', float('nan')):.2f} GiB, {r['threads']} torch threads, "
+              f"peak RSS {r.get('peak_rss_gib', float('nan')):.2f} GiB, {r['threads']} torch threads, {r.get('dtype', 'float32')} weights, "
               f"load {r['load_before']:.2f} before / {r.get('load_after', float('nan')):.2f} after{state}")
         for row, value in r["rows"].items():
             for error in value.get("errors", []):

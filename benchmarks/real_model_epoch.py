@@ -8,7 +8,9 @@ the same invocation:
   default steps_per_generation = gradient accumulation: 4 calls of 16 completions);
 * `one-call`: one generate call for the whole mixture (steps_per_generation = the mixture's
   completions over the micro-batch: 64 / 2 = 32 with the demo's settings);
-* `full-ft` (with --full-ft): the demo's settings with full fine-tuning instead of LoRA.
+* `full-ft` (with --full-ft): the demo's settings with full fine-tuning instead of LoRA;
+* `float32`: both models' base weights in float32 (the demo's setting before it picked bfloat16
+  on CPUs that multiply it in hardware: `workbench.demo.real_model_dtype`).
 
 For each: the seconds of every phase (environment generation, agent rollouts + update,
 environment update, checkpoint) summed over the epochs, as a ratio to the baseline, with the
@@ -16,6 +18,7 @@ environment update, checkpoint) summed over the epochs, as a ratio to the baseli
 slows everything: benchmarks/cpu_threads.py).
 
     python benchmarks/real_model_epoch.py --domain bamboogle [--full-ft]
+    python benchmarks/real_model_epoch.py --domain bfcl --epochs 1 --variants baseline,float32 --half
     python benchmarks/real_model_epoch.py --domain travelplanner --epochs 1 --variants baseline --half
     python benchmarks/real_model_epoch.py --domain alfworld --option mode=episode --epochs 1 --variants baseline --half
 
@@ -47,11 +50,18 @@ def variant(name: str, config):  # noqa: ANN001, ANN201
         pool = config.pool
         completions = (pool.base_per_epoch + pool.history_per_epoch + pool.max_new_per_epoch) * agent.num_generations
         return dataclasses.replace(config, agent=dataclasses.replace(agent, steps_per_generation=completions // agent.per_device_batch_size))
+    if name == "float32":
+        return dataclasses.replace(
+            config,
+            agent=dataclasses.replace(agent, model=dataclasses.replace(agent.model, dtype="float32")),
+            env=dataclasses.replace(config.env, model=dataclasses.replace(config.env.model, dtype="float32")),
+        )
     if name == "full-ft":
         return dataclasses.replace(
             config,
-            agent=dataclasses.replace(agent, model=dataclasses.replace(agent.model, lora=None)),
-            env=dataclasses.replace(config.env, model=dataclasses.replace(config.env.model, lora=None)),
+            # float32 weights: a fully trained model needs an fp32 master copy (check_trainable_dtype)
+            agent=dataclasses.replace(agent, model=dataclasses.replace(agent.model, lora=None, dtype="float32")),
+            env=dataclasses.replace(config.env, model=dataclasses.replace(config.env.model, lora=None, dtype="float32")),
         )
     return config
 
@@ -96,7 +106,8 @@ def main() -> None:
                       f"novelty {r['novelty']}, p_hat {r['p_hat']}, agent_success_seed {r['agent_success_seed']}, "
                       f"episodes {r['agent_episodes']}, time {r['time']}", flush=True)
             rows[name] = (total, load)
-            print(f"{name}: {total} (load before {load:.2f}, {torch.get_num_threads()} threads)", flush=True)
+            print(f"{name}: {total} (load before {load:.2f}, {torch.get_num_threads()} threads, "
+                  f"agent base {variant(name, base).agent.model.dtype})", flush=True)
             del run
         finally:
             shutil.rmtree(folder, ignore_errors=True)

@@ -14,6 +14,7 @@ import torch
 from workbench.config import LoraSettings, ModelSettings
 from workbench.engine.loop import CoEvolution
 from workbench.engine.models import checkpointing_is_enabled, load_model
+from workbench.engine.rwr import RWRExample
 
 
 def params_of(model) -> dict[str, torch.Tensor]:
@@ -45,6 +46,44 @@ def test_lora_trains_only_adapters_and_the_env_reference_is_the_base(make_config
     with torch.no_grad():
         assert torch.allclose(ref, base(**inputs).logits, atol=1e-5)
         assert not torch.allclose(env(**inputs).logits, ref, atol=1e-5)
+
+
+def test_a_bfloat16_lora_base_trains_float32_adapters_on_cpu(make_config, tmp_path):
+    """The real-model demo's setting where the CPU multiplies bfloat16 in hardware
+    (workbench.demo.real_model_dtype): a bf16 base stays frozen and bf16, the adapters train in fp32."""
+    cfg = lora_config(make_config, agent__model__dtype="bfloat16", env__model__dtype="bfloat16")
+    run = CoEvolution(cfg, tmp_path / "run")
+    models = {"agent": run.agent.model, "env": run.env_updater.model}
+    before = {role: params_of(m) for role, m in models.items()}
+    record = run.step()  # GRPO through TRL on the bf16 base (the tiny agent fails every attempt: zero advantages)
+    assert record["agent_steps"] > 0 and record["agent_loss"] is not None
+    # the tiny random environment rarely writes a valid task, so its RWR update is run directly
+    result = run.env_updater.update([RWRExample("Write a task.", "Task: 2 + 3", weight=1.0)] * 4)
+    assert result.steps > 0 and result.loss is not None and not result.rolled_back
+    ids = torch.tensor([[1, 2, 3, 4, 5, 6]])
+    loss = run.agent.model(input_ids=ids, labels=ids).loss  # a gradient reaches the agent's fp32 adapters through bf16
+    loss.backward()
+    grads = [p.grad for n, p in run.agent.model.named_parameters() if "lora_B" in n]
+    assert grads and all(g is not None and g.dtype == torch.float32 and torch.isfinite(g).all() for g in grads)
+    assert any(g.abs().sum() > 0 for g in grads)
+    for role, model in models.items():
+        after = params_of(model)
+        frozen = [n for n in after if "lora_" not in n]
+        adapters = [n for n in after if "lora_" in n]
+        assert frozen and all(after[n].dtype == torch.bfloat16 and torch.equal(after[n], before[role][n]) for n in frozen)
+        assert adapters and all(after[n].dtype == torch.float32 for n in adapters)
+    env_after = params_of(models["env"])
+    assert any(not torch.equal(env_after[n], before["env"][n]) for n in env_after if "lora_B" in n), "env adapters did not train"
+
+
+def test_real_model_dtype_is_bfloat16_only_where_the_cpu_has_it(monkeypatch):
+    import workbench.engine.models as models
+    from workbench.demo import real_model_dtype
+
+    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: True)
+    assert real_model_dtype() == "bfloat16"
+    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: False)
+    assert real_model_dtype() == "float32"
 
 
 @pytest.mark.slow

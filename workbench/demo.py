@@ -41,7 +41,7 @@ import math
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from workbench.config import (
     AgentSettings,
@@ -527,6 +527,15 @@ REAL_SEEDS = 8  # the shortest seeds the real-model demo starts from (and shows 
 REAL_STEPS_PER_GENERATION: int | None = None
 
 
+def real_model_dtype() -> Literal["bfloat16", "float32"]:
+    """The real model's base weights: bfloat16 where the CPU multiplies it in hardware (the LoRA
+    adapters and their optimizer stay float32, as on CUDA), else float32. Measured on this
+    project's 2-core AMX machine: see docs/real-model.md, "Where an epoch's time goes"."""
+    from workbench.engine.models import cpu_has_native_bf16
+
+    return "bfloat16" if cpu_has_native_bf16() else "float32"
+
+
 def real_model_config(
     model: str,
     domain: str = DEMO_DOMAIN,
@@ -540,7 +549,8 @@ def real_model_config(
     """GenEnv with one real instruct model as both environment and agent (as in the paper: both
     start from the same model), no warm start: the environment is prompted with seed tasks in
     the benchmark's own format as a few-shot chat (`env.prompt_format: turns`: the examples are
-    the model's own earlier replies) under the model's own chat template.
+    the model's own earlier replies) under the model's own chat template. Base weights in
+    `real_model_dtype()`.
 
     Sized for two CPU cores (docs/domain-demos.md has the measured epoch times): LoRA adapters
     on both models (an epoch's update steps and its checkpoint cost a fraction of full
@@ -560,7 +570,7 @@ def real_model_config(
         chosen = [t for t in plugin.seed_tasks(options) if t.id in wanted]
         if len(chosen) != len(wanted):
             raise DemoError(f"{len(wanted) - len(chosen)} of the seed_ids are not among {domain}'s seed tasks with these options")
-    settings = ModelSettings(name_or_path=model, device="cpu", lora=LoraSettings(r=16, alpha=32, dropout=0.0))
+    settings = ModelSettings(name_or_path=model, device="cpu", dtype=real_model_dtype(), lora=LoraSettings(r=16, alpha=32, dropout=0.0))
     tokenizer = load_tokenizer(settings, "--model")
     longest_render = max(_tokens(tokenizer, _render(plugin, t)) for t in chosen)
     longest_reference = max(_tokens(tokenizer, _reference(plugin, t)) for t in chosen)
