@@ -57,3 +57,14 @@ def test_the_held_out_table_script_runs_end_to_end(tmp_path):
     assert not set(result["train_ids"]) & set(result["heldout_ids"])  # disjoint split
     assert all(len(r["scores"]) == 2 and all(0.0 <= s <= 1.0 for s in r["scores"]) for r in result["rows"].values())
     assert "| genenv |" in proc.stdout and "peak RSS" in proc.stdout
+
+
+def test_long_benchmark_sequences_train_one_at_a_time_with_recomputed_activations():
+    from workbench.demo import REAL_LONG_SEQUENCE, real_model_config
+
+    short, long = real_model_config(ALIAS, "bamboogle"), real_model_config(ALIAS, "travelplanner")
+    assert (short.agent.per_device_batch_size, short.agent.model.gradient_checkpointing) == (2, False)
+    assert (long.agent.per_device_batch_size, long.agent.model.gradient_checkpointing) == (1, True)
+    for config in (short, long):  # 16 completions an optimizer step either way
+        assert config.agent.per_device_batch_size * config.agent.gradient_accumulation_steps == 16
+    assert long.agent.max_completion_length < REAL_LONG_SEQUENCE  # the reference sheet, not the answer, makes it long

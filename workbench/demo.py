@@ -525,6 +525,10 @@ REAL_SEEDS = 8  # the shortest seeds the real-model demo starts from (and shows 
 # (benchmarks/real_model_epoch.py): TRL then computes the rollouts' old log-probs in an extra
 # forward pass. Left off until a measurement shows it pays.
 REAL_STEPS_PER_GENERATION: int | None = None
+# Past this many tokens (agent prompt + answer) a sequence trains alone with activations recomputed: the update
+# keeps about 1.5 GiB of float32 activations per 530-token sequence (benchmarks/agent_phase.py), more than
+# linearly in length, so two of TravelPlanner's ~2,400-token sequences would not fit this 24 GiB machine.
+REAL_LONG_SEQUENCE = 1024
 
 
 def real_model_dtype() -> Literal["bfloat16", "float32"]:
@@ -559,6 +563,7 @@ def real_model_config(
     multiple of 0.25, so the band half-width k_min is 0.25 (the paper's 0.1 would keep only
     p_hat = 0.5). `seed_ids` picks the seeds (a held-out split, say) instead of the shortest."""
     from workbench.config import LoraSettings
+    from workbench.engine.generation import chat_prompt
     from workbench.engine.models import load_tokenizer
 
     options = dict(options or {})
@@ -576,7 +581,10 @@ def real_model_config(
     longest_reference = max(_tokens(tokenizer, _reference(plugin, t)) for t in chosen)
     max_completion, turn_tokens = min(512, _round_up(longest_reference * 1.5 + 16, 16)), AgentSettings.episode_turn_tokens
     episodes = episode_lengths([episode_turns(plugin, t) for t in chosen], tokenizer)
+    longest_prompt = max(_tokens(tokenizer, chat_prompt(tokenizer, plugin.agent_messages(t))) for t in chosen)
     micro_batch, checkpointing = 2, False
+    if longest_prompt + max_completion > REAL_LONG_SEQUENCE:  # TravelPlanner: a reference sheet of ~1,500-1,900 tokens
+        micro_batch, checkpointing = 1, True
     if episodes:  # whole games: the episode's budget, replies of the longest reference line
         max_completion, turn_tokens = EPISODE_BUDGET_REAL, _round_up(episodes[1] * 1.5 + 8, 8)
         # sequences of ~1,500 tokens: one a micro-step, activations recomputed (8.9 GiB instead of 13.2 at
