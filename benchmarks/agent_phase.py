@@ -1,7 +1,8 @@
 """Where the agent phase of a real-model epoch goes: rollout sampling against the GRPO update.
 
 Runs one `seeds`-mode epoch (no environment generation: the agent phase alone) of the
-`workbench demo --model` settings on one domain with a mixture of 8 seed tasks x 4 attempts,
+`workbench demo --model` settings on one domain with a mixture of 8 seed tasks x 4 attempts
+(`--tasks` changes the 8),
 and times TRL's rollout sampling (`GRPOTrainer._generate_single_turn`) inside the phase;
 the rest is the forward/backward passes and optimizer steps. Prints the seconds and shares,
 the shapes of each generation batch, torch's thread count and the load average.
@@ -15,6 +16,7 @@ in its own process: the high-water mark never goes down.
     python benchmarks/agent_phase.py --domain bfcl --longest-under 1600   # the held-out table's longest BFCL prompts
     python benchmarks/agent_phase.py --domain bfcl --micro-batch 4        # 4 x 4 accumulation, same 16 per step
     python benchmarks/agent_phase.py --domain bfcl --gradient-checkpointing
+    python benchmarks/agent_phase.py --domain travelplanner --tasks 4   # the demo's first epoch: 4 seeds x 4, one step
 """
 
 from __future__ import annotations
@@ -68,8 +70,9 @@ def main() -> None:
     parser.add_argument("--micro-batch", type=int, help="agent.per_device_batch_size, with gradient accumulation keeping "
                         "the same completions per optimizer step (default: the demo's, no accumulation)")
     parser.add_argument("--gradient-checkpointing", action="store_true", help="recompute activations in the backward pass")
+    parser.add_argument("--tasks", type=int, default=8, help="seed tasks in the mixture (x 4 attempts each)")
     parser.add_argument("--longest-under", type=int, metavar="CHARS",
-                        help="train on the 8 seeds with the longest prompts of at most CHARS characters (the held-out table "
+                        help="train on the --tasks seeds with the longest prompts of at most CHARS characters (the held-out table "
                         "keeps BFCL prompts up to 1,600) instead of the demo's 8 shortest")
     args = parser.parse_args()
 
@@ -86,9 +89,9 @@ def main() -> None:
 
         options = BENCHMARKS[args.domain]["options"]
         fitting = [t for t in load_registry().domain(args.domain).seed_tasks(options) if len(t.prompt) + len(t.system or "") <= args.longest_under]
-        seed_ids = [t.id for t in sorted(fitting, key=lambda t: len(t.prompt) + len(t.system or ""))[-8:]]
+        seed_ids = [t.id for t in sorted(fitting, key=lambda t: len(t.prompt) + len(t.system or ""))[-args.tasks:]]
     config = real_model_config(args.model, args.domain, mode="seeds", epochs=1, seed=0, seed_ids=seed_ids, options=options)
-    config = dataclasses.replace(config, pool=dataclasses.replace(config.pool, base_per_epoch=8, history_per_epoch=0))
+    config = dataclasses.replace(config, pool=dataclasses.replace(config.pool, base_per_epoch=args.tasks, history_per_epoch=0))
     agent = config.agent
     if args.max_completion:
         agent = dataclasses.replace(agent, max_completion_length=args.max_completion)
