@@ -121,6 +121,12 @@ class AgentSettings:
         "and observations, must fit max_completion_length.",
     )
     kl_beta: float = _f(0.0, "GRPO KL coefficient toward the initial agent (TRL's beta; 0 = no ref model).")
+    skip_zero_advantage: bool = _f(
+        True,
+        "Skip the forward/backward pass of a micro-batch whose every sequence has advantage 0 (its groups all "
+        "scored alike) when its gradient is exactly zero (kl_beta 0, no entropy bonus): the parameters come out "
+        "the same, bit for bit (workbench.engine.zero_advantage). One process only.",
+    )
     temperature: float = _f(1.0, "Rollout sampling temperature.")
     use_vllm: bool = _f(False, "Generate rollouts with vLLM through TRL (GPU, gpu extra).")
     vllm_mode: Literal["colocate", "server"] = _f("colocate", "TRL's vLLM mode.")

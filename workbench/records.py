@@ -72,6 +72,10 @@ class EpochRecord(_Record):
     agent_tasks: int = _f("distinct tasks the agent trained on (new, seeds, history, padding)")
     agent_steps: int = _f("the agent's optimizer steps")
     agent_loss: float | None = _f("the agent's GRPO training loss")
+    agent_micro_batches: dict[str, int] = _f(
+        "the agent's training micro-batches (`micro_batches`, all ranks) and those skipped because every sequence had "
+        "advantage 0, an exact-zero gradient (`skipped_zero_advantage`; `agent.skip_zero_advantage`)"
+    )
     agent_episodes: dict[str, Any] | None = _f(
         "multi-turn tasks played as whole episodes in the rollouts (`episodes`, `won`, `won_share`, `turns_mean`, "
         "`generate_calls`, `env_seconds`, `ended_by`); null when the epoch played none"
@@ -259,6 +263,7 @@ def build_epoch_record(
         agent_tasks=len(agent.attempts),
         agent_steps=agent.steps,
         agent_loss=agent.loss,
+        agent_micro_batches=agent.micro_batches,
         agent_episodes=agent.episodes,
         env_update=None if env_result is None else dataclasses.asdict(env_result),
         env_kl=None if env_result is None else env_result.kl,

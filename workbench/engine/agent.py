@@ -33,6 +33,7 @@ from workbench.engine.episodes import Episode, EpisodeError, EpisodeRollout, Epi
 from workbench.engine.generation import check_cache_implementation
 from workbench.engine.lora_merge import LoraMerge
 from workbench.engine.models import checkpointing_arguments
+from workbench.engine.zero_advantage import ZeroAdvantageSkip
 from workbench.tasks import Interaction, Score, Task
 
 
@@ -57,6 +58,7 @@ class AgentEpochResult:
     scoring_seconds: float = 0.0
     local_task_ids: list[str] = field(default_factory=list)
     episodes: dict[str, Any] | None = None  # EpisodeStats.summary() of all ranks, None without episodes
+    micro_batches: dict[str, int] = field(default_factory=dict)  # all ranks: seen, and skipped with an exact-zero gradient
 
 
 def completion_text(completion: Any) -> str:
@@ -128,6 +130,8 @@ class GRPOAgent:
         )
         self.trainer.model_accepts_loss_kwargs = False
         self.trainer.remove_callback(PrinterCallback)  # metrics go to metrics.jsonl, not stdout
+        self.zero_advantage = ZeroAdvantageSkip(enabled=settings.skip_zero_advantage)
+        self.zero_advantage.install(self.trainer)
         if settings.model.lora and settings.model.lora.merge_for_generation and not settings.use_vllm:
             self._merge_adapters_for_rollouts()
         self.episodes: EpisodeRollout | None = None
@@ -176,6 +180,7 @@ class GRPOAgent:
         self._tasks = {t.id: t for t in tasks}
         self._attempts = defaultdict(list)
         self._scoring_seconds = 0.0
+        self.zero_advantage.reset()
         if self.episodes is not None:
             self.episodes.tasks, self.episodes.stats = self._tasks, EpisodeStats()
         self.trainer.train_dataset = Dataset.from_list([{"prompt": messages(t), "task_id": t.id} for t in tasks])
@@ -196,6 +201,8 @@ class GRPOAgent:
             scoring_seconds=sum(dist.gather([self._scoring_seconds])),
             local_task_ids=local_ids,
             episodes=self._all_ranks_episodes(),
+            micro_batches={"micro_batches": sum(dist.gather([self.zero_advantage.micro_batches])),
+                           "skipped_zero_advantage": sum(dist.gather([self.zero_advantage.skipped]))},
         )
 
     def _all_ranks_episodes(self) -> dict[str, Any] | None:
