@@ -10,7 +10,9 @@ the same invocation:
   completions over the micro-batch: 64 / 2 = 32 with the demo's settings);
 * `full-ft` (with --full-ft): the demo's settings with full fine-tuning instead of LoRA;
 * `float32`: both models' base weights in float32 (the demo's setting before it picked bfloat16
-  on CPUs that multiply it in hardware: `workbench.demo.real_model_dtype`).
+  on CPUs that multiply it in hardware: `workbench.demo.real_model_dtype`);
+* `no-skip`: every GRPO micro-batch runs its forward and backward pass, those whose every
+  advantage is 0 included (`agent.skip_zero_advantage` off: `workbench.engine.zero_advantage`).
 
 For each: the seconds of every phase (environment generation, agent rollouts + update,
 environment update, checkpoint) summed over the epochs, as a ratio to the baseline, with the
@@ -20,6 +22,7 @@ slows everything: benchmarks/cpu_threads.py).
     python benchmarks/real_model_epoch.py --domain bamboogle [--full-ft]
     python benchmarks/real_model_epoch.py --domain bfcl --epochs 1 --variants baseline,float32 --half
     python benchmarks/real_model_epoch.py --domain travelplanner --epochs 1 --variants baseline --half
+    python benchmarks/real_model_epoch.py --domain travelplanner --epochs 1 --variants baseline,no-skip --half
     python benchmarks/real_model_epoch.py --domain alfworld --option mode=episode --epochs 1 --variants baseline --half
 
 `--half` uses the held-out table's sizes (benchmarks/real_model.py: 4 generated tasks and a
@@ -56,6 +59,8 @@ def variant(name: str, config):  # noqa: ANN001, ANN201
             agent=dataclasses.replace(agent, model=dataclasses.replace(agent.model, dtype="float32")),
             env=dataclasses.replace(config.env, model=dataclasses.replace(config.env.model, dtype="float32")),
         )
+    if name == "no-skip":
+        return dataclasses.replace(config, agent=dataclasses.replace(agent, skip_zero_advantage=False))
     if name == "full-ft":
         return dataclasses.replace(
             config,
@@ -99,6 +104,7 @@ def main() -> None:
             total = {p: sum(r["time"].get(p, 0.0) for r in records) for p in PHASES}
             total["agent_steps"] = sum(r["agent_steps"] for r in records)
             total["valid"] = sum(r["valid"] for r in records)
+            total["skipped"] = [r["agent_micro_batches"] for r in records]
             total["wall"] = time.perf_counter() - start
             check_run_folder(folder / "run", base.agent.num_generations)
             for r in records:
