@@ -80,6 +80,7 @@ def main() -> None:
 
     from workbench.demo import real_model_config
     from workbench.engine.loop import CoEvolution
+    from workbench.engine.models import cpu_description
 
     seed_ids, options = None, None
     if args.longest_under:
@@ -144,7 +145,7 @@ def main() -> None:
         "rss_after_load_gib": round(loaded_gib, 2), "rss_peak_sampling_gib": round(memory.peak["sampling"], 2),
         "rss_peak_update_gib": round(memory.peak["update"], 2),
         "ru_maxrss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
-        "threads": torch.get_num_threads(), "load_before": load_before, "load_after": os.getloadavg()[0],
+        "threads": torch.get_num_threads(), "cpu": cpu_description(), "load_before": load_before, "load_after": os.getloadavg()[0],
     }
     print(json.dumps(figures, indent=1))
 

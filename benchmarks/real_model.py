@@ -104,7 +104,7 @@ def train_config(args: argparse.Namespace, row: str, seed: int, seed_ids: list[s
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     from workbench.config import ModelSettings
     from workbench.engine.loop import CoEvolution, RunError
-    from workbench.engine.models import load_model, load_tokenizer
+    from workbench.engine.models import cpu_description, load_model, load_tokenizer
     from workbench.registry import load_registry
 
     out = Path(args.out)
@@ -121,7 +121,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {"benchmark": args.benchmark, "model": args.model, "epochs": args.epochs, "seeds": args.seeds,
                                "train_ids": seed_ids, "heldout_ids": [t.id for t in heldout], "headline": domain.info.headline,
                                "rows": {}, "load_before": os.getloadavg()[0], "threads": None, "complete": False,
-                               "dtype": probe.agent.model.dtype}
+                               "dtype": probe.agent.model.dtype, "cpu": cpu_description()}
     previous = _previous(out, results)
     results["rows"] = {row: value for row, value in previous.items() if row not in args.rows}  # rows not asked for are kept
     start = time.perf_counter()
@@ -210,6 +210,7 @@ def print_table(out: Path) -> None:
         state = "" if r.get("complete") else " (not complete: rows missing or still running)"
         print(f"{r['benchmark']}: {total / 60:.1f} min in all ({times} min), {r['epochs']} epochs x {r['seeds']} seeds, "
               f"peak RSS {r.get('peak_rss_gib', float('nan')):.2f} GiB, {r['threads']} torch threads, {r.get('dtype', 'float32')} weights, "
+              f"CPU {r.get('cpu', 'not recorded')}, "
               f"load {r['load_before']:.2f} before / {r.get('load_after', float('nan')):.2f} after{state}")
         for row, value in r["rows"].items():
             for error in value.get("errors", []):

@@ -86,6 +86,7 @@ def main() -> None:
     from workbench.demo import real_model_config
     from workbench.engine.invariants import check_run_folder
     from workbench.engine.loop import CoEvolution
+    from workbench.engine.models import cpu_description
 
     options = dict(item.split("=", 1) for item in args.option)
     base = real_model_config(args.model, args.domain, epochs=args.epochs, options=options)
@@ -117,7 +118,8 @@ def main() -> None:
             del run
         finally:
             shutil.rmtree(folder, ignore_errors=True)
-    print(f"\n{args.domain}, {args.model}, {args.epochs} epochs, {os.cpu_count()} CPUs; seconds summed over epochs, ratio to baseline")
+    print(f"\n{args.domain}, {args.model}, {args.epochs} epochs, {os.cpu_count()} CPUs ({cpu_description()}); "
+          "seconds summed over epochs, ratio to baseline")
     print(f"{'variant':<10} " + " ".join(f"{p:>16}" for p in PHASES) + f" {'load before':>12}")
     baseline = rows["baseline"][0]
     for name, (total, load) in rows.items():

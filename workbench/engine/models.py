@@ -57,6 +57,21 @@ def cpu_has_native_bf16() -> bool:
         return False
 
 
+def cpu_description() -> str:
+    """The CPU a measurement ran on, for the benchmark scripts' results: its model name and whether
+    it multiplies bfloat16 in hardware (timings of two CPUs are not comparable, and the real-model
+    demo picks its dtype by the second)."""
+    import platform
+
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            name = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), name)
+    except OSError:
+        pass
+    return f"{name}, {'bfloat16 in hardware' if cpu_has_native_bf16() else 'no bfloat16 hardware'}"
+
+
 def uses_bf16_autocast(settings: ModelSettings, device: torch.device) -> bool:
     """Whether this model's trainer runs in bf16 mixed precision (CUDA with dtype auto)."""
     return device.type == "cuda" and settings.dtype == "auto"
