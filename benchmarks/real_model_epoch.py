@@ -105,7 +105,7 @@ def main() -> None:
             total = {p: sum(r["time"].get(p, 0.0) for r in records) for p in PHASES}
             total["agent_steps"] = sum(r["agent_steps"] for r in records)
             total["valid"] = sum(r["valid"] for r in records)
-            total["skipped"] = [r["agent_micro_batches"] for r in records]
+            total["micro_batches"] = [r["agent_micro_batches"] for r in records]
             total["wall"] = time.perf_counter() - start
             check_run_folder(folder / "run", base.agent.num_generations)
             for r in records:

@@ -192,6 +192,7 @@ class GRPOAgent:
         logs = [h for h in self.trainer.state.log_history[history_start:] if "loss" in h]
         lengths = [h["completions/mean_length"] for h in logs if "completions/mean_length" in h]
         local_ids = list(self._attempts)
+        counts = dist.gather([(self.zero_advantage.micro_batches, self.zero_advantage.skipped)])  # one collective for both
         return AgentEpochResult(
             attempts=self._all_ranks_attempts(),
             steps=out.global_step,
@@ -201,8 +202,7 @@ class GRPOAgent:
             scoring_seconds=sum(dist.gather([self._scoring_seconds])),
             local_task_ids=local_ids,
             episodes=self._all_ranks_episodes(),
-            micro_batches={"micro_batches": sum(dist.gather([self.zero_advantage.micro_batches])),
-                           "skipped_zero_advantage": sum(dist.gather([self.zero_advantage.skipped]))},
+            micro_batches={"micro_batches": sum(c[0] for c in counts), "skipped_zero_advantage": sum(c[1] for c in counts)},
         )
 
     def _all_ranks_episodes(self) -> dict[str, Any] | None:
