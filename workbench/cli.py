@@ -152,7 +152,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     out = Path(args.out or f"runs/demo-{label}{args.mode}-{time.strftime('%Y%m%d-%H%M%S')}")
     config = _apply_track(config, args, out)
     print(f"[demo] run folder: {out}", flush=True)
-    run = CoEvolution(config, out)
+    run = CoEvolution(config, out, progress=lambda m: print(f"[demo] {m}", flush=True))
     _run_tracked(run, config.epochs)
     print(f"[demo] done in {time.perf_counter() - start:.0f}s; summary: {out / 'report.md'}")
     print(f"[demo] continue it with: workbench run {out / 'config.yaml'} --out {out} --resume --epochs {config.epochs + 2}")
@@ -174,7 +174,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = _apply_track(config, args, out)  # a bad --track fails here, before any relaunch
     if args.launcher == "accelerate":
         return _relaunch_with_accelerate(args)  # the config is valid; the children load it again
-    run = CoEvolution(config, out, resume=args.resume)
+    run = CoEvolution(config, out, resume=args.resume, progress=lambda m: print(m, flush=True))
     if run.epoch and run.is_main:
         print(f"resumed {out} after epoch {run.epoch}")
     if run.is_main:
@@ -188,10 +188,13 @@ def _check_resumable(out: Path) -> None:
     """`--resume` needs a run folder with a usable checkpoint; a mistyped folder must not
     silently start a new run."""
     from workbench.engine.checkpoint import latest_checkpoint
+    from workbench.run_layout import RunLayout
 
     if not out.is_dir():
         raise UsageError(f"--resume: run folder {str(out)!r} does not exist; check the path, or drop --resume to start a new run")
     if latest_checkpoint(out) is None:
+        if RunLayout(out).cold_start_dir.is_dir() and latest_checkpoint(out, verify=False) is None:
+            return  # killed before epoch 1 completed: the cold start's completed parts are reused
         damaged = latest_checkpoint(out, verify=False) is not None
         why = "every checkpoint in it is damaged (see the warnings above)" if damaged else "it holds no completed-epoch checkpoint"
         raise UsageError(f"--resume: cannot resume run folder {str(out)!r}: {why}; drop --resume to start a new run there")

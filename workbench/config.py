@@ -190,6 +190,30 @@ class PoolSettings:
 
 
 @dataclass
+class ColdStartSettings:
+    """A short supervised fine-tuning on the seed tasks before epoch 1 (workbench.engine.cold_start):
+    this project's analog, for small models, of the paper's 7B start that already writes the formats."""
+
+    agent: bool = _f(True, "Fine-tune the agent on (agent prompt -> the plugin's reference output) of each seed task.")
+    env: bool = _f(
+        True,
+        "Fine-tune the environment model on (its own prompt, as the run shows it, examples drawn from the other seeds "
+        "-> the plugin's rendering of the seed).",
+    )
+    passes: int = _f(2, "Passes over the seed tasks (each pass draws new example contexts for the environment).")
+    learning_rate: float = _f(2e-4, "Learning rate of the fine-tuning (linear decay to 0, AdamW).")
+    per_device_batch_size: int = _f(2, "Examples per micro-step.")
+    gradient_accumulation_steps: int = _f(4, "Micro-steps per optimizer step (effective batch = the two multiplied).")
+    max_seeds: int | None = _f(None, "Use at most this many seed tasks (the first ones); None = all of the run's seeds.")
+    cache: bool = _f(
+        False,
+        "Keep the cold-started models under the workbench cache ($WORKBENCH_CACHE/cold-start/KEY), keyed by model, seeds, "
+        "settings and seed, and copy them from there when another run asks for the same cold start (the rows of a "
+        "comparison share one). Off: each run fine-tunes its own.",
+    )
+
+
+@dataclass
 class TrackingSettings:
     """Experiment tracking (workbench.tracking): optional extras, offline by default."""
 
@@ -217,6 +241,12 @@ class RunConfig:
     curriculum: CurriculumSettings = _f(CurriculumSettings, "Curriculum settings.")
     pool: PoolSettings = _f(PoolSettings, "Training-pool mixture.")
     teacher: ModelSettings | None = _f(None, "Frozen teacher model for mode=teacher.")
+    cold_start: ColdStartSettings | None = _f(
+        None,
+        "Fine-tune the agent and/or the environment model on the seed tasks before epoch 1 (off by default; "
+        "`workbench demo --model` and benchmarks/real_model.py turn it on). The result is merged into each model's "
+        "base, so the KL references and a LoRA run's base are the cold-started models.",
+    )
     static_variations_per_seed: float = _f(
         1.8, "static/teacher modes: variations generated up front, as a multiple of the seed count."
     )
@@ -296,6 +326,11 @@ _RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
     "pool.history_per_epoch": (0, math.inf, True, False, "use a count >= 0"),
     "pool.max_new_per_epoch": (0, math.inf, True, False, "use a count >= 0"),
     "checkpoint_every": (1, math.inf, True, False, "checkpoint at least every epoch: use 1 or more"),
+    "cold_start.passes": (1, math.inf, True, False, "use at least 1 pass, or leave cold_start out (null) to skip it"),
+    "cold_start.learning_rate": (0.0, math.inf, False, False, "use a positive learning rate, e.g. 2e-4"),
+    "cold_start.per_device_batch_size": (1, math.inf, True, False, "use at least 1"),
+    "cold_start.gradient_accumulation_steps": (1, math.inf, True, False, "use at least 1"),
+    "cold_start.max_seeds": (1, math.inf, True, False, "use at least 1 seed, or leave it unset (null) for all"),
     "threads": (1, math.inf, True, False, "use at least 1 thread, or leave it unset (null) for the default"),
     "seed": (0, 2**32 - 1, True, True, "use a whole number from 0 to 4294967295 (2**32 - 1), the range random, numpy and torch all accept, e.g. 0"),
 }
@@ -378,6 +413,8 @@ def validate(cfg: RunConfig) -> None:
             raise _err(f"{role}.name_or_path", model.name_or_path, "give a Hugging Face model id, a local model folder or a model alias")
     if cfg.keep_checkpoints < 1:
         raise _err("keep_checkpoints", cfg.keep_checkpoints, "keep at least the newest checkpoint, or runs cannot resume")
+    if cfg.cold_start is not None and not (cfg.cold_start.agent or cfg.cold_start.env):
+        raise _err("cold_start", "agent: false, env: false", "turn on cold_start.agent or cold_start.env, or leave cold_start out (null)")
     unknown = [b for b in cfg.tracking.backends if b not in ("trackio", "tensorboard", "wandb")]
     if unknown:
         raise _err("tracking.backends", cfg.tracking.backends, f"unknown tracker(s) {unknown}; use trackio, tensorboard and/or wandb")

@@ -45,6 +45,7 @@ from typing import Any, Callable, Literal
 
 from workbench.config import (
     AgentSettings,
+    ColdStartSettings,
     CurriculumSettings,
     EnvSettings,
     GenerationSettings,
@@ -53,6 +54,7 @@ from workbench.config import (
     RunConfig,
 )
 from workbench.domain import Domain
+from workbench.engine.episodes import Turns, episode_turns
 from workbench.engine.tiny import TinySpec, cache_root, cached_tiny_model
 from workbench.errors import WorkbenchError
 from workbench.registry import load_registry
@@ -99,9 +101,6 @@ def _corpus(domain: Domain, seeds: list[Task] | None = None, examples_per_prompt
     return texts
 
 
-Turns = list[tuple[list[dict[str, str]], str]]
-
-
 def _agent_examples(tokenizer: Any, domain: Domain, seeds: list[Task], turns: list[Turns | None] | None = None) -> list[Any]:
     """(prompt -> reference) pairs; a seed played as an episode (`turns`, aligned with `seeds`)
     gives one pair a turn instead."""
@@ -112,30 +111,6 @@ def _agent_examples(tokenizer: Any, domain: Domain, seeds: list[Task], turns: li
         for messages, reply in played if played is not None else [(domain.agent_messages(task), _reference(domain, task))]:
             examples.append(RWRExample(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True), reply))
     return examples
-
-
-def episode_turns(domain: Domain, task: Task) -> Turns | None:
-    """A seed a multi-turn plugin plays as an episode, as (conversation so far -> next reply) pairs:
-    the reference output's lines played one a turn in the real interaction, each observation
-    added as the next user message, as the engine's episode rollout shows them; None for a task
-    without an interaction."""
-    interaction = domain.make_interaction(task) if domain.info.multi_turn else None
-    if interaction is None:
-        return None
-    from workbench.engine.episodes import with_observation
-
-    try:
-        messages = with_observation(domain.agent_messages(task), str(interaction.reset()))
-        pairs = []
-        for reply in [line.strip() for line in _reference(domain, task).splitlines() if line.strip()]:
-            pairs.append((list(messages), reply))
-            observation, _reward, done = interaction.step(reply)
-            if done or interaction.won:
-                break
-            messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": str(observation)}]
-    finally:
-        interaction.close()
-    return pairs
 
 
 def _env_examples(tokenizer: Any, domain: Domain, seeds: list[Task], rng: random.Random, shown: int, include_self: bool) -> list[Any]:
@@ -520,6 +495,7 @@ def demo_run_config(
 # ---------------------------------------------------------------------------- a real model
 
 REAL_SEEDS = 8  # the shortest seeds the real-model demo starts from (and shows as few-shot examples)
+COLD_START_EXAMPLES = 64  # the real-model cold start makes at least this many passes' worth of examples
 # Rollouts sampled per optimizer step (TRL's default). One generate call for the whole mixture
 # (64 completions) made the agent phase 1.23x slower on one arithmetic epoch
 # (benchmarks/real_model_epoch.py): TRL then computes the rollouts' old log-probs in an extra
@@ -549,6 +525,7 @@ def real_model_config(
     options: dict[str, Any] | None = None,
     seeds: int = REAL_SEEDS,
     seed_ids: list[str] | None = None,
+    cold_start: bool = True,
 ) -> RunConfig:
     """GenEnv with one real instruct model as both environment and agent (as in the paper: both
     start from the same model), no warm start: the environment is prompted with seed tasks in
@@ -630,4 +607,8 @@ def real_model_config(
         curriculum=CurriculumSettings(k_min=0.25),
         pool=PoolSettings(base_per_epoch=4, history_per_epoch=4, max_new_per_epoch=8),
         static_variations_per_seed=1.0,
+        # the model writes none of the strict formats out of the box (p_hat 0 everywhere, no curriculum signal):
+        # a short LoRA SFT on the seeds first (docs/real-model.md), kept in the cache so runs of a comparison share it
+        # (at least 2 passes, and at least COLD_START_EXAMPLES examples: the demo's 8 seeds get 8 passes)
+        cold_start=ColdStartSettings(passes=max(2, math.ceil(COLD_START_EXAMPLES / len(chosen))), cache=True) if cold_start else None,
     )

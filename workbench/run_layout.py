@@ -8,6 +8,7 @@ writers and the checkpoints); readers that must not import the engine (reports, 
     epochs/epoch_NNNN.jsonl          each epoch's generations and the agent's attempts
     pools/d_train.jsonl, d_env.jsonl D_train and D_env
     checkpoints/                     see workbench.engine.checkpoint
+    cold_start/                      the cold-started models (agent/, env/) and record.json (workbench.engine.cold_start)
     eval/<benchmark>/                evaluation folders (workbench.evaluation)
     .trainer/<role>, shards/         the trainers' scratch folders; per-rank debug shards
 """
@@ -67,6 +68,15 @@ class RunLayout:
     @property
     def shards_dir(self) -> Path:
         return self.path / "shards"
+
+    @property
+    def cold_start_dir(self) -> Path:
+        """The cold start's models (`agent/`, `env/`) and its record (`record.json`, written last)."""
+        return self.path / "cold_start"
+
+    @property
+    def cold_start_record(self) -> Path:
+        return self.cold_start_dir / "record.json"
 
     @property
     def eval_root(self) -> Path:

@@ -40,6 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from workbench.domain import Domain
 from workbench.engine import distributed as dist
 from workbench.errors import InternalError
 from workbench.tasks import Interaction, Score, Task
@@ -312,6 +313,34 @@ def observation_suffix_ids(trainer: Any, observation: str) -> list[int]:
     if full[: len(prefix)] != prefix:
         raise EpisodeError("the chat template does not render a user turn after an assistant turn as a plain continuation")
     return full[len(prefix):]
+
+
+Turns = list[tuple[list[dict[str, str]], str]]
+
+
+def episode_turns(domain: Domain, task: Task) -> Turns | None:
+    """A seed a multi-turn plugin plays as an episode, as (conversation so far -> next reply) pairs:
+    the reference output's lines played one a turn in the real interaction, each observation
+    added as the next user message, as the episode rollout shows them; None for a task
+    without an interaction. The demo's warm start and the cold start train on these pairs."""
+    interaction = domain.make_interaction(task) if domain.info.multi_turn else None
+    if interaction is None:
+        return None
+    try:
+        reference = domain.reference_output(task)
+        if not reference:
+            raise EpisodeError(f"plugin {domain.name!r} has no reference output for task {task.id!r} (workbench_reference_output)")
+        messages = with_observation(domain.agent_messages(task), str(interaction.reset()))
+        pairs = []
+        for reply in [line.strip() for line in reference.splitlines() if line.strip()]:
+            pairs.append((list(messages), reply))
+            observation, _reward, done = interaction.step(reply)
+            if done or interaction.won:
+                break
+            messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": str(observation)}]
+    finally:
+        interaction.close()
+    return pairs
 
 
 def with_observation(prompt: Any, observation: str) -> Any:

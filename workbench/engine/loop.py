@@ -47,10 +47,12 @@ from workbench.config import ModelSettings, RunConfig
 from workbench.containment import is_plugin_fault
 from workbench.domain import Domain
 from workbench.engine import checkpoint as ckpt
+from workbench.engine import cold_start
 from workbench.engine import distributed as dist
 from workbench.engine.agent import AgentEpochResult, GRPOAgent
 from workbench.engine.candidates import Candidate, CandidateWriter, cap_new_tasks, prompt_tokens
 from workbench.engine.checkpoint_writer import BackgroundWriter
+from workbench.engine.cold_start import ColdStartModels
 from workbench.engine.generation import chat_prompt, make_generator, require_generation_backends
 from workbench.engine.invariants import check_epoch
 from workbench.engine.mixture import tasks_per_generation_batch, training_mixture
@@ -86,7 +88,10 @@ class CoEvolution:
         run_dir: str | Path,
         registry: Registry | None = None,
         resume: bool = False,
+        progress: Callable[[str], None] | None = None,
     ):
+        """`progress` gets one line per step of the set-up a user waits for (the cold start);
+        default: the log."""
         self.config = config
         self.mode = get_mode(config.mode)
         self.folder = RunFolder(run_dir)
@@ -108,6 +113,7 @@ class CoEvolution:
         self._phase_times: dict[str, float] = {}
         self._writer = BackgroundWriter() if config.checkpoint_background else None
         self.tracker: Any = None  # attached at the end of __init__ when tracking.backends is set
+        self._progress = progress or log.info
 
         if not resume and self.folder.latest_checkpoint(verify=False) is not None:
             raise RunError(
@@ -125,6 +131,7 @@ class CoEvolution:
         for task in self.seeds:
             task.source = "seed"
         self.novelty = NoveltyTracker(self.seeds)  # each epoch's tasks vs the seeds and earlier epochs
+        self.cold_start = self._cold_start(from_checkpoint=resume and existing is not None)
         self._load_models(existing if resume else None)
         self.candidate_writer = CandidateWriter(
             config, self.domain, self.rng, lambda: self.env_updater.model, self.env_tokenizer, lambda: self.agent.model, self.agent_tokenizer
@@ -179,10 +186,29 @@ class CoEvolution:
 
     # ------------------------------------------------------------------ models
 
+    def _cold_start(self, from_checkpoint: bool) -> ColdStartModels | None:
+        """The cold-started models (`cold_start` set): fine-tuned now, or reused from the run
+        folder. The torch RNG is then reseeded, so the run that follows is the same whether its
+        cold start was trained, reused or copied from the cache."""
+        if self.config.cold_start is None:
+            return None
+        try:
+            models = cold_start.prepare(self.config, self.domain, self.seeds, self.folder, self._progress, must_exist=from_checkpoint)
+        except cold_start.ColdStartError as exc:
+            raise RunError(str(exc)) from None
+        torch.manual_seed(self.config.seed)
+        return models
+
+    def _model_settings(self, role: str) -> ModelSettings:
+        """A role's model settings as the run loads them: the config's, with the cold-started
+        model as the base where the run has a cold start."""
+        settings = self.config.agent.model if role == "agent" else self.config.env.model
+        return settings if self.cold_start is None else self.cold_start.settings(role, settings)
+
     def _load_models(self, checkpoint: Path | None) -> None:
         cfg = self.config
-        agent_settings = cfg.agent.model
-        env_settings = cfg.env.model
+        agent_settings = self._model_settings("agent")
+        env_settings = self._model_settings("env")
         self.agent_tokenizer = load_tokenizer(agent_settings, "agent.model")
         self.env_tokenizer = load_tokenizer(env_settings, "env.model")
         agent_model = self._load_trainable(agent_settings, "agent.model", checkpoint and RunFolder.model_dir(checkpoint, "agent"))
@@ -209,13 +235,15 @@ class CoEvolution:
         )
 
     def _load_trainable(self, settings: ModelSettings, field: str, from_checkpoint: Path | None) -> Any:
+        """A role's model: new (LoRA adapters fresh), or as a checkpoint saved it (its LoRA
+        adapters on the run's own base, or its full weights)."""
         if from_checkpoint is None:
             return load_model(settings, field)
         if (from_checkpoint / "adapter_config.json").exists():
-            from peft import PeftModel
-
-            base = load_model(dataclasses.replace(settings, lora=None), field)
-            return PeftModel.from_pretrained(base, str(from_checkpoint), is_trainable=True)
+            if settings.lora is None:
+                raise RunError(f"checkpoint {from_checkpoint} holds LoRA adapters, but {field}.lora is not set; "
+                               "resume with the config the run was started with")
+            return load_model(settings, field, adapters=from_checkpoint)
         return load_model(dataclasses.replace(settings, name_or_path=str(from_checkpoint)), field)
 
     def _offload(self, idle: str) -> None:

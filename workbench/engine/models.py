@@ -110,8 +110,10 @@ def load_tokenizer(settings: ModelSettings, field: str) -> Any:
     return tok
 
 
-def load_model(settings: ModelSettings, field: str, trainable: bool = True) -> Any:
-    """Load a causal LM on its device and dtype; wrap it with LoRA adapters when configured."""
+def load_model(settings: ModelSettings, field: str, trainable: bool = True, adapters: str | Path | None = None) -> Any:
+    """Load a causal LM on its device and dtype; wrap it with LoRA adapters when configured:
+    new ones, or the trained ones saved in the folder `adapters` (a resumed LoRA run: the base
+    is loaded exactly as the run first loaded it, dtype included)."""
     from transformers import AutoModelForCausalLM
 
     path = _resolved_path(settings, field)
@@ -134,7 +136,7 @@ def load_model(settings: ModelSettings, field: str, trainable: bool = True) -> A
         enable_checkpointing(model)
         model.config.use_cache = False
     if settings.lora is not None and trainable:
-        model = apply_lora(model, settings)
+        model = apply_lora(model, settings, adapters)
     if not trainable:
         model.eval()
         model.requires_grad_(False)
@@ -187,12 +189,15 @@ def checkpointing_arguments(enabled: bool) -> dict[str, Any]:
     return {name: enabled, f"{name}_kwargs": {"use_reentrant": False} if enabled else None}
 
 
-def apply_lora(model: Any, settings: ModelSettings) -> Any:
-    """Wrap `model` with peft LoRA adapters, unless it already carries them (a resumed run)."""
+def apply_lora(model: Any, settings: ModelSettings, adapters: str | Path | None = None) -> Any:
+    """Wrap `model` with peft LoRA adapters: new ones, or trainable copies of those saved in the
+    folder `adapters`; a model that already carries adapters is returned as it is."""
     from peft import LoraConfig, PeftModel, get_peft_model
 
     if isinstance(model, PeftModel):
         return model
+    if adapters is not None:
+        return PeftModel.from_pretrained(model, str(adapters), is_trainable=True)
     lora = settings.lora
     assert lora is not None
     config = LoraConfig(

@@ -52,6 +52,18 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _cold_start_lines(layout: RunLayout) -> list[str]:
+    """One line per cold-started role: its examples, loss on the seeds before and after, time."""
+    if not layout.cold_start_record.exists():
+        return []
+    import json
+
+    roles = json.loads(layout.cold_start_record.read_text(encoding="utf-8")).get("roles", {})
+    return [f"- cold start of the {role}: {info['examples']} examples, loss on the seeds {info['loss_before']:.3f} -> "
+            f"{info['loss_after']:.3f}, {info['seconds']:.0f} s{' (copied from the cache)' if info.get('from_cache') else ''}"
+            for role, info in roles.items()]
+
+
 def summary_markdown(run_dir: str | Path) -> str:
     run_dir = Path(run_dir)
     layout = RunLayout(run_dir)
@@ -64,6 +76,7 @@ def summary_markdown(run_dir: str | Path) -> str:
         f"- domain: `{config['domain']}`, mode: `{config['mode']}`, epochs completed: {len(metrics)} of {config['epochs']}",
         f"- agent: `{config['agent']['model']['name_or_path']}`; environment: `{config['env']['model']['name_or_path']}`",
         f"- curriculum: alpha {cur['alpha']}, beta {cur['beta']}, k_min {cur['k_min']}, lambda {cur['rwr_lambda']}, p_hat per {cur['p_hat_level']}",
+        *_cold_start_lines(layout),
         "",
         "| " + " | ".join(title for _, title in COLUMNS) + " |",
         "|" + "---|" * len(COLUMNS),

@@ -1,0 +1,214 @@
+"""The cold start (workbench.engine.cold_start) on tiny real models: the seed loss falls, the run
+folder records it, a kill during it resumes, a reused or cached cold start gives the same run,
+and LoRA runs (the real-model path) resume bit-exactly in float32 and bfloat16."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from workbench.config import ColdStartSettings, ConfigError, LoraSettings
+from workbench.engine.loop import CoEvolution, RunError
+from workbench.tasks import read_jsonl
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST = ColdStartSettings(passes=2, learning_rate=3e-3, per_device_batch_size=8, gradient_accumulation_steps=1)
+
+
+@pytest.fixture
+def base_config(tiny_cache):
+    """A small demo-domain config on the tiny *untrained* model (no warm start), so the cold
+    start has a format to teach: 1 epoch, cold start on."""
+    from conftest import SMALL_OVERRIDES
+
+    from workbench.demo import _corpus, demo_config
+    from workbench.engine.tiny import TinySpec, cached_tiny_model
+    from workbench.registry import load_registry
+    from workbench.ui.state import apply_overrides
+
+    domain = load_registry(allow=["workbench_demo"]).domain("arithmetic")
+    base = cached_tiny_model(_corpus(domain), TinySpec())
+    cfg = apply_overrides(demo_config(base, base, epochs=1), copy.deepcopy(SMALL_OVERRIDES))
+    return dataclasses.replace(cfg, cold_start=FAST)
+
+
+def weights(model) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_the_cold_start_lowers_the_seed_loss_and_the_run_folder_records_it(base_config, tmp_path):
+    run_dir = tmp_path / "run"
+    run = CoEvolution(base_config, run_dir)
+    record = json.loads((run_dir / "cold_start" / "record.json").read_text())
+    for role in ("agent", "env"):
+        info = record["roles"][role]
+        assert info["loss_after"] < info["loss_before"] - 0.5, info
+        assert info["examples"] == 2 * len(run.seeds)  # two passes, one example a seed
+        assert info["steps"] > 0 and info["seconds"] > 0 and info["files"]
+    assert record["settings"] == dataclasses.asdict(FAST)
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert saved["cold_start"] == dataclasses.asdict(FAST), "config.yaml records the cold start's settings"
+    # the run trains the cold-started models, not the untrained base
+    from transformers import AutoModelForCausalLM
+
+    agent_cold = AutoModelForCausalLM.from_pretrained(run_dir / "cold_start" / "agent")
+    assert same(weights(run.agent.model), weights(agent_cold))
+    untrained = AutoModelForCausalLM.from_pretrained(base_config.agent.model.name_or_path)
+    assert not same(weights(run.agent.model), weights(untrained))
+    record_1 = run.step()
+    assert record_1["epoch"] == 1
+
+
+def test_the_cold_start_makes_the_agent_write_the_format(base_config, tmp_path):
+    """Before: the untrained tiny agent writes no `Answer: N` line; after a cold start of 20
+    passes it does for most seeds (strict parse, not necessarily right)."""
+    from workbench.config import GenerationSettings
+    from workbench.engine.generation import TransformersGenerator
+    from workbench.engine.models import load_tokenizer
+
+    cfg = dataclasses.replace(base_config, cold_start=dataclasses.replace(FAST, passes=20, env=False))
+    run = CoEvolution(cfg, tmp_path / "run")
+    generator = TransformersGenerator(GenerationSettings(max_new_tokens=8, temperature=0.7), run.agent.model,
+                                      load_tokenizer(cfg.agent.model, "agent.model"))
+    tasks = run.seeds[:16]
+    outputs = [o[0] for o in generator.generate([run.domain.agent_messages(t) for t in tasks], n=1, seed=0)]
+    parsed = [run.domain.score(t, o).error is None for t, o in zip(tasks, outputs)]
+    assert sum(parsed) >= 8, outputs
+
+
+def test_a_completed_cold_start_is_reused_on_resume_and_its_weights_checked(base_config, tmp_path):
+    run_dir = tmp_path / "run"
+    CoEvolution(base_config, run_dir).run()
+    record = (run_dir / "cold_start" / "record.json").read_text()
+    resumed = CoEvolution(dataclasses.replace(base_config, epochs=2), run_dir, resume=True)
+    assert (run_dir / "cold_start" / "record.json").read_text() == record, "reused, not redone"
+    resumed.run()
+    assert [m["epoch"] for m in read_jsonl(run_dir / "metrics.jsonl")] == [1, 2]
+    weights_file = run_dir / "cold_start" / "env" / "model.safetensors"
+    data = bytearray(weights_file.read_bytes())
+    data[-1] ^= 1
+    weights_file.write_bytes(bytes(data))
+    with pytest.raises(RunError, match="cold-started env model .* changed"):
+        CoEvolution(dataclasses.replace(base_config, epochs=3), run_dir, resume=True)
+
+
+def test_a_resume_from_a_checkpoint_refuses_to_redo_a_missing_cold_start(base_config, tmp_path):
+    import shutil
+
+    run_dir = tmp_path / "run"
+    CoEvolution(base_config, run_dir).run()
+    shutil.rmtree(run_dir / "cold_start")
+    with pytest.raises(RunError, match="record.json is missing"):
+        CoEvolution(dataclasses.replace(base_config, epochs=2), run_dir, resume=True)
+
+
+def test_a_cached_cold_start_gives_the_same_run_as_a_trained_one(base_config, tmp_path, tiny_cache):
+    """Two runs with the same cold start: the first fine-tunes (and stores it in the cache), the
+    second copies it; the torch RNG is reseeded after the stage, so the epochs are identical."""
+    cfg = dataclasses.replace(base_config, cold_start=dataclasses.replace(FAST, cache=True), seed=11)
+    first = CoEvolution(cfg, tmp_path / "first")
+    first_record = first.step()
+    second = CoEvolution(cfg, tmp_path / "second")
+    info = json.loads((tmp_path / "second" / "cold_start" / "env" / "cold_start.json").read_text())
+    assert info["from_cache"] and Path(info["from_cache"]).is_relative_to(tiny_cache)
+    second_record = second.step()
+    for key in ("p_hat", "valid", "rejections", "agent_loss", "env_loss"):
+        assert first_record[key] == second_record[key], key
+    assert same(weights(first.agent.model), weights(second.agent.model))
+
+
+KILLED_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    from workbench.config import load_config
+    from workbench.engine import cold_start
+    from workbench.engine.loop import CoEvolution
+
+    real = cold_start._fine_tune
+
+    def hang_in_env(config, settings, field, rows, out, role):
+        if role == "env":
+            print("ENV STARTED", flush=True)
+            time.sleep(600)
+        return real(config, settings, field, rows, out, role)
+
+    cold_start._fine_tune = hang_in_env
+    CoEvolution(load_config(sys.argv[1]), sys.argv[2]).run()
+    """
+)
+
+
+def test_a_run_killed_during_the_cold_start_redoes_only_what_was_not_complete(base_config, tmp_path):
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(base_config.to_yaml())
+    run_dir = tmp_path / "run"
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_SCRIPT)
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, str(script), str(config_path), str(run_dir)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            if line.strip() == "ENV STARTED":
+                break
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait(60)
+    cold = run_dir / "cold_start"
+    assert (cold / "agent" / "cold_start.json").exists(), "the agent's cold start completed before the kill"
+    assert not (cold / "env").exists() and list(cold.glob(".env-*")), "the env's was in flight: only its temporary folder"
+    assert not (cold / "record.json").exists()
+    agent_info = (cold / "agent" / "cold_start.json").read_text()
+
+    out = subprocess.run([sys.executable, "-m", "workbench", "run", str(config_path), "--out", str(run_dir), "--resume"],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    assert (cold / "agent" / "cold_start.json").read_text() == agent_info, "the completed role is kept, not redone"
+    assert not list(cold.glob(".*")), "the killed role's temporary folder is gone"
+    record = json.loads((cold / "record.json").read_text())
+    assert set(record["roles"]) == {"agent", "env"}
+    assert [m["epoch"] for m in read_jsonl(run_dir / "metrics.jsonl")] == [1]
+
+
+def test_cold_start_needs_a_role(base_config):
+    with pytest.raises(ConfigError, match="cold_start"):
+        dataclasses.replace(base_config, cold_start=ColdStartSettings(agent=False, env=False))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_lora_run_resumes_bit_exactly(base_config, tmp_path, dtype):
+    """The real-model path: LoRA adapters on a base in float32 or bfloat16, with a cold start
+    merged into that base. Two epochs straight and 1 + 1 resumed give the same adapters,
+    optimizer moments and records (the resume loads the base exactly as the first start did)."""
+    lora = LoraSettings(r=4, alpha=8, dropout=0.0)
+    cfg = copy.deepcopy(base_config)
+    for role in (cfg.agent.model, cfg.env.model):
+        role.lora, role.dtype = lora, dtype
+    cfg = dataclasses.replace(cfg, epochs=2)
+    straight = CoEvolution(cfg, tmp_path / "straight")
+    straight.run()
+    CoEvolution(dataclasses.replace(cfg, epochs=1), tmp_path / "resumed").run()
+    resumed = CoEvolution(cfg, tmp_path / "resumed", resume=True)
+    assert next(p for n, p in resumed.agent.model.named_parameters() if "lora" not in n).dtype == getattr(torch, dtype)
+    resumed.run()
+    assert same(weights(straight.agent.model), weights(resumed.agent.model))
+    assert same(weights(straight.env_updater.model), weights(resumed.env_updater.model))
+    a = list(read_jsonl(tmp_path / "straight" / "metrics.jsonl"))
+    b = list(read_jsonl(tmp_path / "resumed" / "metrics.jsonl"))
+    for key in ("p_hat", "valid", "rejections", "agent_loss", "env_loss", "env_kl"):
+        assert [r[key] for r in a] == [r[key] for r in b], key

@@ -1,0 +1,395 @@
+"""The cold start: a short supervised fine-tuning on the run's seed tasks before epoch 1.
+
+A small model that cannot yet write a benchmark's formats gives the curriculum no signal:
+it solves nothing, p_hat is 0 on every task, and genenv, random and static are the same run.
+The paper starts from a 7B instruct model that already writes the formats; the cold start is
+this project's analog for a small model (docs/how-it-works.md, "Deviations"). It is off by
+default for a user's config (`cold_start: null`); `workbench demo --model` and
+`benchmarks/real_model.py` turn it on.
+
+What each model learns, with TRL's `SFTTrainer` and the loss on the completion only:
+
+* the agent: (the agent prompt of a seed -> the plugin's reference output), one example a
+  seed and pass; a seed a multi-turn plugin plays as an episode gives one example a turn
+  (`workbench.engine.episodes.episode_turns`);
+* the environment: (its own prompt, exactly as the run builds it: the plugin's environment
+  prompt over `env.examples_per_prompt` examples drawn from the *other* seeds, agent statistics
+  drawn as a run shows them, as one message or as few-shot turns per `env.prompt_format` ->
+  the plugin's rendering of the seed), with new example draws each pass.
+
+A LoRA model trains its LoRA adapters (the run's own `lora` settings), which are then merged
+into the base: the run starts with fresh adapters on the cold-started base, so the KL
+references (the environment's KL cap, the agent's `kl_beta`) are the cold-started models, as
+the paper's are its starting models, and checkpoints stay adapter-only. A fully trained model
+is saved as it is.
+
+The result lives in the run folder, `cold_start/<role>/` (a model folder with its tokenizer and
+`cold_start.json`, renamed into place whole) and `cold_start/record.json` (written last: the
+settings, examples, loss on the seeds before and after, steps and seconds per role). A run
+killed during the cold start redoes the roles that are not complete; one killed after it reuses
+them; resume checks the files against the hashes in the record. With `cold_start.cache`, a
+role's result is also kept under the workbench cache, keyed by everything that decides it, and
+copied from there by the next run that asks for the same one (the rows of a comparison).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import hashlib
+import json
+import logging
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from workbench.config import ModelSettings, RunConfig
+from workbench.domain import Domain
+from workbench.engine.env_prompt import few_shot_turns
+from workbench.engine.episodes import episode_turns
+from workbench.engine.models import checkpointing_arguments, load_model, load_tokenizer, resolve_device, uses_bf16_autocast
+from workbench.engine.tiny import cache_root
+from workbench.errors import WorkbenchError
+from workbench.model_catalog import resolve_model
+from workbench.run_layout import RunLayout
+from workbench.tasks import AgentStats, Task, atomic_write_text, restore_plain_modes
+
+log = logging.getLogger(__name__)
+
+COLD_START_VERSION = 1
+ROLES = ("agent", "env")
+ROLE_FILE = "cold_start.json"  # inside each role's model folder: what that role's fine-tuning did
+PROBE_ROWS = 64  # the loss before and after is measured on at most this many examples (one per seed)
+
+Row = dict[str, Any]
+
+
+class ColdStartError(WorkbenchError, RuntimeError):
+    """The cold start cannot run or be reused as asked; the message says what to do."""
+
+
+# ---------------------------------------------------------------------------- examples
+
+
+def agent_rows(domain: Domain, seeds: list[Task]) -> tuple[list[Row], int]:
+    """One pass of the agent's examples as conversational prompt-completion rows, and the
+    number of seeds left out because the plugin has no reference output for them."""
+    rows: list[Row] = []
+    missing = 0
+    for task in seeds:
+        turns = episode_turns(domain, task) if domain.info.multi_turn else None
+        if turns is not None:
+            rows += [_row(messages, reply) for messages, reply in turns]
+            continue
+        reference = domain.reference_output(task)
+        if not reference:
+            missing += 1
+            continue
+        rows.append(_row(domain.agent_messages(task), reference))
+    return rows, missing
+
+
+def env_rows(domain: Domain, seeds: list[Task], config: RunConfig, rng: random.Random) -> tuple[list[Row], int]:
+    """One pass of the environment's examples: each seed, rendered, as the reply to the
+    environment prompt the run would show it with other seeds as examples; and the number of
+    seeds left out because the plugin cannot render them."""
+    rows: list[Row] = []
+    missing = 0
+    for task in seeds:
+        target = domain.render_task(task)
+        if not target:
+            missing += 1
+            continue
+        others = [t for t in seeds if t.id != task.id]
+        examples = rng.sample(others, min(config.env.examples_per_prompt, len(others)))
+        instruction = domain.environment_prompt(examples, varied_stats(rng, config.curriculum.alpha))
+        if config.env.prompt_format == "turns":
+            messages = few_shot_turns(instruction, [domain.render_task(t) for t in examples])
+        else:
+            messages = [{"role": "user", "content": instruction}]
+        rows.append(_row(messages, target))
+    return rows, missing
+
+
+def varied_stats(rng: random.Random, alpha: float) -> AgentStats:
+    """Agent statistics as a run's environment prompts show them: none before the first epoch,
+    then a success rate and an in-band share, so the cold-started environment model has seen the
+    prompts of every epoch, not only the first."""
+    if rng.random() < 0.25:
+        return AgentStats(alpha=alpha)
+    return AgentStats(epoch=rng.randint(1, 10), p_hat_mean=round(rng.random(), 2), frac_in_band=round(rng.random(), 2), alpha=alpha)
+
+
+def _row(messages: list[dict[str, str]], completion: str) -> Row:
+    return {"prompt": [dict(m) for m in messages], "completion": [{"role": "assistant", "content": completion}]}
+
+
+def _plain(rows: list[Row], tokenizer: Any) -> list[Row]:
+    """Rows as plain text for a tokenizer without a chat template (TRL then adds the EOS)."""
+    from workbench.engine.generation import chat_prompt
+
+    return [{"prompt": chat_prompt(tokenizer, r["prompt"]), "completion": r["completion"][0]["content"]} for r in rows]
+
+
+# ---------------------------------------------------------------------------- the stage
+
+
+@dataclasses.dataclass
+class ColdStartModels:
+    """What a run loads after its cold start: each cold-started role's model folder, and the record."""
+
+    folders: dict[str, Path]
+    record: dict[str, Any]
+
+    def settings(self, role: str, settings: ModelSettings) -> ModelSettings:
+        """`settings` of a role with its base replaced by the cold-started model, where there is one."""
+        folder = self.folders.get(role)
+        return settings if folder is None else dataclasses.replace(settings, name_or_path=str(folder))
+
+
+def prepare(
+    config: RunConfig,
+    domain: Domain,
+    seeds: list[Task],
+    layout: RunLayout,
+    progress: Callable[[str], None] = log.info,
+    must_exist: bool = False,
+) -> ColdStartModels:
+    """The run's cold-started models: reused from the run folder when complete (their files
+    checked against the record's hashes), else fine-tuned (or copied from the cache) now.
+    `must_exist` (a run resumed from a checkpoint) refuses to redo it: the checkpoint's LoRA
+    adapters were trained on these exact bases."""
+    settings = config.cold_start
+    if settings is None:
+        raise ColdStartError("config.cold_start is not set")
+    wanted = [role for role in ROLES if getattr(settings, role)]
+    if layout.cold_start_record.exists():
+        record = json.loads(layout.cold_start_record.read_text(encoding="utf-8"))
+        _check_record(layout, record, wanted)
+        return ColdStartModels({role: layout.cold_start_dir / role for role in wanted}, record)
+    if must_exist:
+        raise ColdStartError(
+            f"{layout.cold_start_record} is missing, but the run's checkpoint was trained on top of its cold start. "
+            "Restore the run folder's cold_start/ from a copy, or start the run again in a new folder"
+        )
+    from workbench.engine import distributed as dist
+
+    if dist.is_distributed():
+        raise ColdStartError(
+            "the cold start runs in one process: start the run once without accelerate launch (stop it after epoch 1 "
+            "begins; cold_start/ is kept and reused), then resume it under accelerate launch"
+        )
+    chosen = seeds[: settings.max_seeds] if settings.max_seeds else list(seeds)
+    layout.cold_start_dir.mkdir(parents=True, exist_ok=True)
+    _remove_leftovers(layout.cold_start_dir)
+    start = time.perf_counter()
+    roles: dict[str, Any] = {}
+    for role in wanted:
+        folder = layout.cold_start_dir / role
+        if not (folder / ROLE_FILE).exists():  # a role completed before a kill is kept
+            shutil.rmtree(folder, ignore_errors=True)
+            _make_role(config, domain, chosen, role, folder, progress)
+        roles[role] = json.loads((folder / ROLE_FILE).read_text(encoding="utf-8"))
+        roles[role]["files"] = _hashes(folder)
+    record = {"version": COLD_START_VERSION, "settings": dataclasses.asdict(settings), "seeds": len(chosen),
+              "seconds": round(time.perf_counter() - start, 3), "roles": roles}
+    atomic_write_text(layout.cold_start_record, json.dumps(record, indent=1))
+    return ColdStartModels({role: layout.cold_start_dir / role for role in wanted}, record)
+
+
+def _make_role(config: RunConfig, domain: Domain, seeds: list[Task], role: str, folder: Path, progress: Callable[[str], None]) -> None:
+    """Fine-tune one role (or copy it from the cache) into `folder`, renamed into place whole."""
+    settings = config.cold_start
+    assert settings is not None
+    model_settings = config.agent.model if role == "agent" else config.env.model
+    field = f"{role}.model"
+    rng = random.Random(f"cold-start-{config.seed}-{role}")
+    rows: list[Row] = []
+    missing = 0
+    for _ in range(settings.passes):
+        one, missing = agent_rows(domain, seeds) if role == "agent" else env_rows(domain, seeds, config, rng)
+        rows += one
+    if not rows:
+        raise ColdStartError(
+            f"cold start of the {role}: none of the {len(seeds)} seed tasks gave an example (the {domain.name} plugin "
+            f"has no {'reference output' if role == 'agent' else 'rendering'} for them); turn cold_start.{role} off"
+        )
+    rng.shuffle(rows)
+    key = _cache_key(config, role, model_settings, rows)
+    cached = cache_root() / "cold-start" / key
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{role}-"))
+    if settings.cache and (cached / ROLE_FILE).exists():
+        progress(f"cold start of the {role}: reusing {cached}")
+        shutil.rmtree(tmp)
+        shutil.copytree(cached, tmp)
+        info = json.loads((tmp / ROLE_FILE).read_text(encoding="utf-8"))
+        info["from_cache"] = str(cached)
+    else:
+        progress(f"cold start of the {role}: {len(rows)} examples ({settings.passes} passes over {len(seeds)} seeds)")
+        info = _fine_tune(config, model_settings, field, rows, tmp, role)
+        info["seeds_without_example"] = missing
+        info["key"] = key
+        if settings.cache:
+            _store_in_cache(tmp, cached, info)
+        info["from_cache"] = None
+    atomic_write_text(tmp / ROLE_FILE, json.dumps(info, indent=1))
+    restore_plain_modes(tmp)
+    tmp.rename(folder)
+    progress(f"cold start of the {role}: loss on the seeds {info['loss_before']:.3f} -> {info['loss_after']:.3f} "
+             f"({info['seconds']:.0f} s)")
+
+
+def _fine_tune(config: RunConfig, model_settings: ModelSettings, field: str, rows: list[Row], out: Path, role: str) -> dict[str, Any]:
+    """SFT with TRL's SFTTrainer, loss on the completions; LoRA adapters merged into the base; saved to `out`."""
+    from datasets import Dataset
+    from transformers import PrinterCallback
+    from trl import SFTConfig, SFTTrainer
+
+    settings = config.cold_start
+    assert settings is not None
+    start = time.perf_counter()
+    tokenizer = load_tokenizer(model_settings, field)
+    model = load_model(model_settings, field)
+    if not getattr(tokenizer, "chat_template", None):
+        rows = _plain(rows, tokenizer)
+    probe = _probe(rows, role)
+    device = resolve_device(model_settings.device)
+    args = SFTConfig(
+        output_dir=str(out.parent / f".trainer-{role}"),
+        per_device_train_batch_size=settings.per_device_batch_size,
+        per_device_eval_batch_size=settings.per_device_batch_size,
+        gradient_accumulation_steps=settings.gradient_accumulation_steps,
+        learning_rate=settings.learning_rate,
+        lr_scheduler_type="linear",
+        num_train_epochs=1,  # the rows hold every pass, shuffled
+        max_length=None,  # never cut an example: the context checks refuse prompts that cannot fit
+        completion_only_loss=True,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        disable_tqdm=True,
+        use_cpu=device.type == "cpu",
+        bf16=uses_bf16_autocast(model_settings, device),
+        seed=config.seed,
+        data_seed=config.seed,
+        dataset_num_proc=None,
+        **checkpointing_arguments(model_settings.gradient_checkpointing),
+    )
+    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
+                         eval_dataset=Dataset.from_list(probe), processing_class=tokenizer)
+    trainer.remove_callback(PrinterCallback)
+    loss_before = float(trainer.evaluate()["eval_loss"])
+    out_train = trainer.train()
+    loss_after = float(trainer.evaluate()["eval_loss"])
+    losses = [round(float(h["loss"]), 5) for h in trainer.state.log_history if "loss" in h]
+    trained: Any = trainer.model
+    if model_settings.lora is not None:
+        trained = trained.merge_and_unload()  # the run puts fresh adapters on this base
+    trained.config.use_cache = True
+    trained.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    shutil.rmtree(str(args.output_dir), ignore_errors=True)
+    info = {
+        "role": role,
+        "examples": len(rows),
+        "probe_examples": len(probe),
+        "steps": int(out_train.global_step),
+        "loss_before": loss_before,
+        "loss_after": loss_after,
+        "train_loss": [losses[0], losses[-1]] if losses else None,
+        "losses": losses,
+        "lora_merged": model_settings.lora is not None,
+        "seconds": round(time.perf_counter() - start, 3),
+    }
+    del trainer, trained, model
+    gc.collect()
+    return info
+
+
+def _probe(rows: list[Row], role: str) -> list[Row]:
+    """The rows the loss before and after is measured on: the first example of each distinct
+    (prompt, completion) of the agent, or completion of the environment (whose prompts differ
+    each pass): one a seed or a turn, at most PROBE_ROWS."""
+    seen: set[str] = set()
+    probe = []
+    for row in rows:
+        text = json.dumps(row["completion"], sort_keys=True)
+        if role == "agent":
+            text += json.dumps(row["prompt"], sort_keys=True)
+        if text not in seen:
+            seen.add(text)
+            probe.append(row)
+        if len(probe) >= PROBE_ROWS:
+            break
+    return probe
+
+
+# ---------------------------------------------------------------------------- files and the cache
+
+
+def _cache_key(config: RunConfig, role: str, model: ModelSettings, rows: list[Row]) -> str:
+    """Everything that decides a role's cold start: the model (its resolved path and weight files),
+    its dtype and LoRA settings, the cold-start settings, the examples in order, the run seed."""
+    path = Path(resolve_model(model.name_or_path))
+    weights = sorted((p.name, p.stat().st_size, int(p.stat().st_mtime)) for p in path.glob("*.safetensors")) if path.is_dir() else []
+    facts = {
+        "v": COLD_START_VERSION, "role": role, "model": str(path), "weights": weights, "dtype": model.dtype,
+        "lora": dataclasses.asdict(model.lora) if model.lora else None, "checkpointing": model.gradient_checkpointing,
+        "settings": {k: v for k, v in dataclasses.asdict(config.cold_start).items() if k != "cache"},  # type: ignore[arg-type]
+        "rows": rows, "seed": config.seed,
+    }
+    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def _store_in_cache(folder: Path, cached: Path, info: dict[str, Any]) -> None:
+    """Copy a fresh role folder into the cache, renamed into place whole (a concurrent run that
+    stored the same key first wins; both copies are the same fine-tuning)."""
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=cached.parent, prefix=f".{cached.name}-"))
+    shutil.rmtree(tmp)
+    shutil.copytree(folder, tmp)
+    atomic_write_text(tmp / ROLE_FILE, json.dumps(info, indent=1))
+    try:
+        tmp.rename(cached)
+    except OSError:  # already there
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _remove_leftovers(folder: Path) -> None:
+    """Temporary folders of a cold start killed before it renamed them into place."""
+    for path in folder.glob(".*"):
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _hashes(folder: Path) -> dict[str, str]:
+    """sha256 of each weights file of a model folder."""
+    out = {}
+    for path in sorted(folder.glob("*.safetensors")):
+        digest = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                digest.update(block)
+        out[path.name] = digest.hexdigest()
+    return out
+
+
+def _check_record(layout: RunLayout, record: dict[str, Any], wanted: list[str]) -> None:
+    """A complete cold start in the run folder, for the roles the config wants, its weights unchanged."""
+    roles = record.get("roles", {})
+    for role in wanted:
+        if role not in roles:
+            raise ColdStartError(
+                f"{layout.cold_start_record} has no cold start of the {role}, but the config asks for one (cold_start.{role}); "
+                "the config changed after the cold start: use the config the run started with, or a new run folder"
+            )
+        folder = layout.cold_start_dir / role
+        found = _hashes(folder) if folder.is_dir() else {}
+        if found != roles[role].get("files"):
+            raise ColdStartError(
+                f"the cold-started {role} model in {folder} is missing or changed since the cold start wrote it (weights "
+                "differ from the sha256 in record.json); restore it from a copy, or start the run again in a new folder"
+            )
