@@ -22,7 +22,7 @@ def test_real_records_have_exactly_the_declared_fields_and_nested_keys_are_descr
     assert list(record) == field_names(EpochRecord)
     assert read_epoch_records(tmp_path / "run") == [record]
     helps = {name: f.metadata["help"] for name, f in EpochRecord.__dataclass_fields__.items()}
-    for key in ("novelty", "time", "agent_micro_batches"):
+    for key in ("novelty", "time", "agent_micro_batches", "difficulty"):
         missing = [sub for sub in record[key] if f"`{sub}`" not in helps[key]]
         assert not missing, f"EpochRecord.{key}'s help does not name {missing}"
     d_env = list(read_jsonl(tmp_path / "run" / "pools" / "d_env.jsonl"))

@@ -48,6 +48,7 @@ CASES = [
     ("workbench_reference_output", lambda task: meddle(task) or "hi", lambda d, t: d.reference_output(t), "reference_output",
      lambda a: a is None),
     ("workbench_make_interaction", lambda task: meddle(task), lambda d, t: d.make_interaction(t), "make_interaction", lambda a: a is None),
+    ("workbench_task_difficulty", lambda task: meddle(task) or 1, lambda d, t: d.difficulty(t), "task_difficulty", lambda a: a is None),
     ("workbench_aggregate", lambda tasks, scores: meddle(tasks[0]) or {"x": 1.0}, lambda d, t: d.aggregate([t], [Score(1.0, True)]),
      "aggregate", lambda a: a == {"n": 1, "reward_mean": 1.0, "accuracy": 1.0, "parse_error_rate": 0.0}),
     ("workbench_report_section", lambda tasks, outputs, scores: meddle(tasks[0]) or ReportSection("x", {}),

@@ -6,7 +6,8 @@ import nothing else of the workbench):
 
 * `hookimpl`, to mark hook implementations (the hooks are specified in `workbench.hookspecs`);
 * the value types `Task`, `Score`, `Rejection`, `AgentStats`, `DomainInfo`, `MetricInfo`,
-  `ReportSection` and `Interaction`;
+  `ReportSection` and `Interaction`, and `MAX_DIFFICULTY` (the highest rung
+  `workbench_task_difficulty` may answer);
 * reading model replies: `reply_json` (the first JSON object; `ReplyJSONError` says why none),
   `json_values`, `balanced_json_end`, `max_bracket_depth`, `find_bad_text`;
 * reading domain options and aggregating scores: `OptionError`, `int_option`, `limit_option`,
@@ -31,7 +32,7 @@ from workbench.plugin_support import (
     path_option,
     rate,
 )
-from workbench.tasks import AgentStats, DomainInfo, Interaction, MetricInfo, Rejection, ReportSection, Score, Task
+from workbench.tasks import MAX_DIFFICULTY, AgentStats, DomainInfo, Interaction, MetricInfo, Rejection, ReportSection, Score, Task
 from workbench.textparse import TOO_DEEP, ReplyJSONError, balanced_json_end, json_values, max_bracket_depth, reply_json
 from workbench.textsafety import find_bad_text
 
@@ -43,6 +44,7 @@ __all__ = [
     "DomainInfo",
     "Interaction",
     "MetricInfo",
+    "MAX_DIFFICULTY",
     "Rejection",
     "ReportSection",
     "Score",

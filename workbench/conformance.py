@@ -34,7 +34,7 @@ from workbench.aggregation import aggregate_declared
 from workbench.errors import WorkbenchError
 from workbench.tasks import AgentStats, DomainInfo, Interaction, MetricInfo, Rejection, ReportSection, Score, Task
 from workbench.textsafety import find_bad_text
-from workbench.validity import messages_problem, prompt_problem, rejection_list_problem, score_problem
+from workbench.validity import difficulty_problem, messages_problem, prompt_problem, rejection_list_problem, score_problem
 
 GARBAGE_TEXTS = [
     "",
@@ -282,6 +282,8 @@ def _report_field_problems(info: DomainInfo) -> list[str]:
         problems.append(f"metrics declares a name twice: {sorted({n for n in names if names.count(n) > 1})}")
     if info.headline is not None and not isinstance(info.headline, str):
         problems.append(f"headline must be a metric name or None, got {info.headline!r}")
+    if not isinstance(info.difficulty, str):
+        problems.append(f"difficulty must be a string (one line saying what the difficulty rung counts), got {type(info.difficulty).__name__}")
     reference = info.paper_reference
     if not isinstance(reference, dict):
         problems.append("paper_reference must be {method: {metric: value in percent}}")
@@ -656,7 +658,41 @@ def check_plugin(target: Any, options: dict[str, Any] | None = None) -> CheckRep
     _check_score(c, seeds)
     _check_reference(c, implemented, seeds)
     _check_optional(c, implemented, seeds, info)
+    _check_difficulty(c, implemented, seeds, info)
     return report
+
+
+def _check_difficulty(c: _Checker, implemented: set[str], seeds: list[Task], info: DomainInfo) -> None:
+    """`workbench_task_difficulty`, when implemented: on every seed (up to 1000) an int rung in
+    0..MAX_DIFFICULTY or None (the runtime's rule, `validity.difficulty_problem`), and
+    `DomainInfo.difficulty` saying what the rung counts."""
+    name = "task difficulty"
+    described = isinstance(info.difficulty, str) and bool(info.difficulty.strip())
+    if "workbench_task_difficulty" not in implemented:
+        if described:
+            c.report.add(name, "warning", "DomainInfo.difficulty is set but workbench_task_difficulty is not implemented; "
+                         "implement the hook or leave the description empty")
+        return
+    wrong: list[str] = []
+    counts: dict[int, int] = {}
+    for task in seeds[:1000]:
+        called, rung = c.call(name, "workbench_task_difficulty", task=task)
+        if not called:
+            return
+        problem = difficulty_problem(rung)
+        if problem is not None:
+            wrong.append(f"task {task.id}: {problem}")
+        elif rung is not None:
+            counts[rung] = counts.get(rung, 0) + 1
+    checked = min(len(seeds), 1000)
+    if wrong:
+        c.report.add(name, "error", f"{len(wrong)} of {checked} seed tasks: {wrong[0]}; the runtime counts each as a fault and the task gets no rung")
+    elif not described:
+        c.report.add(name, "warning", "workbench_task_difficulty is implemented but DomainInfo.difficulty is empty; "
+                     "say in one line what the rung counts (reports show it)")
+    else:
+        spread = ", ".join(f"{rung}: {n}" for rung, n in sorted(counts.items())) or "none rated"
+        c.report.add(name, "ok", f"{checked} seed tasks, tasks per rung {spread} ({info.difficulty})")
 
 
 def _check_reference(c: _Checker, implemented: set[str], seeds: list[Task]) -> None:

@@ -30,6 +30,8 @@ then at debug level) and counted under "<hook>:<code>" (read and reset with
     make_interaction,     None (no interaction / no rendering) — used by serve and demos, not the
     render_task,          training loop
     reference_output
+    task_difficulty       no rung for that task (None): counted under `unrated` in the epoch
+                          record's `difficulty`, on no rung in the evaluation's per-rung entries
     aggregate,            `default_aggregate(scores)` / a default section (reports and evaluation)
     report_section
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping, Sequence
 import pluggy
 
 from workbench import hookspecs
-from workbench.aggregation import aggregate_declared
+from workbench.aggregation import aggregate_declared, by_rung
 from workbench.containment import (
     DEFAULT_PLUGIN_TIMEOUT_S,
     MAX_MESSAGE,
@@ -29,7 +29,7 @@ from workbench.containment import (
 )
 from workbench.tasks import AgentStats, DomainInfo, Interaction, Rejection, ReportSection, Score, Task
 from workbench.textsafety import clean_text, find_bad_text
-from workbench.validity import messages_problem, prompt_problem, rejection_list_problem, score_problem
+from workbench.validity import difficulty_problem, messages_problem, prompt_problem, rejection_list_problem, score_problem
 
 
 def hook_names(pm: pluggy.PluginManager, plugin: object) -> set[str]:
@@ -281,6 +281,27 @@ class Domain:
         """An agent output scoring a success on `task` (workbench_reference_output), or None."""
         return self._optional_text("reference_output", task)
 
+    @property
+    def declares_difficulty(self) -> bool:
+        """The plugin rates its tasks' difficulty (`workbench_task_difficulty`)."""
+        return self.implements("workbench_task_difficulty")
+
+    def difficulty(self, task: Task) -> int | None:
+        """The task's difficulty rung (`workbench_task_difficulty`: 0..MAX_DIFFICULTY, higher is
+        harder), or None: no such hook, no rung for this task, or a fault (counted: the hook
+        raised, ran past its budget, changed the task, or answered anything but an int rung)."""
+        if not self.declares_difficulty:
+            return None
+        hook = "task_difficulty"
+        value = self._contained(hook, task=task)
+        if isinstance(value, Fault):
+            return None
+        problem = difficulty_problem(value)
+        if problem is not None:
+            self._fault(hook, "plugin_error", problem)
+            return None
+        return value
+
     def make_interaction(self, task: Task) -> Interaction | None:
         """The plugin's interactive environment for `task`, or None (also on a fault, counted)."""
         if not self.implements("workbench_make_interaction"):
@@ -298,7 +319,38 @@ class Domain:
     def aggregate(self, tasks: list[Task], scores: list[Score]) -> dict[str, float]:
         """The domain's declared metrics, aggregated by the core (`workbench.aggregation`),
         updated with what the plugin's `workbench_aggregate` returns; `default_aggregate` when
-        the plugin declares no metrics and has no such hook (or it faults, counted)."""
+        the plugin declares no metrics and has no such hook (or it faults, counted). A domain
+        that rates difficulty gets the per-rung entries of `rung_metrics` too (a key the plugin
+        returns itself keeps the plugin's value)."""
+        out = self._aggregate(tasks, scores)
+        if self.declares_difficulty and tasks:
+            for key, value in self.rung_metrics(tasks, scores, out).items():
+                out.setdefault(key, value)
+        return out
+
+    def rung_metrics(self, tasks: list[Task], scores: list[Score], whole: Mapping[str, Any]) -> dict[str, float]:
+        """Per difficulty rung present among `tasks` (one task per score): `n_rung<k>`, the
+        distinct tasks on rung k, and `<headline>_rung<k>`, the headline metric aggregated as
+        `aggregate` does (declared metrics and the plugin's hook) over the outputs of rung k's
+        tasks; `success_rung<k>`, their mean success, when the domain declares no headline or
+        `whole` (the aggregate of all tasks) lacks it. Tasks without a rung are on none."""
+        stats = by_rung([t.id for t in tasks], [self.difficulty(t) for t in tasks], [s.success for s in scores])
+        headline = self.info.headline if self.info.headline and self.info.headline in whole else None
+        out: dict[str, float] = {}
+        for rung, group in stats.items():
+            out[f"n_rung{rung}"] = group.count
+            if headline is None:
+                if group.mean is not None:
+                    out[f"success_rung{rung}"] = group.mean
+                continue
+            part = self._aggregate([tasks[i] for i in group.positions], [scores[i] for i in group.positions])
+            value = part.get(headline)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[f"{headline}_rung{rung}"] = float(value)
+        return out
+
+    def _aggregate(self, tasks: list[Task], scores: list[Score]) -> dict[str, float]:
+        """`aggregate` without the per-rung entries."""
         declared = aggregate_declared(self.info.metrics, tasks, scores) if self.info.metrics else {}
         fallback = declared or default_aggregate(scores)
         if not self.implements("workbench_aggregate"):

@@ -61,6 +61,7 @@ OPTIONAL_DOMAIN_HOOKS = (
     "workbench_report_section",
     "workbench_render_task",
     "workbench_reference_output",
+    "workbench_task_difficulty",
 )
 CROSS_CUTTING_HOOKS = ("workbench_extra_validators", "workbench_run_start", "workbench_epoch_end")
 
@@ -90,7 +91,9 @@ def workbench_domain_info() -> DomainInfo:
     * `paper_reference`: published numbers as `{method: {metric: value}}`, values in percent
       (0 to 100). The number stored under `headline` is the one a comparison table shows;
       the same method name in several domains makes one row across them.
-    * `multi_turn`: True only with `workbench_make_interaction` implemented.
+    * `multi_turn`: True only with `workbench_make_interaction` implemented;
+    * `difficulty`: a string, one line saying what the rung of `workbench_task_difficulty`
+      counts (for example "digits + operations - 1"); empty without that hook.
     """
 
 
@@ -242,6 +245,26 @@ def workbench_make_interaction(task: Task) -> Interaction | None:
 
 
 # --- Reports ------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def workbench_task_difficulty(task: Task) -> int | None:
+    """Optional: the task's difficulty rung, an ordinal where higher is harder: an int from 0
+    to `MAX_DIFFICULTY` (20), or None for a task without one. Say what it counts in
+    `DomainInfo.difficulty`.
+
+    Declared once here, aggregated by the core: `workbench eval` (`Domain.aggregate`) adds the
+    headline metric per rung (`<headline>_rung<k>`, or `success_rung<k>` without a headline)
+    and the tasks per rung (`n_rung<k>`) for the rungs present, and each epoch record's
+    `difficulty` field holds the rung distribution of the valid generated tasks and their
+    p_hat per rung, so a report shows whether the environment moves to harder tasks as the
+    agent improves.
+
+    Rules: compute the rung from the task alone (its spec), cheaply and deterministically;
+    return an int (not bool) in [0, MAX_DIFFICULTY] or None; never raise for a task of this
+    domain. A value of the wrong type or out of range, an exception or a time-out is a counted
+    fault (`task_difficulty:<code>`) and the task has no rung.
+    """
 
 
 @hookspec(firstresult=True)

@@ -27,6 +27,7 @@ __all__ = [
     "AgentStats",
     "DomainInfo",
     "MetricInfo",
+    "MAX_DIFFICULTY",
     "ReportSection",
     "Interaction",
     "atomic_write_text",
@@ -145,6 +146,9 @@ class AgentStats:
     recent: list[tuple[Task, float]] = field(default_factory=list)
 
 
+MAX_DIFFICULTY = 20  # the highest difficulty rung `workbench_task_difficulty` may answer (rungs are 0..20)
+
+
 @dataclass(frozen=True)
 class MetricInfo:
     """One aggregate metric of a domain, declared once: the core computes it
@@ -176,7 +180,9 @@ class DomainInfo:
     `metrics` declares the aggregate metrics `workbench_aggregate` returns (aggregation and
     direction); `headline` names the one a comparison table shows, in percent;
     `paper_reference` holds published numbers as {method: {metric: value in percent}},
-    shown beside the run's own (the GenEnv paper's Table 1 for its five benchmarks)."""
+    shown beside the run's own (the GenEnv paper's Table 1 for its five benchmarks);
+    `difficulty` says in one line what the rung of `workbench_task_difficulty` counts (empty
+    when the plugin declares no difficulty)."""
 
     name: str
     version: str
@@ -187,6 +193,7 @@ class DomainInfo:
     metrics: list[MetricInfo] = field(default_factory=list)
     headline: str | None = None
     paper_reference: dict[str, dict[str, float]] = field(default_factory=dict)
+    difficulty: str = ""
 
     def __post_init__(self) -> None:
         self.title = self.title or self.name

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from workbench.tasks import Rejection, Score
+from workbench.tasks import MAX_DIFFICULTY, Rejection, Score
 from workbench.textsafety import clean_text
 
 
@@ -63,4 +63,15 @@ def messages_problem(value: Any) -> str | None:
         and all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in value)
     ):
         return f"returned {type(value).__name__}, not a list of {{'role', 'content'}} str dicts"
+    return None
+
+
+def difficulty_problem(value: Any) -> str | None:
+    """Why a difficulty rung is not None or an int (not bool) in [0, MAX_DIFFICULTY], or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"returned {type(value).__name__} {clean_text(repr(value))[:40]}, not an int rung or None"
+    if not 0 <= value <= MAX_DIFFICULTY:
+        return f"returned rung {value}, outside 0..{MAX_DIFFICULTY}; return a small non-negative int (cap it at MAX_DIFFICULTY)"
     return None

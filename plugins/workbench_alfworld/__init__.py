@@ -28,6 +28,13 @@ The hooks are here; the work is in `data.py` (loading, options), `generation.py`
 environment's JSON record), `gamegen.py` (games written by the environment), `scoring.py`
 and `report.py`. The headline metric is `accuracy`,
 the share of tasks solved in either mode (see `report.py`).
+
+Difficulty rung (`workbench_task_difficulty`), one scale per mode (a run uses one mode):
+a single step is rated by its task type (`TYPE_RUNGS`: 0 pick-and-place or look-in-light, 1
+clean, heat or cool, 2 two objects; the step's spec holds no plan length); an episode by half
+the length of its expert plan (`expert_plan`, present in the built-in games and the games the
+environment writes), none when the game has no stored plan (ALFWorld data solved by its
+hand-coded expert), since finding one would mean planning the game.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from workbench import AgentStats, DomainInfo, Interaction, Rejection, ReportSection, Score, Task, hookimpl
+from workbench import MAX_DIFFICULTY, AgentStats, DomainInfo, Interaction, Rejection, ReportSection, Score, Task, hookimpl
 
 from . import data, generation, report, scoring
 from .data import load_steps_jsonl, steps_from_games
@@ -46,6 +53,15 @@ from .taskspec import NAME, TASK_SCHEMA
 __all__ = ["play_episode", "AlfWorldInteraction", "load_steps_jsonl", "steps_from_games", "score_step", "score_episode", "TASK_TYPES"]
 
 VERSION = "1.0"
+# The single-step difficulty rung of each task type: the subgoals its expert plan goes through.
+TYPE_RUNGS = {
+    "pick_and_place_simple": 0,
+    "look_at_obj_in_light": 0,
+    "pick_clean_then_place_in_recep": 1,
+    "pick_heat_then_place_in_recep": 1,
+    "pick_cool_then_place_in_recep": 1,
+    "pick_two_obj_and_place": 2,
+}
 
 
 @hookimpl
@@ -63,6 +79,7 @@ def workbench_domain_info() -> DomainInfo:
         metrics=report.METRICS,
         headline=report.HEADLINE,
         paper_reference=report.PAPER_REFERENCE,
+        difficulty="steps: task type (0 pick/look, 1 clean/heat/cool, 2 two objects); episodes: expert plan length // 2",
     )
 
 
@@ -110,6 +127,17 @@ def workbench_reference_output(task: Task) -> str | None:
 @hookimpl
 def workbench_make_interaction(task: Task) -> Interaction | None:
     return scoring.make_interaction(task)
+
+
+@hookimpl
+def workbench_task_difficulty(task: Task) -> int | None:
+    """A step: `TYPE_RUNGS[task_type]`; an episode: len(expert_plan) // 2, None without a plan."""
+    spec = task.spec if isinstance(task.spec, dict) else {}
+    if spec.get("mode") == "episode":
+        plan = spec.get("expert_plan")
+        return min(len(plan) // 2, MAX_DIFFICULTY) if isinstance(plan, list) and plan else None
+    task_type = spec.get("task_type")
+    return TYPE_RUNGS.get(task_type) if isinstance(task_type, str) else None
 
 
 @hookimpl

@@ -18,6 +18,11 @@ Options (`domain_options`): `data_path` (a file or a folder of level files; the 
 `WORKBENCH_APIBANK_DIR`), `call_match` (`strict`, the default, or `lenient`; env var
 `WORKBENCH_APIBANK_CALL_MATCH`). `workbench_load_benchmark` has no options and reads the two
 env vars. The headline metric is `paper_accuracy` (see `report.py`).
+
+Difficulty rung (`workbench_task_difficulty`): (tools offered, up to 5) - 1 + (gold calls, up
+to 5) - 1 + (arguments across the gold calls, up to 10). It is read from the task's structure,
+not from the benchmark's level: the level comes from the data file's name, so every generated
+task has the level "generated" and it could not show what the environment writes.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from workbench import AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, hookimpl
+from workbench import MAX_DIFFICULTY, AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, hookimpl
 
 from . import data, generation, report, scoring
 from .data import ENV_VAR, NAME
@@ -34,6 +39,7 @@ from .scoring import POLICY_ENV_VAR, SANDBOX_ENV_VAR
 __all__ = ["NAME", "ENV_VAR", "POLICY_ENV_VAR", "SANDBOX_ENV_VAR", "TASK_SCHEMA", "scoring"]
 
 VERSION = "1.0"
+DIFFICULTY = "tools offered (up to 5) - 1 + gold calls (up to 5) - 1 + arguments of the gold calls (up to 10)"
 
 _CALL_SCHEMA = {
     "type": "object",
@@ -89,6 +95,7 @@ def workbench_domain_info() -> DomainInfo:
         metrics=report.METRICS,
         headline=report.HEADLINE,
         paper_reference=report.PAPER_REFERENCE,
+        difficulty=DIFFICULTY,
     )
 
 
@@ -137,6 +144,20 @@ def workbench_validate_task(task: Task) -> list[Rejection]:
 @hookimpl
 def workbench_score(task: Task, output: str) -> Score:
     return scoring.score_output(task, output)
+
+
+@hookimpl
+def workbench_task_difficulty(task: Task) -> int | None:
+    """(tools offered, up to 5) - 1 + (gold calls, up to 5) - 1 + (arguments across the gold
+    calls, up to 10): one tool called once with one argument is rung 1. None for a spec without
+    `tools` and a non-empty `gold_calls` list."""
+    spec = task.spec if isinstance(task.spec, dict) else {}
+    tools, calls = spec.get("tools"), spec.get("gold_calls")
+    if not isinstance(tools, list) or not isinstance(calls, list) or not calls:
+        return None
+    arguments = sum(len(c["parameters"]) for c in calls if isinstance(c, dict) and isinstance(c.get("parameters"), dict))
+    rung = max(min(len(tools), 5) - 1, 0) + min(len(calls), 5) - 1 + min(arguments, 10)
+    return min(rung, MAX_DIFFICULTY)
 
 
 @hookimpl

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from workbench import AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, hookimpl
+from workbench import MAX_DIFFICULTY, AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, hookimpl
 from workbench_bfcl import data, generation, report, scoring
 from workbench_bfcl.data import ENV_VAR, NAME, task_from_spec
 from workbench_bfcl.scoring import evaluate
@@ -23,6 +23,7 @@ from workbench_bfcl.scoring import evaluate
 __all__ = ["NAME", "ENV_VAR", "TASK_SCHEMA", "evaluate", "task_from_spec"]
 
 VERSION = "1.0"
+DIFFICULTY = "functions offered (up to 10) - 1 + parameters named in the gold call(s) (up to 10)"
 
 TASK_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -56,6 +57,7 @@ def workbench_domain_info() -> DomainInfo:
         metrics=report.METRICS,
         headline=report.HEADLINE,
         paper_reference=report.PAPER_REFERENCE,
+        difficulty=DIFFICULTY,
     )
 
 
@@ -99,6 +101,20 @@ def workbench_score(task: Task, output: str) -> Score:
 @hookimpl
 def workbench_reference_output(task: Task) -> str | None:
     return scoring.reference_output(task)
+
+
+@hookimpl
+def workbench_task_difficulty(task: Task) -> int | None:
+    """(functions offered, counted up to 10) - 1 + (parameters named across the gold calls of
+    `ground_truth`, counted up to 10; optional ones included): one function called with one
+    argument is rung 1, an irrelevance task (no gold call) counts its functions only. None for a
+    spec without `functions` and `ground_truth` lists."""
+    spec = task.spec if isinstance(task.spec, dict) else {}
+    functions, truth = spec.get("functions"), spec.get("ground_truth")
+    if not isinstance(functions, list) or not isinstance(truth, list):
+        return None
+    params = sum(len(args) for call in truth if isinstance(call, dict) for args in call.values() if isinstance(args, dict))
+    return min(max(min(len(functions), 10) - 1, 0) + min(params, 10), MAX_DIFFICULTY)
 
 
 @hookimpl

@@ -9,6 +9,10 @@ computed here by a small precedence parser (never trusted from the generator, ne
 Environment model output format:   `Task: 12 + 7 * 3` (ASCII digits and `+ - *` only)
 Agent output format:               `Answer: 33`
 
+Difficulty rung (`workbench_task_difficulty`): digits + operations - 1, from the spec (the
+digits of the longest operand and the number of operators): `3 + 4` is rung 1, `12 * 34 - 5`
+rung 3, at most 4 + 6 - 1 = 9.
+
 Scoring rule (strict, since the score is the training reward): an output of at most
 `MAX_OUTPUT_CHARS` characters must hold exactly one line mentioning `answer:` (any case), and
 that line must be exactly `Answer: N`, spaces around allowed, where N is one well-formed
@@ -33,6 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from workbench import (
+    MAX_DIFFICULTY,
     AgentStats,
     DomainInfo,
     MetricInfo,
@@ -180,6 +185,7 @@ def workbench_domain_info() -> DomainInfo:
             MetricInfo("parse_error_rate", "outputs without a readable answer", aggregation="rate", higher_is_better=False, sample="parse_error"),
         ],
         headline="accuracy",
+        difficulty="digits of the longest operand + number of operations - 1 (3 + 4 is rung 1, 12 * 34 - 5 rung 3)",
         task_schema={
             "type": "object",
             "required": ["expression", "answer", "digits", "operations"],
@@ -330,6 +336,16 @@ def workbench_reference_output(task: Task) -> str | None:
     """The agent's format: one `Answer: <integer>` line."""
     answer = task.spec.get("answer") if isinstance(task.spec, dict) else None
     return f"Answer: {answer}" if isinstance(answer, int) and not isinstance(answer, bool) else None
+
+
+@hookimpl
+def workbench_task_difficulty(task: Task) -> int | None:
+    """digits + operations - 1 (see the module docstring); None for a spec without them."""
+    spec = task.spec if isinstance(task.spec, dict) else {}
+    digits, operations = spec.get("digits"), spec.get("operations")
+    if not isinstance(digits, int) or not isinstance(operations, int) or isinstance(digits, bool) or isinstance(operations, bool):
+        return None
+    return min(digits + operations - 1, MAX_DIFFICULTY) if digits >= 1 and operations >= 1 else None
 
 
 @hookimpl

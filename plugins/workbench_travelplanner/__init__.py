@@ -12,6 +12,12 @@ Environment model output format: one JSON object
 people_number, local_constraint, budget, query, level}}`; the sandbox is copied from that
 example task. Agent output: a JSON list of day objects (or `{"plan": [...]}`), or the
 official "Day 1:\\nCurrent City: ..." text.
+
+Difficulty rung (`workbench_task_difficulty`): the trip's length (3, 5, 7 days: 0, 1, 2) plus
+the number of local constraints set (house rule, cuisine, room type, transportation: 0 to 4),
+so rungs 0 to 6. The official levels follow the constraints (easy none, medium one, hard
+three); the constraints are counted rather than the `level` label because a generated query's
+label is the environment model's claim, while its constraints are what the plan is checked on.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from workbench import AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, first_failures, hookimpl, limit_option, path_option
+from workbench import MAX_DIFFICULTY, AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, first_failures, hookimpl, limit_option, path_option
 
 from . import cities, data, generation, loaders, report, scoring
 from .data import NAME, TASK_SCHEMA, make_task, render_reference, tasks_from_file
@@ -47,6 +53,7 @@ def workbench_domain_info() -> DomainInfo:
         metrics=report.METRICS,
         headline=report.FINAL,
         paper_reference=PAPER_REFERENCE,
+        difficulty="trip length (3/5/7 days: 0/1/2) + local constraints set (house rule, cuisine, room type, transportation: 0-4)",
     )
 
 
@@ -112,6 +119,17 @@ def workbench_score(task: Task, output: str) -> Score:
 @hookimpl
 def workbench_reference_output(task: Task) -> str | None:
     return scoring.reference_output(task)
+
+
+@hookimpl
+def workbench_task_difficulty(task: Task) -> int | None:
+    """(days - 3) / 2 for a 3, 5 or 7-day trip, plus the local constraints that are set (not
+    null or empty); None for a query of another length or without a local_constraint object."""
+    query = task.spec.get("query") if isinstance(task.spec, dict) else None
+    if not isinstance(query, dict) or query.get("days") not in (3, 5, 7) or not isinstance(query.get("local_constraint"), dict):
+        return None
+    constraints = sum(1 for value in query["local_constraint"].values() if value not in (None, "", []))
+    return min((int(query["days"]) - 3) // 2 + constraints, MAX_DIFFICULTY)
 
 
 @hookimpl

@@ -235,6 +235,31 @@ def novelty_table(run: RunSource) -> Table | None:
     return Table(["epoch"] + [title for _, title in NOVELTY_COLUMNS], rows, caption)
 
 
+def difficulty_table(run: RunSource) -> Table | None:
+    """Per epoch, the distinct valid generated tasks on each difficulty rung and their mean p_hat
+    (`EpochRecord.difficulty`); None for a run whose domain rates no difficulty."""
+    records = [m for m in run.metrics if isinstance(m.get("difficulty"), dict)]
+    if not records:
+        return None
+    rungs = sorted({int(k) for m in records for k in m["difficulty"].get("rungs", {}) if str(k).isdigit()})
+    rows = []
+    for m in records:
+        d = m["difficulty"]
+        counts, p_hat = d.get("rungs", {}), d.get("p_hat_by_rung", {})
+        rows.append([m.get("epoch"), d.get("mean")] + [_rung_cell(counts.get(str(k)), p_hat.get(str(k))) for k in rungs]
+                    + [d.get("unrated")])
+    caption = (f"Difficulty of the generated tasks of {run.label}: distinct valid tasks per rung (the domain's "
+               "`workbench_task_difficulty`, higher is harder) and, in brackets, their mean p_hat. A mean rung that "
+               "rises while p_hat stays near alpha is an environment following the agent to harder tasks.")
+    return Table(["epoch", "mean rung"] + [f"rung {k}" for k in rungs] + ["unrated"], rows, caption)
+
+
+def _rung_cell(count: Any, p_hat: Any) -> str | None:
+    if not count:
+        return None
+    return f"{count} ({p_hat:.2f})" if isinstance(p_hat, (int, float)) else str(count)
+
+
 def section_tables(section: ReportSection, info: DomainInfo | None = None) -> list[Table]:
     """The tables of a plugin's report section; with its DomainInfo, the metric table says
     how each declared metric aggregates and which direction is better."""
@@ -339,6 +364,9 @@ def render_report(paths: Sequence[str | Path], registry: Any = None, title: str 
             novelty = novelty_table(run)
             if novelty is not None:
                 doc.table(novelty)
+            difficulty = difficulty_table(run)
+            if difficulty is not None:
+                doc.table(difficulty)
             totals = rejection_totals(run.metrics)
             if totals:
                 doc.table(Table(["reason", "rejected generations"], [[k, v] for k, v in totals.most_common()],

@@ -2,8 +2,9 @@
 
 It lists the run's settings and one row per epoch of the curriculum figures, the epoch's
 novelty among them (distinct valid tasks, and the share of valid tasks that copy neither a
-seed nor an earlier epoch: `workbench.novelty`), then the epochs whose valid tasks were all
-seed copies. The full HTML report with figures and cross-run tables is `workbench report`.
+seed nor an earlier epoch: `workbench.novelty`) and, for a domain that rates difficulty, the
+mean difficulty rung of its valid tasks (`EpochRecord.difficulty`), then the epochs whose valid
+tasks were all seed copies. The full HTML report with figures and cross-run tables is `workbench report`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ COLUMNS = [
     ("agent_reward_mean", "agent reward"),
     ("novelty.distinct", "distinct"),
     ("novelty.novel_share", "novel share"),
+    ("difficulty.mean", "mean rung"),
     ("task_length_mean", "task length"),
     ("env_kl", "env KL"),
     ("score_errors", "score errors"),

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import ipywidgets as w
 
+from workbench.aggregation import describe_difficulty
 from workbench.modes import INTERACTIVE_MODES
 from workbench.novelty import describe
 from workbench.reports.figures import DPI, dashboard_figure, figure_png
@@ -135,7 +136,8 @@ def candidates_table(rows: list[dict[str, Any]], show: str = "all", limit: int =
 
 class TaskBrowser:
     """The latest generated tasks: valid and rejected (with reasons), attempts and scores,
-    under a summary line with the epoch's novelty (red when no valid task was novel)."""
+    under a summary line with the epoch's novelty (red when no valid task was novel) and, for a
+    domain that rates difficulty, its tasks per rung."""
 
     def __init__(self, state: RunState):
         self.state = state
@@ -157,6 +159,9 @@ class TaskBrowser:
         if novelty:
             color = "#a00" if novelty.get("novel_share") == 0 else "#333"
             self.summary.value += f"<br><span class='wb-novelty' style='color:{color}'>{html.escape(describe(novelty))}</span>"
+        difficulty = describe_difficulty(record.get("difficulty") if record else None)
+        if difficulty:
+            self.summary.value += f"<br><span class='wb-difficulty'>{html.escape(difficulty)}</span>"
         self.table.value = candidates_table(rows, self.filter.value)
 
 
