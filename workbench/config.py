@@ -167,6 +167,16 @@ class EnvSettings:
         "Longest RWR example (prompt + generation) in tokens; None = the environment model's context. "
         "Longer examples are dropped and counted (env_dropped_too_long), never truncated.",
     )
+    redraw_rounds: int = _f(
+        0,
+        "Redraw the epoch's copies: after its candidates are parsed and validated, a valid task that repeats an "
+        "earlier one of the epoch or copies a seed task (exact or near, as workbench.novelty classifies it) is "
+        "generated again from a fresh prompt, one generate call per round for the copies still left, at most this "
+        "many rounds (0 = off). A valid redraw that is less of a copy (no copy at all, or a near seed copy that repeats "
+        "nothing in place of a repeat or an exact copy) replaces the copy, which stays in the epoch file rejected as "
+        "redrawn_copy; a redraw no less a copy is kept there as redraw_still_copy; copies left after the last round "
+        "stay valid, so no epoch loses tasks. Counted in metrics.jsonl's redraws.",
+    )
 
 
 @dataclass
@@ -178,6 +188,12 @@ class CurriculumSettings:
     k_min: float = _f(0.1, "Tasks with |p_hat - alpha| > k_min are excluded from the env update.")
     rwr_lambda: float = _f(1.0, "RWR temperature: weights exp(lambda R_env).")
     p_hat_level: Literal["task", "batch"] = _f("task", "p_hat per task (default) or one per generated batch.")
+    copy_weight: float = _f(
+        1.0,
+        "Scale of the RWR weight of a generated task that copies a seed task or an earlier epoch's task (exact or "
+        "near; its class is d_env.jsonl's novelty): 1 = weighted like any task, 0 = left out of the environment "
+        "update (the other in-band tasks' weights are normalised among themselves).",
+    )
 
 
 @dataclass
@@ -303,6 +319,8 @@ def _err(field_name: str, value: Any, fix: str) -> ConfigError:
 _RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
     "curriculum.beta": (0.0, math.inf, True, False, "use beta >= 0 (2.0 in the authors' config)"),
     "curriculum.rwr_lambda": (0.0, math.inf, True, False, "use lambda >= 0 (the paper uses 1.0)"),
+    "curriculum.copy_weight": (0.0, 1.0, True, True, "use a scale in [0, 1] (1 = copies weighted like any task, 0 = left out of the environment update)"),
+    "env.redraw_rounds": (0, 10, True, True, "use 0 (off) to 10 rounds; each round is one more generate call for the copies still left"),
     "agent.kl_beta": (0.0, math.inf, True, False, "use a KL coefficient >= 0 (0 = no reference model)"),
     "agent.temperature": (0.0, math.inf, False, False, "use a temperature > 0"),
     "agent.vllm_gpu_memory_utilization": (0.0, 1.0, False, True, "use a share of GPU memory in (0, 1]"),

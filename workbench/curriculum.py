@@ -2,7 +2,8 @@
 
 * `env_reward(p_hat)`        R_env = exp(-beta * (p_hat - alpha)^2)
 * `in_band(p_hat)`           the difficulty filter |p_hat - alpha| <= k_min
-* `rwr_weights(rewards)`     exp(lambda * R_env), normalised to sum to 1
+* `rwr_weights(rewards)`     exp(lambda * R_env), normalised to sum to 1 (optionally scaled per task)
+* `copy_factor(kind, w)`     a task's scale in RWR: `curriculum.copy_weight` for a copy, else 1
 * `p_hat_per_task(...)`      k / n for each task's group of n attempts
 * `p_hat_per_batch(...)`     one success rate for the whole generated batch
 
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import math
 from typing import Mapping, Sequence
+
+from workbench.novelty import COPIES
 
 
 def env_reward(p_hat: float, alpha: float = 0.5, beta: float = 2.0) -> float:
@@ -35,17 +38,34 @@ def in_band(p_hat: float, alpha: float = 0.5, k_min: float = 0.1) -> bool:
     return abs(p_hat - alpha) <= k_min + 1e-9
 
 
-def rwr_weights(rewards: Sequence[float], lam: float = 1.0) -> list[float]:
+def rwr_weights(rewards: Sequence[float], lam: float = 1.0, factors: Sequence[float] | None = None) -> list[float]:
     """Reward-weighted-regression weights exp(lam * R), normalised to sum to 1.
 
-    Computed with the max subtracted for numerical stability. Empty input gives [].
+    With `factors` (one per reward, each >= 0) the weights are factor * exp(lam * R), normalised
+    over the entries whose factor is above 0; an entry with factor 0 gets weight 0 (leave it out
+    of the update: it carries no signal). Computed with the max subtracted for numerical
+    stability. Empty input, or every factor 0, gives weights of 0.
     """
-    if not rewards:
-        return []
-    m = max(rewards)
-    raw = [math.exp(lam * (r - m)) for r in rewards]
+    if factors is None:
+        factors = [1.0] * len(rewards)
+    if len(factors) != len(rewards):
+        raise ValueError(f"rwr_weights got {len(rewards)} rewards but {len(factors)} factors; give one factor per reward")
+    if any(not f >= 0 for f in factors):
+        raise ValueError(f"rwr_weights factors must be >= 0, got {min(factors)}")
+    kept = [r for r, f in zip(rewards, factors) if f > 0]
+    if not kept:
+        return [0.0] * len(rewards)
+    m = max(kept)
+    raw = [f * math.exp(lam * (r - m)) if f > 0 else 0.0 for r, f in zip(rewards, factors)]
     total = sum(raw)
     return [w / total for w in raw]
+
+
+def copy_factor(kind: str | None, copy_weight: float) -> float:
+    """A task's scale in the environment update: `copy_weight` (`curriculum.copy_weight`) for a
+    copy of a seed or of an earlier epoch's task (its novelty class, `workbench.novelty`), 1 for
+    a novel task or a record without a class (written before classes were recorded)."""
+    return copy_weight if kind in COPIES else 1.0
 
 
 def p_hat_per_task(successes: Mapping[str, Sequence[float]]) -> dict[str, float]:

@@ -49,6 +49,12 @@ costs 16 bytes per sketch entry whatever its length. The sketches sit in an inve
 (hash -> tasks) kept as two numpy arrays sorted by hash, and one task's similarities to
 every indexed task take a few vectorised operations; `benchmarks/novelty_speed.py` prints
 the time for 64 tasks against 5,000 earlier ones.
+
+**One task, read-only.** `NoveltyTracker.classify(task)` gives one task's class by the same
+rule, and `match(task)` also names the seed or earlier task it copies, without adding it to
+the history: the loop's redraw of seed copies (`env.redraw_rounds`) and the copy weight of the
+environment update (`curriculum.copy_weight`) classify tasks before the epoch is `observe`d,
+and classifying them changes nothing in how `observe` counts the epoch.
 """
 
 from __future__ import annotations
@@ -65,6 +71,10 @@ from workbench.tasks import Task
 SHINGLE = 5
 NEAR = 0.8
 SKETCH_SIZE = 256
+
+KINDS = ("seed_exact", "seed_near", "history_exact", "history_near", "novel")  # the classes, in precedence order
+SEED_COPIES = frozenset(KINDS[:2])
+COPIES = frozenset(KINDS[:4])  # a copy of a seed or of an earlier epoch's task, exact or near
 
 _NO_CUT = np.uint64(2**64 - 1)  # the cut-off of a sketch that holds its whole shingle set
 _PRIME = np.uint64(0x100000001B3)
@@ -116,6 +126,32 @@ def describe(novelty: Mapping[str, Any] | None) -> str:
     return text
 
 
+@dataclasses.dataclass(frozen=True)
+class Match:
+    """One task's class (`KINDS`) and, for a copy, the seed or earlier task it copies."""
+
+    kind: str
+    of: str | None = None  # the id of the task it copies (the most similar one for a near copy); None when novel
+    similarity: float | None = None  # its similarity to that task (1.0 for an exact copy); None when novel
+
+    def describe(self) -> str:
+        """`copies seed task ID (near, similarity 0.91)`, or `novel`."""
+        if self.of is None:
+            return "novel"
+        what, how = self.kind.split("_")
+        whose = "seed task" if what == "seed" else "an earlier epoch's task"
+        return f"copies {whose} {self.of} ({how}, similarity {self.similarity:.2f})"
+
+
+def text_key(task: Task) -> bytes:
+    """The digest of `task_text(task)`: equal keys are exact copies (case and whitespace aside)."""
+    return _digest(task_text(task))
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
 def task_text(task: Task) -> str:
     """What defines a task (system, prompt, spec as sorted JSON), lower-cased, whitespace collapsed."""
     spec = json.dumps(task.spec, sort_keys=True, ensure_ascii=False, default=str)
@@ -143,7 +179,7 @@ def _sketch(task: Task) -> _Sketch:
     h.sort()
     full = h[np.concatenate(([True], h[1:] != h[:-1]))]  # distinct, sorted (np.unique is slower here)
     cut = full[SKETCH_SIZE - 1] if len(full) > SKETCH_SIZE else _NO_CUT
-    return _Sketch(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest(), full[:SKETCH_SIZE], cut)
+    return _Sketch(_digest(text), full[:SKETCH_SIZE], cut)
 
 
 class _Index:
@@ -152,6 +188,8 @@ class _Index:
 
     def __init__(self) -> None:
         self.keys: set[bytes] = set()
+        self.labels: list[str] = []  # each indexed task's id, by owner number
+        self.owner_of: dict[bytes, int] = {}  # key -> owner number
         self.hashes = np.empty(0, dtype=np.uint64)
         self.owners = np.empty(0, dtype=np.int32)
         self.sizes = np.empty(0, dtype=np.int64)
@@ -160,12 +198,14 @@ class _Index:
     def __len__(self) -> int:
         return len(self.sizes)
 
-    def add(self, sketches: Sequence[_Sketch]) -> None:
-        """Index the sketches whose text is not indexed yet."""
+    def add(self, sketches: Sequence[_Sketch], labels: Sequence[str] | None = None) -> None:
+        """Index the sketches whose text is not indexed yet (`labels`: their tasks' ids)."""
         new: list[_Sketch] = []
-        for s in sketches:
+        for i, s in enumerate(sketches):
             if s.key not in self.keys:
                 self.keys.add(s.key)
+                self.owner_of[s.key] = len(self) + len(new)
+                self.labels.append(labels[i] if labels is not None else "")
                 new.append(s)
         if not new:
             return
@@ -180,7 +220,13 @@ class _Index:
         self.cuts = np.concatenate([self.cuts, np.array([s.cut for s in new], dtype=np.uint64)])
 
     def max_similarity(self, s: _Sketch) -> float | None:
-        """The highest Jaccard similarity of `s` to an indexed task (None when there is none).
+        """The highest Jaccard similarity of `s` to an indexed task (None when there is none)."""
+        best = self.nearest(s)
+        return None if best is None else best[0]
+
+    def nearest(self, s: _Sketch) -> tuple[float, int] | None:
+        """The highest Jaccard similarity of `s` to an indexed task and that task's owner
+        number (None when nothing is indexed).
 
         For each pair the union is sampled below the lower of the two cut-offs; every shared
         sketch hash lies below both, so the inverted index's shared counts are exact."""
@@ -195,7 +241,9 @@ class _Index:
             theirs = self.sizes
         else:  # each task's hashes below s's cut-off
             theirs = np.bincount(self.owners[: np.searchsorted(self.hashes, s.cut, side="right")], minlength=len(self))
-        return float((shared / (mine + theirs - shared)).max())  # every text has a shingle: no union is empty
+        similarities = shared / (mine + theirs - shared)  # every text has a shingle: no union is empty
+        owner = int(similarities.argmax())
+        return float(similarities[owner]), owner
 
 
 class NoveltyTracker:
@@ -203,43 +251,67 @@ class NoveltyTracker:
 
     def __init__(self, seeds: Iterable[Task], history: Iterable[Task] = ()) -> None:
         self.seeds = _Index()
-        self.seeds.add([_sketch(t) for t in seeds])
+        seeds = list(seeds)
+        self.seeds.add([_sketch(t) for t in seeds], [t.id for t in seeds])
         self.history = _Index()
-        self.history.add([_sketch(t) for t in history])
+        self.restore(history)
 
     def restore(self, history: Iterable[Task]) -> None:
         """Forget the history and index `history` instead (a resumed run's saved history)."""
+        history = list(history)
         self.history = _Index()
-        self.history.add([_sketch(t) for t in history])
+        self.history.add([_sketch(t) for t in history], [t.id for t in history])
+
+    def _classify(self, s: _Sketch) -> tuple[Match, float | None, float | None]:
+        """The class of one sketch and its highest similarity to a seed and to an earlier task."""
+        seed = self.seeds.nearest(s)
+        history = self.history.nearest(s)
+        seed_sim = None if seed is None else seed[0]
+        history_sim = None if history is None else history[0]
+        if s.key in self.seeds.keys:
+            match = Match("seed_exact", self.seeds.labels[self.seeds.owner_of[s.key]], 1.0)
+        elif seed is not None and seed[0] >= NEAR:
+            match = Match("seed_near", self.seeds.labels[seed[1]], round(seed[0], 4))
+        elif s.key in self.history.keys:
+            match = Match("history_exact", self.history.labels[self.history.owner_of[s.key]], 1.0)
+        elif history is not None and history[0] >= NEAR:
+            match = Match("history_near", self.history.labels[history[1]], round(history[0], 4))
+        else:
+            match = Match("novel")
+        return match, seed_sim, history_sim
+
+    def match(self, task: Task) -> Match:
+        """One task's class against the seeds and the history, and what it copies. Read-only:
+        the history is not changed (only `observe` adds to it)."""
+        return self._classify(_sketch(task))[0]
+
+    def classify(self, task: Task) -> str:
+        """One task's class: "seed_exact", "seed_near", "history_exact", "history_near" or
+        "novel" (the rule of `observe`). Read-only: the history is not changed."""
+        return self.match(task).kind
 
     def observe(self, tasks: Sequence[Task]) -> NoveltyReport:
         """The novelty of an epoch's valid tasks (duplicates included), then add them to history."""
-        distinct = list({s.key: s for s in map(_sketch, tasks)}.values())
+        first: dict[bytes, tuple[_Sketch, str]] = {}
+        for t in tasks:
+            s = _sketch(t)
+            first.setdefault(s.key, (s, t.id))
+        distinct = [s for s, _ in first.values()]
         report = NoveltyReport(valid=len(tasks), distinct=len(distinct))
         to_seed: list[float] = []
         to_history: list[float] = []
         for s in distinct:
-            seed_sim = self.seeds.max_similarity(s)
-            history_sim = self.history.max_similarity(s)
+            match, seed_sim, history_sim = self._classify(s)
             if seed_sim is not None:
                 to_seed.append(seed_sim)
             if history_sim is not None:
                 to_history.append(history_sim)
-            if s.key in self.seeds.keys:
-                report.seed_exact += 1
-            elif seed_sim is not None and seed_sim >= NEAR:
-                report.seed_near += 1
-            elif s.key in self.history.keys:
-                report.history_exact += 1
-            elif history_sim is not None and history_sim >= NEAR:
-                report.history_near += 1
-            else:
-                report.novel += 1
+            setattr(report, match.kind, getattr(report, match.kind) + 1)
         if tasks:
             report.novel_share = round(report.novel / len(tasks), 4)
         report.max_similarity_seed_mean = _mean(to_seed)
         report.max_similarity_history_mean = _mean(to_history)
-        self.history.add(distinct)
+        self.history.add(distinct, [label for _, label in first.values()])
         return report
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench import curriculum
+from workbench.aggregation import difficulty_summary
 from workbench.run_layout import RunLayout
 from workbench.tasks import read_jsonl
 
@@ -65,7 +66,15 @@ class EpochRecord(_Record):
     valid_distinct: int = _f("distinct valid tasks that went into the mixture (at most `pool.max_new_per_epoch`)")
     duplicates: int = _f("valid generations identical to an earlier one of the epoch (linked to it, sharing its attempts)")
     rejections: dict[str, int] = _f("rejected candidates counted by reason code")
-    rejection_rate: float = _f("share of candidates rejected")
+    rejection_rate: float = _f(
+        "share of candidates rejected; a valid copy that the redraw set aside (`redrawn_copy`, `redraw_still_copy`) is "
+        "counted among the candidates but not as rejected, so the rate stays the share of generations that failed"
+    )
+    redraws: dict[str, int] | None = _f(
+        "the redraw of copies (`env.redraw_rounds`): `rounds` run, candidates `requested` (drawn again, counted in "
+        "`candidates`), copies `replaced` by a valid redraw that is less of a copy (rejected as `redrawn_copy`); null "
+        "when it is off"
+    )
     task_length_mean: float | None = _f("mean prompt length in characters of the new tasks")
     env_text_length_mean: float | None = _f("mean characters the environment wrote per candidate")
     agent_completion_tokens_mean: float | None = _f("mean tokens of the agent's completions (TRL's log)")
@@ -88,7 +97,9 @@ class EpochRecord(_Record):
     env_loss: float | None = _f("the environment update's loss")
     env_rolled_back: bool | None = _f("the update exceeded `env.max_kl` (or went non-finite) and was undone")
     env_dropped_too_long: int | None = _f("environment examples longer than the model's context, dropped and counted")
-    in_band_for_env: int = _f("environment records inside the band: the ones RWR trains on")
+    in_band_for_env: int = _f(
+        "environment records inside the band that RWR trains on (with `curriculum.copy_weight` 0, copies are left out)"
+    )
     gen_tokens: int | None = _f("tokens the environment generated")
     gen_tokens_per_s: float | None = _f("the environment's generation speed")
     agent_padding: int = _f("copies added to fill the last GRPO generation batch (their attempts count nowhere)")
@@ -96,6 +107,12 @@ class EpochRecord(_Record):
         "how new the epoch's valid tasks are (`valid`, `distinct`, `seed_exact`, `seed_near`, `history_exact`, "
         "`history_near`, `novel`, `novel_share`, `max_similarity_seed_mean`, `max_similarity_history_mean`; "
         "[below](#novelty-of-the-generated-tasks))"
+    )
+    difficulty: dict[str, Any] | None = _f(
+        "the difficulty of the distinct valid generated tasks (those of `valid_distinct`), when the domain rates it "
+        "(`workbench_task_difficulty`; else null): `rungs` (tasks per rung), `mean` (mean rung of the rated tasks), "
+        "`p_hat_by_rung` (mean p_hat of the scored tasks per rung), `unrated` (tasks without a rung); rungs are JSON "
+        "object keys, so strings (\"0\", \"1\", ...)"
     )
     score_errors: int = _f("attempts whose scorer raised, timed out or returned an invalid Score")
     valid_unscored: int = _f("valid new tasks none of whose attempts could be scored (kept out of the curriculum)")
@@ -126,8 +143,15 @@ class EnvRecord(_Record):
     p_hat: float = _f("the success rate the curriculum used: the task's own, or the epoch batch's (`curriculum.p_hat_level: batch`)")
     p_hat_task: float = _f("the task's own success rate: its share of successful attempts")
     r_env: float = _f("R_env = exp(-beta (p_hat - alpha)^2)")
-    in_band: bool = _f("p_hat within k_min of alpha: the environment update trains on it")
-    weight: float = _f("its RWR weight, exp(lambda R_env) normalised over the epoch's in-band records; 0 outside the band")
+    in_band: bool = _f("p_hat within k_min of alpha: the environment update trains on it (unless `weight` is 0)")
+    novelty: str | None = _f(
+        "the task's novelty class against the seeds and earlier epochs: `seed_exact`, `seed_near`, `history_exact`, "
+        "`history_near` or `novel` ([below](#novelty-of-the-generated-tasks))"
+    )
+    weight: float = _f(
+        "its RWR weight, exp(lambda R_env) normalised over the epoch's in-band records, a copy's scaled by "
+        "`curriculum.copy_weight` (0: left out of RWR); 0 outside the band"
+    )
 
 
 @dataclass
@@ -140,12 +164,24 @@ class EpochFileRow(_Record):
     valid: bool = _f("it parsed and passed every validator")
     duplicate_of: str | None = _f("the id of an identical valid generation earlier in the epoch, else null")
     rejections: list[dict[str, str]] = _f("why it was rejected: `code` and `message` per reason")
+    redraw_round: int = _f("0 for the epoch's first draw; r for a candidate drawn in redraw round r (`env.redraw_rounds`)")
     attempts: list[dict[str, Any]] = _f("the agent's attempts: `output`, `success` and the Score's `reward`, `correct`, `metrics`, `error`")
 
 
-def env_records(epoch: int, scored: list[Any], p_hat_task: dict[str, float], successes: dict[str, list[float]], cur: Any) -> list[dict[str, Any]]:
+def env_records(
+    epoch: int,
+    scored: list[Any],
+    p_hat_task: dict[str, float],
+    successes: dict[str, list[float]],
+    cur: Any,
+    kinds: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
     """The epoch's D_env records: one per valid scored generation (`scored`: Candidates), with
-    R_env and, for the in-band ones, RWR weights (`cur`: the run's CurriculumSettings)."""
+    R_env and, for the in-band ones, RWR weights (`cur`: the run's CurriculumSettings). `kinds`,
+    task id -> novelty class (`NoveltyTracker.classify`), scales a copy's weight by
+    `cur.copy_weight`; a record whose scale is 0 gets weight 0 and the others are normalised
+    among themselves."""
+    kinds = kinds or {}
     if not scored:
         return []
     ids = {c.task.id for c in scored}
@@ -157,10 +193,11 @@ def env_records(epoch: int, scored: list[Any], p_hat_task: dict[str, float], suc
         records.append(EnvRecord(
             epoch=epoch, task_id=tid, duplicate_of=c.duplicate_of, context=c.context, text=c.text, p_hat=p,
             p_hat_task=p_hat_task[tid], r_env=curriculum.env_reward(p, cur.alpha, cur.beta),
-            in_band=curriculum.in_band(p, cur.alpha, cur.k_min), weight=0.0,
+            in_band=curriculum.in_band(p, cur.alpha, cur.k_min), novelty=kinds.get(tid), weight=0.0,
         ))
     kept = [r for r in records if r.in_band]
-    for r, w in zip(kept, curriculum.rwr_weights([r.r_env for r in kept], cur.rwr_lambda)):
+    factors = [curriculum.copy_factor(r.novelty, cur.copy_weight) for r in kept]
+    for r, w in zip(kept, curriculum.rwr_weights([r.r_env for r in kept], cur.rwr_lambda, factors)):
         r.weight = w
     return [r.to_dict() for r in records]
 
@@ -176,6 +213,7 @@ def epoch_file_rows(candidates: list[Any], attempts: dict[str, list[Any]]) -> li
             valid=c.valid,
             duplicate_of=c.duplicate_of,
             rejections=[dataclasses.asdict(r) for r in c.rejections],
+            redraw_round=c.redraw_round,
             attempts=[{"output": a.output, **a.score.to_dict(), "success": a.score.success} for a in own],
         ).to_dict())
     return rows
@@ -232,10 +270,14 @@ def build_epoch_record(
     score_errors: int,
     plugin_faults: dict[str, int],
     epochs_without_valid: int,
+    difficulty: dict[str, int | None] | None = None,
+    redraws: dict[str, int] | None = None,
+    copy_weight: float = 1.0,
 ) -> dict[str, Any]:
     """The epoch's record from what the epoch produced: its candidates, the new and scored tasks,
     p_hat per task, the environment records, the agent's `AgentEpochResult` and the environment
-    update's `RWRResult` (None when there was none)."""
+    update's `RWRResult` (None when there was none); `difficulty`, task id -> rung of the new
+    tasks (`Domain.difficulty`), or None when the domain rates no difficulty."""
     p_hats = [p_hat_task[t.id] for t in scored_new]
     valid = [c for c in candidates if c.valid]
     all_scores = [a.score for atts in agent.attempts.values() for a in atts]
@@ -256,7 +298,8 @@ def build_epoch_record(
         valid_distinct=len(new_tasks),
         duplicates=sum(c.duplicate_of is not None for c in valid),
         rejections=dict(Counter(r.code for c in candidates for r in c.rejections)),
-        rejection_rate=(len(candidates) - len(valid)) / len(candidates) if candidates else 0.0,
+        rejection_rate=(len(candidates) - len(valid) - sum(c.set_aside for c in candidates)) / len(candidates) if candidates else 0.0,
+        redraws=redraws,
         task_length_mean=_mean([len(t.prompt) for t in new_tasks]),
         env_text_length_mean=_mean([len(c.text) for c in candidates]),
         agent_completion_tokens_mean=agent.completion_tokens_mean,
@@ -270,11 +313,13 @@ def build_epoch_record(
         env_loss=None if env_result is None else env_result.loss,
         env_rolled_back=None if env_result is None else env_result.rolled_back,
         env_dropped_too_long=None if env_result is None else env_result.dropped_too_long,
-        in_band_for_env=sum(r["in_band"] for r in env_records),
+        in_band_for_env=sum(r["in_band"] and curriculum.copy_factor(r.get("novelty"), copy_weight) > 0 for r in env_records),
         gen_tokens=None if gen_stats is None else gen_stats.new_tokens,
         gen_tokens_per_s=None if gen_stats is None or not gen_stats.seconds else gen_stats.new_tokens / gen_stats.seconds,
         agent_padding=padding,
         novelty=novelty,
+        difficulty=None if difficulty is None else difficulty_summary(
+            [t.id for t in new_tasks], difficulty, {t.id: p_hat_task[t.id] for t in scored_new}),
         score_errors=score_errors,
         valid_unscored=len(new_tasks) - len(scored_new),
         plugin_faults=plugin_faults,

@@ -2,7 +2,32 @@
 validation by the domain plugin, and the checks that each prompt fits its model's context.
 
 `CandidateWriter.write` returns one `Candidate` per prompt, valid or rejected with reasons
-(never dropped); `cap_new_tasks` keeps at most `pool.max_new_per_epoch` distinct valid ones."""
+(never dropped); `cap_new_tasks` keeps at most `pool.max_new_per_epoch` distinct valid ones.
+
+**The redraw of copies** (`env.redraw_rounds`, off by default). After the first draw, a valid
+candidate that repeats an earlier valid one of the epoch (the same text as `workbench.novelty`
+compares it: case and whitespace aside; this covers `duplicate_of`) or copies a seed task
+(`seed_exact` or `seed_near` by the run's `NoveltyTracker`, read-only) is a *copy*. Each round
+draws one fresh candidate per copy still left (fresh prompts with new examples from the engine
+RNG, a new sampling seed, one generate call), parses and validates it as usual, and:
+
+* a fresh candidate that is valid and less of a copy replaces the copy, which stays in the list
+  rejected as `redrawn_copy` (the message says what it copied and what replaced it). Less of a
+  copy: no copy at all (of the seeds, of any valid task the epoch holds, of one accepted earlier
+  in the round), or, in place of a repeat or an exact seed copy, a near seed copy that repeats
+  nothing in the epoch. Such a replacement is still a copy and is drawn again next round;
+* a fresh candidate that is valid but no less a copy is kept, rejected as `redraw_still_copy`;
+* an invalid fresh candidate is kept with its own rejections (parse error, validator, ...).
+
+The graded rule is for domains whose every valid task is a near seed copy by construction
+(TravelPlanner's tasks reuse a seed's reference sheet, which dominates the text): there only
+the repeats can be mended, by distinct near copies (docs/domain-demos.md has the measurement).
+
+The copies still left after `env.redraw_rounds` rounds stay valid, so an epoch never has fewer
+valid tasks than its first draw. Rows are in the order they were drawn (the first draw, then
+each round's: `Candidate.redraw_round`), the generator's stats are summed over the rounds, and
+`redraw_summary` gives the epoch record's `redraws`. Rank 0 runs all of it (the loop broadcasts
+the candidates and the engine RNG state afterwards), so every rank continues identically."""
 
 from __future__ import annotations
 
@@ -13,10 +38,15 @@ from typing import Any, Callable, Literal
 from workbench.config import RunConfig
 from workbench.domain import Domain
 from workbench.engine.env_prompt import few_shot_turns
-from workbench.engine.generation import Prompt, chat_prompt
+from workbench.engine.generation import GenerationStats, Prompt, chat_prompt
 from workbench.engine.invariants import content_id
 from workbench.engine.rwr import model_context_length
+from workbench.novelty import SEED_COPIES, NoveltyTracker, text_key
 from workbench.tasks import AgentStats, Rejection, Task
+
+REDRAWN_COPY = "redrawn_copy"  # a valid copy that a redraw replaced
+REDRAW_STILL_COPY = "redraw_still_copy"  # a redraw no less a copy than the task it was drawn for, set aside
+SET_ASIDE = frozenset({REDRAWN_COPY, REDRAW_STILL_COPY})
 
 
 @dataclasses.dataclass
@@ -28,10 +58,17 @@ class Candidate:
     task: Task | None
     rejections: list[Rejection]
     duplicate_of: str | None = None  # an identical valid generation earlier in the epoch
+    redraw_round: int = 0  # 0: the epoch's first draw; r: drawn in redraw round r (env.redraw_rounds)
 
     @property
     def valid(self) -> bool:
         return self.task is not None and not self.rejections
+
+    @property
+    def set_aside(self) -> bool:
+        """A valid task that the redraw set aside as a copy (rejected only as redrawn_copy or
+        redraw_still_copy): not a failed generation."""
+        return self.task is not None and bool(self.rejections) and all(r.code in SET_ASIDE for r in self.rejections)
 
 
 def prompt_tokens(tokenizer: Any, prompt: Any, limit: int | None = None) -> int:
@@ -57,6 +94,7 @@ class CandidateWriter:
     env_tokenizer: Any
     agent_model: Callable[[], Any]
     agent_tokenizer: Any
+    novelty: NoveltyTracker | None = None  # the run's tracker, which the redraw asks about seed copies (read-only)
 
     def prompts(self, count: int, examples_from: list[Task], stats: AgentStats) -> list[tuple[Prompt, list[Task]]]:
         """`count` environment prompts, each from `env.examples_per_prompt` sampled examples."""
@@ -74,32 +112,99 @@ class CandidateWriter:
     def write(self, count: int, generator: Any, source: str, examples_from: list[Task], stats: AgentStats) -> list[Candidate]:
         """Generate, parse and validate. The engine gives each parsed task its content id
         (no plugin can make two tasks share one); a valid task identical to an earlier one of
-        this batch is linked to it (`duplicate_of`) and shares its attempts."""
+        this batch is linked to it (`duplicate_of`) and shares its attempts. With
+        `env.redraw_rounds` and a `novelty` tracker, copies are drawn again (module doc)."""
+        candidates = self._draw(count, generator, source, examples_from, stats)
+        rounds = self.config.env.redraw_rounds
+        if rounds and self.novelty is not None:
+            candidates = self._redraw(candidates, rounds, generator, source, examples_from, stats)
+        link_duplicates(candidates)
+        return candidates
+
+    def _redraw(
+        self, candidates: list[Candidate], rounds: int, generator: Any, source: str, examples_from: list[Task], stats: AgentStats
+    ) -> list[Candidate]:
+        """Draw the copies again, up to `rounds` rounds (module doc); returns every candidate,
+        the first draw's and each round's, in the order drawn."""
+        slots = list(candidates)  # each slot's current task: a first draw or the redraw that replaced it
+        drawn = list(candidates)
+        total = _stats_sum(None, getattr(generator, "stats", None))
+        for r in range(1, rounds + 1):
+            copies = self._copies(slots)
+            if not copies:
+                break
+            if generator is not None:
+                generator.stats = GenerationStats()  # a round whose prompts all fail to fit makes no call
+            fresh = self._draw(len(copies), generator, source, examples_from, stats, redraw_round=r)
+            total = _stats_sum(total, getattr(generator, "stats", None))
+            for (slot, severity, why), new in zip(copies, fresh):
+                drawn.append(new)
+                if not new.valid:
+                    continue  # rejected for its own reasons; the slot keeps its copy
+                old = slots[slot].task
+                assert new.task is not None and old is not None
+                held = {text_key(c.task): c.task.id for c in slots if c.valid and c.task is not None}  # this round's accepted included
+                again = self._copy_of(new.task, held)
+                if again is not None and again[0] >= severity:
+                    new.rejections.append(Rejection(
+                        REDRAW_STILL_COPY, f"redraw round {r} for {old.id} {again[1]}, no less a copy; the epoch keeps {old.id}"))
+                    continue
+                still = "" if again is None else f" (less of a copy: it {again[1]})"
+                slots[slot].rejections.append(Rejection(REDRAWN_COPY, f"{why}; replaced by {new.task.id}{still}, drawn in redraw round {r}"))
+                slots[slot] = new
+        if generator is not None and total is not None:
+            generator.stats = total
+        return drawn
+
+    def _copies(self, slots: list[Candidate]) -> list[tuple[int, int, str]]:
+        """The slots whose valid task repeats an earlier valid one of the epoch or copies a seed
+        task, each with how much of a copy it is and what it copies (`_copy_of`)."""
+        found: list[tuple[int, int, str]] = []
+        seen: dict[bytes, str] = {}
+        for i, c in enumerate(slots):
+            if not c.valid or c.task is None:
+                continue
+            copy = self._copy_of(c.task, seen)
+            seen.setdefault(text_key(c.task), c.task.id)
+            if copy is not None:
+                found.append((i, *copy))
+        return found
+
+    def _copy_of(self, task: Task, held: dict[bytes, str]) -> tuple[int, str] | None:
+        """How much of a copy `task` is and what it copies, or None: 2 for a repeat of a task of
+        `held` (text key -> id) or an exact seed copy, 1 for a near seed copy."""
+        earlier = held.get(text_key(task))
+        if earlier is not None:
+            return 2, f"repeats {earlier} of this epoch"
+        assert self.novelty is not None
+        match = self.novelty.match(task)
+        if match.kind not in SEED_COPIES:
+            return None
+        return (2 if match.kind == "seed_exact" else 1), match.describe()
+
+    def _draw(
+        self, count: int, generator: Any, source: str, examples_from: list[Task], stats: AgentStats, redraw_round: int = 0
+    ) -> list[Candidate]:
+        """One draw: `count` prompts, one generate call, each text parsed and validated."""
         prompts = self.prompts(count, examples_from, stats)
         fits = [self.env_prompt_fits(context) for context, _ in prompts]
         seed = self.rng.randrange(2**31)
         wanted = [context for (context, _), ok in zip(prompts, fits) if ok]
         texts = iter(generator.generate(wanted, n=1, seed=seed) if wanted else [])
         candidates = []
-        first_valid: set[str] = set()
         for (context, examples), fit_problem in zip(prompts, fits):
             if fit_problem is not True:
-                candidates.append(Candidate(context, "", None, [Rejection("env_prompt_too_long", fit_problem)]))
+                candidates.append(Candidate(context, "", None, [Rejection("env_prompt_too_long", fit_problem)], redraw_round=redraw_round))
                 continue
             (text,) = next(texts)
             parsed = self.domain.parse_task(text, examples)
             if isinstance(parsed, Rejection):
-                candidates.append(Candidate(context, text, None, [parsed]))
+                candidates.append(Candidate(context, text, None, [parsed], redraw_round=redraw_round))
                 continue
             parsed.source, parsed.env_context, parsed.env_text = source, context, text
             parsed.id = content_id(parsed)
             reasons = self.domain.validate(parsed) + self.agent_fit(parsed)
-            candidate = Candidate(context, text, parsed, reasons)
-            if candidate.valid:
-                if parsed.id in first_valid:
-                    candidate.duplicate_of = parsed.id
-                first_valid.add(parsed.id)
-            candidates.append(candidate)
+            candidates.append(Candidate(context, text, parsed, reasons, redraw_round=redraw_round))
         return candidates
 
     def env_prompt_fits(self, context: Prompt) -> Literal[True] | str:
@@ -124,6 +229,37 @@ class CandidateWriter:
         if need <= limit:
             return []
         return [Rejection("too_long_for_agent", f"prompt plus agent.max_completion_length is {need} tokens; the agent's context is {limit}")]
+
+
+def link_duplicates(candidates: list[Candidate]) -> None:
+    """Link each valid candidate whose task id an earlier valid one has (`duplicate_of`)."""
+    first_valid: set[str] = set()
+    for c in candidates:
+        c.duplicate_of = None
+        if c.valid:
+            assert c.task is not None
+            if c.task.id in first_valid:
+                c.duplicate_of = c.task.id
+            first_valid.add(c.task.id)
+
+
+def redraw_summary(candidates: list[Candidate]) -> dict[str, int]:
+    """The epoch record's `redraws`: rounds run, candidates drawn again, copies replaced."""
+    return {
+        "rounds": max((c.redraw_round for c in candidates), default=0),
+        "requested": sum(c.redraw_round > 0 for c in candidates),
+        "replaced": sum(any(r.code == REDRAWN_COPY for r in c.rejections) for c in candidates),
+    }
+
+
+def _stats_sum(total: GenerationStats | None, more: GenerationStats | None) -> GenerationStats | None:
+    """Generation counters of several generate calls added up (the redraw rounds')."""
+    if more is None:
+        return total
+    if total is None:
+        return dataclasses.replace(more, extra=dict(more.extra))
+    return GenerationStats(total.seconds + more.seconds, total.prompts + more.prompts, total.completions + more.completions,
+                           total.new_tokens + more.new_tokens, {**total.extra, **more.extra})
 
 
 def cap_new_tasks(candidates: list[Candidate], cap: int) -> list[Task]:

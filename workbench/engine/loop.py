@@ -50,7 +50,7 @@ from workbench.engine import checkpoint as ckpt
 from workbench.engine import cold_start
 from workbench.engine import distributed as dist
 from workbench.engine.agent import AgentEpochResult, GRPOAgent
-from workbench.engine.candidates import Candidate, CandidateWriter, cap_new_tasks, prompt_tokens
+from workbench.engine.candidates import Candidate, CandidateWriter, cap_new_tasks, prompt_tokens, redraw_summary
 from workbench.engine.checkpoint_writer import BackgroundWriter
 from workbench.engine.cold_start import ColdStartModels
 from workbench.engine.generation import chat_prompt, make_generator, require_generation_backends
@@ -350,6 +350,7 @@ class CoEvolution:
         with self._phase("generate"):
             if self.mode.generates_each_epoch:
                 self._offload(idle="agent")
+                self.candidate_writer.novelty = self.novelty  # env.redraw_rounds: copies of seeds are drawn again
                 candidates = self._generate_candidates(cfg.env.tasks_per_epoch, self.env_generator, "generated", self.seeds)
                 gen_stats = self.env_generator.stats
             elif self.mode.generation == "none":  # GRPO on the seeds alone: the mixture is pool.base_per_epoch seeds
@@ -374,7 +375,8 @@ class CoEvolution:
         check_epoch(epoch, new_tasks, train_tasks, successes, cfg.agent.num_generations, p_hat_task)
         faulty = {tid for tid, atts in result.attempts.items() if atts and all(is_plugin_fault(a.score) for a in atts)}
         scored = [c for c in candidates if c.valid and c.task.id not in faulty]  # type: ignore[union-attr]
-        env_records = records.env_records(epoch, scored, p_hat_task, successes, cfg.curriculum)
+        kinds = {t.id: self.novelty.classify(t) for t in (c.task for c in scored) if t is not None}  # read-only; observed below
+        env_records = records.env_records(epoch, scored, p_hat_task, successes, cfg.curriculum, kinds)
 
         env_result = None
         with self._phase("env_update"):
@@ -389,12 +391,16 @@ class CoEvolution:
         scored_new = [t for t in new_tasks if t.id not in faulty]
         no_valid = not any(c.valid for c in candidates) and self.mode.generates_each_epoch
         self._epochs_without_valid = self._epochs_without_valid + 1 if no_valid else 0
+        rungs = {t.id: self.domain.difficulty(t) for t in new_tasks} if self.domain.declares_difficulty else None  # faults: before take_faults
         record = build_epoch_record(
             epoch=epoch, mode=cfg.mode, alpha=cfg.curriculum.alpha, k_min=cfg.curriculum.k_min, seeds=self.seeds,
             candidates=candidates, new_tasks=new_tasks, scored_new=scored_new, p_hat_task=p_hat_task, env_records=env_records,
             agent=result, env_result=env_result, gen_stats=gen_stats, phase_times=self._phase_times, padding=padding,
             novelty=novelty.to_dict(), score_errors=sum(is_plugin_fault(a.score) for atts in result.attempts.values() for a in atts),
             plugin_faults=self.domain.take_faults() | self.registry.take_faults(), epochs_without_valid=self._epochs_without_valid,
+            redraws=redraw_summary(candidates) if cfg.env.redraw_rounds and self.mode.generates_each_epoch else None,
+            copy_weight=cfg.curriculum.copy_weight,
+            difficulty=rungs,
         )
         self.stats = AgentStats(
             epoch=epoch,
@@ -499,10 +505,14 @@ class CoEvolution:
     def _update_env(self, epoch: int, new_records: list[dict[str, Any]]) -> Any:
         cfg = self.config
         first_epoch = epoch - cfg.env.replay_epochs + 1
-        pool = [r for r in self.d_env + new_records if r["in_band"] and r["epoch"] >= first_epoch]
+
+        def factor(r: dict[str, Any]) -> float:  # curriculum.copy_weight for a copy (0: left out of RWR), else 1
+            return curriculum.copy_factor(r.get("novelty"), cfg.curriculum.copy_weight)
+
+        pool = [r for r in self.d_env + new_records if r["in_band"] and r["epoch"] >= first_epoch and factor(r) > 0]
         if not pool:
             return None
-        weights = curriculum.rwr_weights([r["r_env"] for r in pool], cfg.curriculum.rwr_lambda)
+        weights = curriculum.rwr_weights([r["r_env"] for r in pool], cfg.curriculum.rwr_lambda, [factor(r) for r in pool])
         examples = [
             RWRExample(chat_prompt(self.env_tokenizer, r["context"]), r["text"], w * len(pool))
             for r, w in zip(pool, weights)
