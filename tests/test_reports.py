@@ -98,7 +98,7 @@ def test_report_from_one_demo_run(runs, tmp_path, registry):
     published = [i.paper_reference["GenEnv 7B"][i.headline] for i in referenced if "GenEnv 7B" in i.paper_reference]
     assert re.findall(r"<td>(.*?)</td>", row)[-1] == f"{sum(published) / len(published):.1f}"
     images = _images(page)
-    assert len(images) == 2 and all(img.startswith(b"\x89PNG") for img in images)
+    assert len(images) == 3 and all(img.startswith(b"\x89PNG") for img in images)  # p_hat curve, overlay, the run's grid
     assert "Per-epoch curriculum figures of demo-genenv (genenv)" in page
     assert page.count("<tr class=''><td>1</td>") >= 1 and "<td>2</td>" in page
     assert "rejected generations by reason" in page or "rejections" in page
@@ -151,9 +151,9 @@ def test_report_with_two_runs_side_by_side(runs, registry):
     page = report.html
     assert "GenEnv (ours: demo-genenv)" in page and "GenEnv-Random (ours: demo-random)" in page
     assert page.index("GenEnv (ours: demo-genenv)") < page.index("Qwen2.5-7B-Instruct (Base) [paper")
-    assert len(_images(page)) == 3  # the overlay plus one grid per run
+    assert len(_images(page)) == 4  # the p_hat curve, the overlay, one grid per run
     assert "Run demo-genenv (genenv)" in page and "Run demo-random (random)" in page
-    assert set(report.figures) == {"comparison.png", "run1.png", "run2.png"}
+    assert list(report.figures) == ["p_hat.png", "comparison.png", "run1.png", "run2.png"]
 
 
 def test_report_from_evaluation_folders_uses_each_plugins_section(eval_dir, registry):

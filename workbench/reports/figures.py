@@ -306,6 +306,41 @@ def comparison_figure(runs: Sequence[tuple[str, Metrics, float, float]]) -> Figu
     return fig
 
 
+P_HAT_CURVE_TITLE = "p_hat of the generated tasks per epoch (line: mean, dots: tasks) vs the alpha band"
+
+
+def p_hat_curve_figure(runs: Sequence[tuple[str, Metrics, float | None, float | None]]) -> Figure:
+    """The report's first figure: the success rate p_hat of each run's generated tasks per
+    epoch, its mean as a line and each task as a faint dot (runs side by side within an
+    epoch), against the alpha band, so a genenv run and its random baseline read at a glance.
+
+    `runs` holds (label, metrics, alpha, k_min) per run, as `comparison_figure` takes them."""
+    fig = Figure(figsize=(8, 3.8))
+    ax = fig.subplots()
+    for alpha, k_min in dict.fromkeys((r[2], r[3]) for r in runs):  # each distinct band once
+        _band(ax, alpha, k_min)
+    width = 0.5 / max(1, len(runs))  # each run's dots in its own slice of the epoch
+    for i, (label, metrics, _alpha, _k) in enumerate(runs):
+        color = RUN_COLORS[i % len(RUN_COLORS)]
+        shift = (i - (len(runs) - 1) / 2) * width
+        for m in metrics:
+            values = [v for v in (m.get("p_hat") or []) if isinstance(v, (int, float))]
+            ax.scatter([int(m["epoch"]) + shift] * len(values), values, s=6, color=color, alpha=0.2, linewidths=0)
+        xs, ys = _series(metrics, "p_hat_mean")
+        ax.plot(xs, ys, marker="o", color=color, label=label)
+    all_metrics = [m for _label, metrics, _a, _k in runs for m in metrics]
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_ylabel("p_hat (share of attempts solved)", fontsize=8)
+    ax.set_title(P_HAT_CURVE_TITLE, fontsize=9)
+    if not all_metrics:
+        ax.text(0.5, 0.5, NO_EPOCH_YET, ha="center", va="center", transform=ax.transAxes, color="#888", fontsize=8)
+    _epoch_axis(ax, all_metrics)
+    ax.tick_params(labelsize=7)
+    _legend(ax)
+    fig.tight_layout()
+    return fig
+
+
 def rejection_totals(metrics: Metrics) -> Counter:
     """Rejected generations summed over epochs, by reason code."""
     total: Counter = Counter()

@@ -2,7 +2,9 @@
 evaluation folders. This is what `workbench report RUN_DIR [RUN_DIR ...] --out FILE.html`
 writes and what the evaluation notebook shows inline.
 
-Contents: a comparison table laid out like the paper's Table 1 (rows = runs/methods,
+Contents: first, with run folders, the figure the method is about: p_hat of each run's
+generated tasks per epoch against its alpha band (a genenv run beside its random baseline),
+with each run's mean p_hat over its last 4 epochs; then a comparison table laid out like the paper's Table 1 (rows = runs/methods,
 columns = benchmarks + average, our numbers in percent) with published reference numbers
 beside ours in clearly labelled rows. Which metric a benchmark's column shows, its title and
 its published numbers all come from the domain plugin's `DomainInfo` (`headline`, `title`,
@@ -25,7 +27,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from workbench.modes import mode_label
-from workbench.reports.figures import comparison_figure, dashboard_figure, figure_png, rejection_totals
+from workbench.reports.figures import band_label, comparison_figure, dashboard_figure, figure_png, p_hat_curve_figure, rejection_totals
 from workbench.reports.sources import EvalSource, RunSource, load_sources
 from workbench.reports.summary import COLUMNS, metric_value
 from workbench.tasks import DomainInfo, ReportSection, atomic_write_text
@@ -210,6 +212,23 @@ def headline_table(runs: Sequence[RunSource], evals: Sequence[EvalSource],
     return Table(["run / model", "benchmark", "headline metric", "value (%)", "folder"], rows, "Which metric each column shows.", digits=1)
 
 
+P_HAT_TAIL_EPOCHS = 4  # the last epochs the report's first figure sums up (as benchmarks/demo_claim.py does)
+
+
+def p_hat_tail_note(run: RunSource, last: int = P_HAT_TAIL_EPOCHS) -> str:
+    """One sentence under the first figure: the run's mean p_hat over its generated tasks of the
+    last `last` epochs and the share of them in its band."""
+    tail = run.metrics[-last:]
+    values = [float(p) for m in tail for p in (m.get("p_hat") or []) if isinstance(p, (int, float))]
+    if not values:
+        return f"{run.label}: no generated task scored in its last {len(tail)} epoch(s)."
+    epochs = [int(m["epoch"]) for m in tail if "epoch" in m]
+    span = f"epoch {epochs[0]}" if len(set(epochs)) == 1 else f"epochs {epochs[0]}-{epochs[-1]}"
+    inside = sum(abs(p - run.alpha) <= run.k_min + 1e-9 for p in values) / len(values)
+    return (f"{run.label}: mean p_hat {sum(values) / len(values):.2f} over the {len(values)} generated tasks of {span} "
+            f"(alpha {run.alpha:g}; {inside:.0%} in the {band_label(run.alpha, run.k_min)}).")
+
+
 def epoch_table(run: RunSource) -> Table:
     rows = [[metric_value(m, key) for key, _ in COLUMNS] + [m.get("rejection_rate")] for m in run.metrics]
     return Table([title for _, title in COLUMNS] + ["rejected"], rows, f"Per-epoch curriculum figures of {run.label}")
@@ -338,6 +357,12 @@ def render_report(paths: Sequence[str | Path], registry: Any = None, title: str 
     doc.html.append(f"<h1>{html.escape(title)}</h1>")
     doc.md += [f"# {title}", ""]
     doc.para(f"Generated {time.strftime('%Y-%m-%d %H:%M')} from: " + ", ".join(str(p) for p in paths))
+
+    if runs:  # the first figure: does each run's curriculum bring p_hat into the band (genenv vs random)?
+        doc.heading("Success rate of the generated tasks")
+        doc.para(" ".join(p_hat_tail_note(run) for run in runs))
+        doc.figure("p_hat.png", p_hat_curve_figure([(r.label, r.metrics, r.alpha, r.k_min) for r in runs]),
+                   "p_hat of each run's generated tasks per epoch against its alpha band")
 
     doc.heading("Comparison (laid out like the paper's Table 1)")
     doc.table(comparison_table(runs, evals, infos))
