@@ -1,31 +1,43 @@
-"""Held-out before/after table: a real instruct model trained by GenEnv and by its baselines.
+"""GenEnv's effect on a real instruct model: the held-out table, paired differences, and the
+training dynamics of genenv against its baselines.
 
-For one benchmark per invocation (`--benchmark`), the benchmark's records are split, by a
-hash of their ids, into disjoint training seeds and a held-out evaluation set. The base model
-is evaluated on the held-out set; then, for each training seed (`--seeds`, at least 2), a
-fresh copy of the model is trained for `--epochs` co-evolution epochs in each mode and
-evaluated again on the same held-out set:
+For one benchmark per invocation (`--benchmark`), the benchmark's records are split, by a hash
+of their ids, into disjoint training seeds and a held-out evaluation set (for a domain that
+rates difficulty, `stratify` takes the same number of held-out tasks from every rung). Then,
+for each run seed (`--seeds`, at least 3), every row is measured:
 
-* `seeds`  : GRPO on the training seeds alone (no environment; the mixture is all seeds);
-* `static` : the environment writes variations once up front, then they are fixed;
-* `random` : the environment writes new tasks every epoch but is never trained;
-* `genenv` : the environment writes new tasks every epoch and is trained by RWR toward the
+* `base`   : the model as it is;
+* `cold`   : after the cold start alone (workbench.engine.cold_start: a short LoRA SFT of the
+  agent on the training seeds' reference outputs, and of the environment on its own prompt ->
+  the rendered seed);
+* `seeds`  : cold start, then GRPO on the training seeds alone (no environment);
+* `static` : cold start, then the environment writes variations once up front (as many as the
+  others generate over all their epochs), fixed;
+* `random` : cold start, then new tasks every epoch from an environment that is never trained;
+* `genenv` : cold start, then new tasks every epoch, the environment trained by RWR toward the
   tasks the agent solves about half the time.
 
-Every run is `workbench.demo.real_model_config` (the `workbench demo --model` settings: LoRA on
-both models, n = 4, few-shot turns) with the training split as its seeds, halved to fit the
-budget of 60 minutes a column on two CPU cores: 4 generated tasks and a mixture of 8 an epoch
-(`train_config`), 2 epochs, and only records whose prompts are at most 1,600 characters (an
-agent step's cost grows with the prompt's tokens; BFCL's longest prompts are 2-3k tokens). Evaluation samples one answer per
-held-out task at temperature 0.7 (workbench eval's default) with the run's seed, scored by
-the plugin's own scorer; the figure is the plugin's headline metric. The printed table is
-mean +/- half the range over seeds, with wall time per row and the process's peak memory.
+Each row is `workbench.demo.real_model_config` (the `workbench demo --model` settings: LoRA on
+both models, n = 4, few-shot turns, the cold start) with the training split as its seeds, sized
+per benchmark in `BENCHMARKS` (epochs, tasks an epoch, mixture). The cold start of a run seed is
+computed once (by the `cold` row) and copied by the other rows of that seed from the workbench
+cache, so every row of a seed starts from the same cold-started models. Evaluation samples one
+answer per held-out task at temperature 0.7 with the run seed, scored by the plugin; the figure
+is the plugin's headline metric, with the success rate per difficulty rung beside it.
 
-Results go to OUT/result-BENCHMARK.json; `--table OUT` prints one table over every benchmark
-already measured there (rows: base, seeds, static, random, genenv; columns: benchmarks).
+Each (row, seed) cell runs in a child process of its own (its peak memory is its own) and is
+saved as `OUT/cells/BENCHMARK-ROW-sSEED.json` when it completes: a stopped table loses at most
+the cell in flight, and the next invocation measures only the missing cells (`--redo` measures
+named rows again). `OUT/result-BENCHMARK.json` gathers the cells.
 
-    python benchmarks/real_model.py --benchmark bfcl --out runs/real-model
+    python benchmarks/real_model.py --benchmark arithmetic --out runs/real-model
     python benchmarks/real_model.py --table runs/real-model
+    python benchmarks/real_model.py --figures runs/real-model --to docs/figures
+
+`--table` prints, per benchmark: mean +/- sd over seeds per row, the paired differences genenv -
+random and genenv - static (mean +/- sd of the per-seed differences), wall time and peak memory per
+row, the held-out success per rung, and the training dynamics (p_hat of the valid generated tasks,
+their in-band share and mean rung, per epoch). `--figures` draws the dynamics, each seed a line.
 """
 
 from __future__ import annotations
@@ -37,41 +49,78 @@ import hashlib
 import json
 import os
 import resource
-import shutil
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROWS = ["base", "seeds", "static", "random", "genenv"]
+ROWS = ["base", "cold", "seeds", "static", "random", "genenv"]
+TRAINED = ["seeds", "static", "random", "genenv"]
+# Remedies measured as rows of their own (`--rows genenv-replay`): a mode and the config fields it changes.
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    # RWR on the in-band tasks of the last 4 epochs, 2 passes: more examples a step than one epoch's 1-3
+    "genenv-replay": ("genenv", {"replay_epochs": 4, "rwr_epochs": 2}),
+}
+ALL_ROWS = ROWS + list(VARIANTS)
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
 
-# Each benchmark's records and split sizes. ALFWorld's built-in single steps are 38 in all.
+# Each benchmark's records, split sizes and run sizes. `epochs`, `tasks` (generated a run epoch),
+# `base`/`history` (seeds and earlier tasks in the mixture): docs/real-model.md says how they were chosen.
 BENCHMARKS: dict[str, dict[str, Any]] = {
-    "bfcl": {"options": {"categories": ["simple_python", "multiple"]}, "train": 16, "heldout": 48},
-    # no level-1 prompt is under 1,600 characters (median 2,836): API-Bank allows 2,400 (89 of its 399 records fit;
-    # 3,000 would keep 235, but a column of its longer prompts would not fit the 60-minute budget)
+    "arithmetic": {"options": {"count": 2000}, "train": 96, "heldout": 96, "stratify": True,
+                   "epochs": 8, "tasks": 8, "base": 4, "history": 4},
+    "bfcl": {"options": {"categories": ["simple_python", "multiple"]}, "train": 96, "heldout": 64,
+             "epochs": 4, "tasks": 8, "base": 4, "history": 4},
+    # no level-1 prompt is under 1,600 characters (median 2,836): API-Bank allows 2,400 (89 of its 399 records fit)
     "api_bank": {"options": {"data_path": str(SHARED / "api_bank" / "level-1-api_processed.json")}, "train": 16, "heldout": 48,
-                 "max_prompt_chars": 2400},
-    "alfworld": {"options": {}, "train": 16, "heldout": 22},
-    "bamboogle": {"options": {"data_path": str(SHARED / "bamboogle" / "data.json")}, "train": 16, "heldout": 48},
-    "travelplanner": {"options": {}, "train": 8, "heldout": 16},
-    "arithmetic": {"options": {"count": 200}, "train": 16, "heldout": 48},
+                 "max_prompt_chars": 2400, "epochs": 2, "tasks": 4, "base": 2, "history": 2},
+    "alfworld": {"options": {}, "train": 16, "heldout": 22, "epochs": 2, "tasks": 4, "base": 2, "history": 2},
+    "bamboogle": {"options": {"data_path": str(SHARED / "bamboogle" / "data.json")}, "train": 16, "heldout": 48,
+                  "epochs": 2, "tasks": 4, "base": 2, "history": 2},
+    "travelplanner": {"options": {}, "train": 8, "heldout": 16, "epochs": 2, "tasks": 4, "base": 2, "history": 2},
 }
 
 
-def split(tasks: list[Any], train: int, heldout: int, max_prompt_chars: int) -> tuple[list[Any], list[Any]]:
+# ---------------------------------------------------------------------------- the split
+
+
+def split(tasks: list[Any], train: int, heldout: int, max_prompt_chars: int, rung: Any = None) -> tuple[list[Any], list[Any]]:
     """Disjoint (training seeds, held-out set): records ordered by a hash of their ids (stable
-    across runs and machines), prompts over `max_prompt_chars` left out to bound CPU time."""
+    across runs and machines), prompts over `max_prompt_chars` left out to bound CPU time. With
+    `rung` (task -> difficulty rung), the held-out set takes heldout / rungs tasks from every rung
+    present, in hash order; the training seeds are the first others in hash order."""
     fitting = [t for t in tasks if len(t.prompt) + len(t.system or "") <= max_prompt_chars]
     ordered = sorted(fitting, key=lambda t: hashlib.sha256(t.id.encode()).hexdigest())
     if len(ordered) < train + heldout:
         raise SystemExit(f"only {len(ordered)} records fit; asked for {train} training seeds + {heldout} held out")
-    return ordered[:train], ordered[train : train + heldout]
+    if rung is None:
+        return ordered[:train], ordered[train : train + heldout]
+    rungs = sorted({r for r in map(rung, ordered) if r is not None})
+    quota = heldout // len(rungs)
+    taken: dict[int, int] = dict.fromkeys(rungs, 0)
+    held, rest = [], []
+    for task in ordered:
+        r = rung(task)
+        if r is not None and taken[r] < quota:
+            taken[r] += 1
+            held.append(task)
+        else:
+            rest.append(task)
+    short = {r: n for r, n in taken.items() if n < quota}
+    if short or len(rest) < train:
+        raise SystemExit(f"cannot stratify {heldout} held-out tasks over rungs {rungs} ({quota} each; short: {short}) "
+                         f"and keep {train} training seeds; load more records (options)")
+    return rest[:train], held
 
 
-def evaluate(domain: Any, tasks: list[Any], model: Any, tokenizer: Any, max_new_tokens: int, seed: int) -> float:
-    """The plugin's headline metric of one sampled answer per held-out task."""
+# ---------------------------------------------------------------------------- one cell
+
+
+def evaluate(domain: Any, tasks: list[Any], model: Any, tokenizer: Any, max_new_tokens: int, seed: int) -> dict[str, Any]:
+    """The plugin's headline metric of one sampled answer per held-out task, and the success
+    rate per difficulty rung (when the domain rates difficulty)."""
     from workbench.config import GenerationSettings
     from workbench.engine.generation import TransformersGenerator
 
@@ -79,167 +128,351 @@ def evaluate(domain: Any, tasks: list[Any], model: Any, tokenizer: Any, max_new_
     outputs = [outs[0] for outs in generator.generate([domain.agent_messages(t) for t in tasks], n=1, seed=seed)]
     scores = [domain.score(t, o) for t, o in zip(tasks, outputs)]
     aggregate = domain.aggregate(tasks, scores)
-    return float(aggregate[domain.info.headline])
+    by_rung: dict[str, list[float]] = {}
+    for task, score in zip(tasks, scores):
+        r = domain.difficulty(task)
+        if r is not None:
+            by_rung.setdefault(str(r), []).append(float(score.success))
+    return {
+        "score": float(aggregate[domain.info.headline]),
+        "success": sum(s.success for s in scores) / len(scores),
+        "parse_errors": sum(s.error is not None for s in scores),
+        "by_rung": {r: {"n": len(v), "success": sum(v) / len(v)} for r, v in sorted(by_rung.items(), key=lambda kv: int(kv[0]))},
+        "examples": [o[:200] for o in outputs[:3]],
+    }
 
 
-def train_config(args: argparse.Namespace, row: str, seed: int, seed_ids: list[str], options: dict[str, Any]) -> Any:
-    """The `workbench demo --model` config on the training split, halved to fit the time budget:
-    4 generated tasks an epoch and a mixture of 8 tasks (4 new, 2 seeds, 2 history), so each epoch
-    is 32 rollouts and 2 optimizer steps of 16. `static` generates its 16 variations up front."""
+def train_config(args: argparse.Namespace, row: str, seed: int, seed_ids: list[str]) -> Any:
+    """The `workbench demo --model` config on the training split, sized by BENCHMARKS: `tasks`
+    generated an epoch, a mixture of `tasks` new + `base` seeds + `history` earlier tasks (the
+    `seeds` row: a mixture of as many seeds alone); `static` generates as many variations up front
+    as random and genenv generate over all their epochs. Every row has the cold start."""
     from workbench.demo import real_model_config
 
-    config = real_model_config(args.model, args.benchmark, mode=row, epochs=args.epochs, seed=seed, options=options, seed_ids=seed_ids)
-    pool = dataclasses.replace(config.pool, base_per_epoch=2, history_per_epoch=2, max_new_per_epoch=4)
+    spec = BENCHMARKS[args.benchmark]
+    epochs = args.epochs or spec["epochs"]
+    mode, env_changes = VARIANTS.get(row, (row if row in TRAINED else "genenv", {}))
+    config = real_model_config(args.model, args.benchmark, mode=mode, epochs=epochs,
+                               seed=seed, options=dict(spec["options"]), seed_ids=seed_ids)
+    pool = dataclasses.replace(config.pool, base_per_epoch=spec["base"], history_per_epoch=spec["history"], max_new_per_epoch=spec["tasks"])
     if row == "seeds":  # no generated tasks: the agent's mixture is as many seeds as the others' whole mixture
-        pool = dataclasses.replace(pool, base_per_epoch=8, history_per_epoch=0)
+        pool = dataclasses.replace(pool, base_per_epoch=spec["base"] + spec["history"] + spec["tasks"], history_per_epoch=0)
     return dataclasses.replace(
         config,
         pool=pool,
-        env=dataclasses.replace(config.env, tasks_per_epoch=4),
-        # 16 candidates up front, twice what random and genenv generate over 2 epochs (8 gave BFCL no valid task for one seed)
-        static_variations_per_seed=1.0,
+        env=dataclasses.replace(config.env, tasks_per_epoch=spec["tasks"], **env_changes),
+        static_variations_per_seed=spec["tasks"] * epochs / len(seed_ids),
     )
 
 
-def measure(args: argparse.Namespace) -> dict[str, Any]:
+def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any]:
+    """One (row, seed): train as the row says (nothing for base), then evaluate on the held-out set."""
+    import torch
+
     from workbench.config import ModelSettings
+    from workbench.engine import cold_start
     from workbench.engine.loop import CoEvolution, RunError
-    from workbench.engine.models import cpu_description, load_model, load_tokenizer
+    from workbench.engine.models import load_model, load_tokenizer
+    from workbench.registry import load_registry
+    from workbench.run_layout import RunLayout
+
+    start = time.perf_counter()
+    domain = load_registry().domain(args.benchmark)
+    train, heldout = benchmark_split(args, domain)
+    config = train_config(args, row, seed, [t.id for t in train])
+    max_new = config.agent.max_completion_length
+    run_dir = Path(args.out) / "runs" / f"{args.benchmark}-{row}-s{seed}"
+    cell: dict[str, Any] = {"row": row, "seed": seed, "load_before": os.getloadavg()[0], "threads": torch.get_num_threads()}
+    tokenizer = load_tokenizer(config.agent.model, "--model")
+    if row in ("base", "cold"):
+        settings = ModelSettings(name_or_path=args.model, device="cpu", dtype=config.agent.model.dtype)
+        if row == "cold":
+            import shutil
+
+            shutil.rmtree(run_dir, ignore_errors=True)
+            by_id = {t.id: t for t in train}
+            seeds = [by_id[i] for i in config.seed_ids or []]  # in the run's order: the cold start is the one its rows copy
+            models = cold_start.prepare(config, domain, seeds, RunLayout(run_dir), progress=print)
+            cell["cold_start"] = {role: {k: v for k, v in info.items() if k not in ("files", "losses")}
+                                  for role, info in models.record["roles"].items()}
+            settings = dataclasses.replace(settings, name_or_path=str(models.folders["agent"]))
+        model = load_model(settings, "--model", trainable=False)
+        cell["eval"] = evaluate(domain, heldout, model, tokenizer, max_new, seed)
+    else:
+        import shutil
+
+        shutil.rmtree(run_dir, ignore_errors=True)
+        try:
+            run = CoEvolution(config, run_dir, progress=print)
+            records = run.run()
+        except RunError as exc:  # e.g. static: no valid variation up front; the cell says so instead of the table dying
+            cell["error"] = str(exc)
+            records = []
+            run = None
+        if run is not None:
+            cell["eval"] = evaluate(domain, heldout, run.agent.model, run.agent_tokenizer, max_new, seed)
+            from workbench.engine.invariants import check_run_folder
+
+            check_run_folder(run_dir, n=config.agent.num_generations)  # raises on a broken invariant
+        cell["epochs"] = [_epoch_summary(r) for r in records]
+        del run
+        gc.collect()
+    cell["seconds"] = time.perf_counter() - start
+    cell["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    return cell
+
+
+EPOCH_KEYS = ("epoch", "candidates", "valid", "valid_distinct", "p_hat", "p_hat_mean", "frac_in_band", "in_band_for_env",
+              "agent_success_seed", "agent_reward_mean", "env_kl", "env_rolled_back", "difficulty", "novelty", "redraws",
+              "rejections", "agent_micro_batches", "time")
+
+
+def _epoch_summary(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: record.get(k) for k in EPOCH_KEYS if k in record}
+
+
+def benchmark_split(args: argparse.Namespace, domain: Any) -> tuple[list[Any], list[Any]]:
+    spec = BENCHMARKS[args.benchmark]
+    max_chars = args.max_prompt_chars or spec.get("max_prompt_chars", 1600)
+    rung = domain.difficulty if spec.get("stratify") else None
+    return split(domain.seed_tasks(dict(spec["options"])), args.train or spec["train"], args.heldout or spec["heldout"], max_chars, rung)
+
+
+# ---------------------------------------------------------------------------- the table
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Every missing (row, seed) cell, each in a child process; then the result gathered."""
+    from workbench.engine.models import cpu_description
     from workbench.registry import load_registry
 
     out = Path(args.out)
-    spec = BENCHMARKS[args.benchmark]
-    options = dict(spec["options"])
     domain = load_registry().domain(args.benchmark)
-    max_chars = args.max_prompt_chars or spec.get("max_prompt_chars", 1600)
-    train, heldout = split(domain.seed_tasks(options), args.train or spec["train"], args.heldout or spec["heldout"], max_chars)
-    seed_ids = [t.id for t in train]
-    probe = train_config(args, "genenv", 0, seed_ids, options)
-    max_new = probe.agent.max_completion_length
-    print(f"{args.benchmark}: {len(train)} training seeds, {len(heldout)} held out (disjoint), {args.epochs} epochs, "
-          f"seeds {args.seeds}, agent answers up to {max_new} tokens", flush=True)
-    results: dict[str, Any] = {"benchmark": args.benchmark, "model": args.model, "epochs": args.epochs, "seeds": args.seeds,
-                               "train_ids": seed_ids, "heldout_ids": [t.id for t in heldout], "headline": domain.info.headline,
-                               "rows": {}, "load_before": os.getloadavg()[0], "threads": None, "complete": False,
-                               "dtype": probe.agent.model.dtype, "cpu": cpu_description()}
-    previous = _previous(out, results)
-    results["rows"] = {row: value for row, value in previous.items() if row not in args.rows}  # rows not asked for are kept
-    start = time.perf_counter()
-    if "base" in args.rows:
-        settings = ModelSettings(name_or_path=args.model, device="cpu", dtype=probe.agent.model.dtype)  # as the trained rows
-        tokenizer = load_tokenizer(settings, "--model")
-        base = load_model(settings, "--model", trainable=False)
-        results["rows"]["base"] = {"scores": [evaluate(domain, heldout, base, tokenizer, max_new, s) for s in range(args.seeds)],
-                                   "seconds": time.perf_counter() - start}
-        print(f"  base    {results['rows']['base']['scores']}", flush=True)
-        del base
-        _save(out, results)
-    for row in [r for r in ROWS[1:] if r in args.rows]:
-        row_start, scores, epochs, errors = time.perf_counter(), [], [], []
+    train, heldout = benchmark_split(args, domain)
+    identity = {"benchmark": args.benchmark, "model": args.model, "epochs": args.epochs or BENCHMARKS[args.benchmark]["epochs"],
+                "train_ids": [t.id for t in train], "heldout_ids": [t.id for t in heldout]}
+    print(f"{args.benchmark}: {len(train)} training seeds, {len(heldout)} held out (disjoint), {identity['epochs']} epochs, "
+          f"seeds 0..{args.seeds - 1}, rows {','.join(args.rows)}", flush=True)
+    cells_dir = out / "cells"
+    cells_dir.mkdir(parents=True, exist_ok=True)
+    for row in [r for r in ALL_ROWS if r in args.rows]:
         for seed in range(args.seeds):
-            run_dir = out / "runs" / f"{args.benchmark}-{row}-s{seed}"
-            shutil.rmtree(run_dir, ignore_errors=True)
-            try:
-                run = CoEvolution(train_config(args, row, seed, seed_ids, options), run_dir)
-                records = run.run()
-            except RunError as exc:  # e.g. static: no valid variation up front; the row says so instead of the column dying
-                errors.append(f"seed {seed}: {exc}")
-                print(f"  {row:<7} seed {seed} stopped: {exc}", flush=True)
+            path = cells_dir / f"{args.benchmark}-{row}-s{seed}.json"
+            if path.exists() and row not in args.redo and json.loads(path.read_text()).get("identity") == identity:
                 continue
-            scores.append(evaluate(domain, heldout, run.agent.model, run.agent_tokenizer, max_new, seed))
-            epochs.append([{k: r.get(k) for k in ("valid", "valid_distinct", "candidates", "p_hat_mean", "frac_in_band", "novelty", "time")}
-                           for r in records])
-            results["threads"] = __import__("torch").get_num_threads()
-            del run
-            gc.collect()
-        results["rows"][row] = {"scores": scores, "seconds": time.perf_counter() - row_start, "epochs": epochs, "errors": errors}
-        print(f"  {row:<7} {scores} ({time.perf_counter() - row_start:.0f}s)", flush=True)
-        _save(out, results)
-    results["seconds"] = sum(r["seconds"] for r in results["rows"].values())
-    results["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    results["load_after"] = os.getloadavg()[0]
-    results["complete"] = all(row in results["rows"] for row in ROWS)
-    return results
+            cmd = [sys.executable, __file__, "--cell", row, str(seed), "--benchmark", args.benchmark, "--out", str(out), "--model", args.model]
+            for flag in ("epochs", "train", "heldout", "max_prompt_chars"):
+                if getattr(args, flag):
+                    cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+            started = time.perf_counter()
+            proc = subprocess.run(cmd)
+            if proc.returncode != 0:
+                raise SystemExit(f"cell {row} seed {seed} failed (exit {proc.returncode}); the cells measured so far are kept in {cells_dir}")
+            cell = json.loads(path.read_text())
+            score = cell.get("eval", {}).get("score")
+            print(f"  {row:<7} seed {seed}: {score if score is None else round(100 * score, 1)} "
+                  f"({time.perf_counter() - started:.0f} s, peak {cell['peak_rss_gib']:.2f} GiB)", flush=True)
+    result = gather(out, args.benchmark, identity, args.seeds)
+    result["cpu"] = cpu_description()
+    _save(out / f"result-{args.benchmark}.json", result)
+    return result
 
 
-def _result_path(out: Path, benchmark: str) -> Path:
-    return out / f"result-{benchmark}.json"
+def gather(out: Path, benchmark: str, identity: dict[str, Any], seeds: int) -> dict[str, Any]:
+    """result-BENCHMARK.json: the cells of this split, by row and seed."""
+    rows: dict[str, dict[str, Any]] = {}
+    for row in ALL_ROWS:
+        cells = []
+        for seed in range(seeds):
+            path = out / "cells" / f"{benchmark}-{row}-s{seed}.json"
+            if path.exists():
+                cell = json.loads(path.read_text())
+                if cell.get("identity") == identity:
+                    cells.append(cell)
+        if cells:
+            rows[row] = {"cells": cells}
+    complete = all(row in rows and len(rows[row]["cells"]) == seeds for row in ROWS)
+    return {**identity, "seeds": seeds, "rows": rows, "complete": complete}
 
 
-def _previous(out: Path, results: dict[str, Any]) -> dict[str, Any]:
-    """Rows an earlier invocation measured with the same split, epochs and seeds (to be kept)."""
-    path = _result_path(out, results["benchmark"])
-    if not path.exists():
-        return {}
-    old = json.loads(path.read_text())
-    old.setdefault("dtype", "float32")  # results written before the dtype was recorded were all float32
-    same = all(old.get(k) == results[k] for k in ("model", "epochs", "seeds", "train_ids", "heldout_ids", "dtype"))
-    return old.get("rows", {}) if same else {}
-
-
-def _save(out: Path, results: dict[str, Any]) -> None:
-    """The result so far, after every row: a run that stops keeps what it measured."""
+def _save(path: Path, data: dict[str, Any]) -> None:
     from workbench.tasks import atomic_write_text
 
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(_result_path(out, results["benchmark"]), json.dumps(results, indent=1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(data, indent=1))
 
 
-def _cell(row: dict[str, Any]) -> str:
-    scores = row["scores"]
-    if not scores:
-        return f"stopped ({len(row.get('errors', []))} seeds)"
-    mean = sum(scores) / len(scores)
-    cell = f"{100 * mean:.1f} +/- {50 * (max(scores) - min(scores)):.1f}"
-    return cell + (f" ({len(scores)} of {len(scores) + len(row['errors'])} seeds)" if row.get("errors") else "")
+def _scores(row: dict[str, Any]) -> dict[int, float]:
+    return {c["seed"]: c["eval"]["score"] for c in row["cells"] if "eval" in c}
+
+
+def _mean_sd(values: list[float]) -> str:
+    if not values:
+        return "-"
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{100 * statistics.fmean(values):.1f} +/- {100 * sd:.1f}"
 
 
 def print_table(out: Path) -> None:
     results = [json.loads(p.read_text()) for p in sorted(out.glob("result-*.json"))]
     if not results:
         raise SystemExit(f"no result-*.json in {out}")
-    names = [r["benchmark"] for r in results]
-    print("| row | " + " | ".join(f"{n} ({r['headline']}, n={len(r['heldout_ids'])})" for n, r in zip(names, results)) + " |")
-    print("|---|" + "---|" * len(names))
-    for row in ROWS:
-        cells = [_cell(r["rows"][row]) if row in r["rows"] else "-" for r in results]
-        print(f"| {row} | " + " | ".join(cells) + " |")
     for r in results:
-        times = ", ".join(f"{row} {r['rows'][row]['seconds'] / 60:.1f}" for row in ROWS if row in r["rows"])
-        total = sum(row["seconds"] for row in r["rows"].values())
-        state = "" if r.get("complete") else " (not complete: rows missing or still running)"
-        print(f"{r['benchmark']}: {total / 60:.1f} min in all ({times} min), {r['epochs']} epochs x {r['seeds']} seeds, "
-              f"peak RSS {r.get('peak_rss_gib', float('nan')):.2f} GiB, {r['threads']} torch threads, {r.get('dtype', 'float32')} weights, "
-              f"CPU {r.get('cpu', 'not recorded')}, "
-              f"load {r['load_before']:.2f} before / {r.get('load_after', float('nan')):.2f} after{state}")
-        for row, value in r["rows"].items():
-            for error in value.get("errors", []):
-                print(f"  {r['benchmark']} {row} {error}")
+        rows = r["rows"]
+        print(f"\n## {r['benchmark']}: {len(r['heldout_ids'])} held out, {len(r['train_ids'])} training seeds, {r['epochs']} epochs, "
+              f"{r['seeds']} seeds{'' if r.get('complete') else ' (not complete)'}; CPU {r.get('cpu', '?')}")
+        print("\n| row | headline (mean +/- sd over seeds) | per seed | wall time per seed (mean, max) | peak RSS (max) |")
+        print("|---|---|---|---|---|")
+        for row in ALL_ROWS:
+            if row not in rows:
+                continue
+            scores = _scores(rows[row])
+            secs = [c["seconds"] for c in rows[row]["cells"]]
+            errors = [c["error"] for c in rows[row]["cells"] if c.get("error")]
+            per_seed = ", ".join(f"{100 * s:.1f}" for _, s in sorted(scores.items()))
+            print(f"| {row} | {_mean_sd(list(scores.values()))} | {per_seed}{f' ({len(errors)} stopped)' if errors else ''} | "
+                  f"{statistics.fmean(secs) / 60:.1f} min, {max(secs) / 60:.1f} min | {max(c['peak_rss_gib'] for c in rows[row]['cells']):.2f} GiB |")
+        for ours in ["genenv", *VARIANTS]:
+            for other in ("random", "static", "seeds", "cold"):
+                if ours in rows and other in rows:
+                    g, o = _scores(rows[ours]), _scores(rows[other])
+                    diffs = [g[s] - o[s] for s in sorted(set(g) & set(o))]
+                    if diffs:
+                        print(f"\npaired {ours} - {other}: {_mean_sd(diffs)} points over {len(diffs)} seeds "
+                              f"(per seed: {', '.join(f'{100 * d:+.1f}' for d in diffs)})")
+        total = sum(c["seconds"] for row in rows.values() for c in row["cells"])
+        loads = [c["load_before"] for row in rows.values() for c in row["cells"]]
+        print(f"\nwhole table: {total / 60:.1f} min of cells; load before each cell {min(loads):.2f}-{max(loads):.2f}; "
+              f"{rows[next(iter(rows))]['cells'][0]['threads']} torch threads")
+        print_rungs(rows)
+        print_dynamics(rows)
+
+
+def print_rungs(rows: dict[str, Any]) -> None:
+    rungs = sorted({k for row in rows.values() for c in row["cells"] for k in c.get("eval", {}).get("by_rung", {})}, key=int)
+    if not rungs:
+        return
+    print("\nheld-out success by difficulty rung (mean over seeds; n per rung):")
+    n = {k: next(c["eval"]["by_rung"][k]["n"] for row in rows.values() for c in row["cells"] if k in c.get("eval", {}).get("by_rung", {}))
+         for k in rungs}
+    print("| row | " + " | ".join(f"rung {k} (n={n[k]})" for k in rungs) + " |")
+    print("|---|" + "---|" * len(rungs))
+    for row in ALL_ROWS:
+        if row not in rows:
+            continue
+        cells = [c for c in rows[row]["cells"] if "eval" in c]
+        values = [_mean_sd([c["eval"]["by_rung"][k]["success"] for c in cells if k in c["eval"]["by_rung"]]) for k in rungs]
+        print(f"| {row} | " + " | ".join(values) + " |")
+
+
+def dynamics(rows: dict[str, Any], row: str) -> dict[int, list[dict[str, Any]]]:
+    """Per seed, the epochs of a trained row: p_hat mean of the valid generated tasks, in-band
+    share, mean difficulty rung, valid share."""
+    out = {}
+    for cell in rows.get(row, {}).get("cells", []):
+        out[cell["seed"]] = [{"epoch": e["epoch"], "p_hat": e.get("p_hat_mean"), "in_band": e.get("frac_in_band"),
+                              "rung": (e.get("difficulty") or {}).get("mean"), "valid": e.get("valid"), "candidates": e.get("candidates"),
+                              "env_rolled_back": e.get("env_rolled_back"), "in_band_for_env": e.get("in_band_for_env")}
+                             for e in cell.get("epochs", [])]
+    return out
+
+
+def _fmt(value: Any) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def print_dynamics(rows: dict[str, Any]) -> None:
+    for row in ("genenv", *VARIANTS, "random", "static"):
+        per_seed = dynamics(rows, row)
+        if not per_seed:
+            continue
+        print(f"\n{row}: per epoch, p_hat mean of the valid generated tasks / in-band share / mean rung / valid of candidates")
+        for seed, epochs in sorted(per_seed.items()):
+            print(f"  seed {seed}: " + "; ".join(f"{_fmt(e['p_hat'])}/{_fmt(e['in_band'])}/{_fmt(e['rung'])}/{e['valid']}of{e['candidates']}"
+                                                for e in epochs))
+
+
+def draw_figures(out: Path, to: Path) -> list[Path]:
+    """One PNG per benchmark: p_hat of the valid generated tasks, in-band share and mean rung per
+    epoch, genenv against random (and static), each seed a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    to.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in sorted(out.glob("result-*.json")):
+        result = json.loads(path.read_text())
+        rows = result["rows"]
+        panels = [("p_hat", "p_hat of valid generated tasks"), ("in_band", "share in the band"), ("rung", "mean difficulty rung")]
+        fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4))
+        colors = {"genenv": "tab:red", "genenv-replay": "tab:orange", "random": "tab:blue", "static": "tab:gray"}
+        for ax, (key, title) in zip(axes, panels):
+            for row, color in colors.items():
+                for seed, epochs in sorted(dynamics(rows, row).items()):
+                    xs = [e["epoch"] for e in epochs if e[key] is not None]
+                    ys = [e[key] for e in epochs if e[key] is not None]
+                    if xs:
+                        ax.plot(xs, ys, color=color, alpha=0.75, marker="o", markersize=3, label=row if seed == 0 else None)
+            if key == "p_hat":
+                ax.axhline(0.5, color="black", linestyle=":", linewidth=1, label="alpha")
+            ax.set_title(title)
+            ax.set_xlabel("epoch")
+            ax.legend(fontsize=7)
+        fig.suptitle(f"{result['benchmark']}: {result['model']}, each seed a line", fontsize=10)
+        fig.tight_layout()
+        target = to / f"real-model-{result['benchmark']}.png"
+        fig.savefig(target, dpi=110)
+        plt.close(fig)
+        written.append(target)
+    return written
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--benchmark", choices=sorted(BENCHMARKS))
-    parser.add_argument("--table", metavar="OUT", help="print the table over every result in OUT and stop")
+    parser.add_argument("--table", metavar="OUT", help="print the tables over every result in OUT and stop")
+    parser.add_argument("--figures", metavar="OUT", help="draw the training-dynamics figures of every result in OUT and stop")
+    parser.add_argument("--to", default="docs/figures", help="where --figures writes its PNGs")
     parser.add_argument("--model", default="smollm2-135m-instruct", help="a model alias or folder")
     parser.add_argument("--out", default="runs/real-model")
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--epochs", type=int, help="co-evolution epochs of the trained rows (default per benchmark)")
+    parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--train", type=int, help="training seeds (default per benchmark)")
     parser.add_argument("--heldout", type=int, help="held-out tasks (default per benchmark)")
     parser.add_argument("--rows", type=lambda s: s.split(","), default=ROWS,
-                        help="rows to measure, comma-separated (default all); rows measured earlier with the same split are kept")
+                        help=f"rows to measure, comma-separated (default {','.join(ROWS)}; remedies: {','.join(VARIANTS)})")
+    parser.add_argument("--redo", type=lambda s: s.split(","), default=[], help="rows to measure again although their cells exist")
     parser.add_argument("--max-prompt-chars", type=int, help="leave out records with longer prompts (CPU time; default 1600, API-Bank 2400)")
+    parser.add_argument("--cell", nargs=2, metavar=("ROW", "SEED"), help=argparse.SUPPRESS)  # one cell, in a child process
     args = parser.parse_args()
     if args.table:
         print_table(Path(args.table))
         return
+    if args.figures:
+        for path in draw_figures(Path(args.figures), Path(args.to)):
+            print(f"wrote {path}")
+        return
     if not args.benchmark:
-        parser.error("give --benchmark NAME (one column per invocation) or --table OUT")
+        parser.error("give --benchmark NAME (one benchmark per invocation), --table OUT or --figures OUT")
+    if args.cell:
+        row, seed = args.cell[0], int(args.cell[1])
+        from workbench.registry import load_registry
+
+        domain = load_registry().domain(args.benchmark)
+        train, heldout = benchmark_split(args, domain)
+        cell = measure_cell(args, row, seed)
+        cell["identity"] = {"benchmark": args.benchmark, "model": args.model, "epochs": args.epochs or BENCHMARKS[args.benchmark]["epochs"],
+                            "train_ids": [t.id for t in train], "heldout_ids": [t.id for t in heldout]}
+        _save(Path(args.out) / "cells" / f"{args.benchmark}-{row}-s{seed}.json", cell)
+        return
     if args.seeds < 2:
         parser.error("--seeds must be at least 2: the table reports a spread")
-    results = measure(args)
-    _save(Path(args.out), results)
+    unknown = set(args.rows) - set(ALL_ROWS)
+    if unknown:
+        parser.error(f"unknown rows {sorted(unknown)}; choose from {','.join(ALL_ROWS)}")
+    measure(args)
     print_table(Path(args.out))
 
 

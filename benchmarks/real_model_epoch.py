@@ -71,6 +71,27 @@ def variant(name: str, config):  # noqa: ANN001, ANN201
     return config
 
 
+def print_flop_ratios(run, run_dir: Path, records, peak: float) -> None:  # noqa: ANN001
+    """Each epoch's phases as FLOPs over seconds, as a ratio to the matrix-product bound."""
+    from flop_bound import flops_per_token, phase_tokens
+
+    models = {"generate": run.env_updater.model, "agent": run.agent.model, "env_update": run.env_updater.model}
+    settings = run.config
+    for r in records:
+        tokens = phase_tokens(run_dir, r["epoch"], run.agent_tokenizer, settings.agent.num_generations,
+                              lora=settings.agent.model.lora is not None, checkpointing=settings.agent.model.gradient_checkpointing)
+        cells = []
+        for phase, t in tokens.items():
+            seconds = r["time"].get(phase, 0.0)
+            if not t["tokens"] or not seconds:
+                cells.append(f"{phase} -")
+                continue
+            flops = t["tokens"] * flops_per_token(models[phase], t["length"])
+            cells.append(f"{phase} {flops / 1e12:.2f} TFLOP in {seconds:.1f} s = {flops / seconds / 1e9:.1f} GFLOP/s "
+                         f"({flops / seconds / peak:.3f} of the bound)")
+        print(f"  epoch {r['epoch']} FLOPs: " + "; ".join(cells), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--domain", default="bamboogle")
@@ -80,6 +101,9 @@ def main() -> None:
     parser.add_argument("--variants", type=lambda s: s.split(","), help="comma-separated variants (default baseline,one-call)")
     parser.add_argument("--half", action="store_true", help="the held-out table's sizes: 4 generated tasks, a mixture of 8")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a seed-loader option, e.g. mode=episode")
+    parser.add_argument("--flop-bound", action="store_true",
+                        help="also measure this CPU's matrix-product rate and each phase's FLOPs against it (benchmarks/flop_bound.py)")
+    parser.add_argument("--cold-start", action="store_true", help="with the cold start (workbench demo --model's default); off: the base model as it is")
     args = parser.parse_args()
     import torch
 
@@ -89,7 +113,13 @@ def main() -> None:
     from workbench.engine.models import cpu_description
 
     options = dict(item.split("=", 1) for item in args.option)
-    base = real_model_config(args.model, args.domain, epochs=args.epochs, options=options)
+    base = real_model_config(args.model, args.domain, epochs=args.epochs, options=options, cold_start=args.cold_start)
+    peak = None
+    if args.flop_bound:
+        from flop_bound import matmul_peak
+
+        peak = matmul_peak(getattr(torch, base.agent.model.dtype))
+        print(f"matrix-product bound: {peak / 1e9:.1f} GFLOP/s ({base.agent.model.dtype}, {torch.get_num_threads()} threads)", flush=True)
     if args.half:
         base = dataclasses.replace(base, env=dataclasses.replace(base.env, tasks_per_epoch=4),
                                    pool=dataclasses.replace(base.pool, base_per_epoch=2, history_per_epoch=2, max_new_per_epoch=4))
@@ -108,6 +138,8 @@ def main() -> None:
             total["micro_batches"] = [r["agent_micro_batches"] for r in records]
             total["wall"] = time.perf_counter() - start
             check_run_folder(folder / "run", base.agent.num_generations)
+            if peak is not None:
+                print_flop_ratios(run, folder / "run", records, peak)
             for r in records:
                 print(f"  epoch {r['epoch']}: valid {r['valid']}/{r['candidates']}, rejections {r['rejections']}, "
                       f"novelty {r['novelty']}, p_hat {r['p_hat']}, agent_success_seed {r['agent_success_seed']}, "

@@ -78,6 +78,7 @@ class EpochRecord(_Record):
     task_length_mean: float | None = _f("mean prompt length in characters of the new tasks")
     env_text_length_mean: float | None = _f("mean characters the environment wrote per candidate")
     agent_completion_tokens_mean: float | None = _f("mean tokens of the agent's completions (TRL's log)")
+    agent_tokens: int | None = _f("prompt and completion tokens of the agent's rollouts this epoch, all ranks (TRL's `num_input_tokens_seen`)")
     agent_tasks: int = _f("distinct tasks the agent trained on (new, seeds, history, padding)")
     agent_steps: int = _f("the agent's optimizer steps")
     agent_loss: float | None = _f("the agent's GRPO training loss")
@@ -303,6 +304,7 @@ def build_epoch_record(
         task_length_mean=_mean([len(t.prompt) for t in new_tasks]),
         env_text_length_mean=_mean([len(c.text) for c in candidates]),
         agent_completion_tokens_mean=agent.completion_tokens_mean,
+        agent_tokens=agent.tokens,
         agent_tasks=len(agent.attempts),
         agent_steps=agent.steps,
         agent_loss=agent.loss,

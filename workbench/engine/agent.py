@@ -55,6 +55,7 @@ class AgentEpochResult:
     loss: float | None = None
     seconds: float = 0.0
     completion_tokens_mean: float | None = None
+    tokens: int | None = None  # prompt + completion tokens of the epoch's rollouts (TRL's num_input_tokens_seen)
     scoring_seconds: float = 0.0
     local_task_ids: list[str] = field(default_factory=list)
     episodes: dict[str, Any] | None = None  # EpisodeStats.summary() of all ranks, None without episodes
@@ -186,6 +187,7 @@ class GRPOAgent:
         self.trainer.train_dataset = Dataset.from_list([{"prompt": messages(t), "task_id": t.id} for t in tasks])
         state_before = self.trainer.state
         history_start = len(state_before.log_history)
+        tokens_before = int(state_before.num_input_tokens_seen)
         out = self.trainer.train()
         if self.trainer.state is not state_before:  # train() starts a fresh TrainerState each call
             history_start = 0
@@ -199,6 +201,7 @@ class GRPOAgent:
             loss=float(out.training_loss) if out.training_loss is not None else None,
             seconds=time.perf_counter() - start,
             completion_tokens_mean=sum(lengths) / len(lengths) if lengths else None,
+            tokens=int(self.trainer.state.num_input_tokens_seen) - (tokens_before if self.trainer.state is state_before else 0),
             scoring_seconds=sum(dist.gather([self._scoring_seconds])),
             local_task_ids=local_ids,
             episodes=self._all_ranks_episodes(),
