@@ -9,7 +9,11 @@ with some hooks replaced: a faulty plugin, one that collapses task ids, or a scr
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import types
+from pathlib import Path
 
 from workbench import DomainInfo, Rejection, Score, Task, hookimpl
 from workbench.engine.generation import GenerationStats
@@ -96,3 +100,20 @@ def toy_plugin(name: str = "toy", **overrides) -> types.ModuleType:
         if value is not None:
             setattr(module, key, value)
     return module
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def start_script_run(tmp_path: Path, config, script_text: str) -> tuple[subprocess.Popen, Path]:
+    """Write `config` (a RunConfig) and a Python script to `tmp_path` and start the script as
+    `python SCRIPT CONFIG RUN_DIR` with the repository and plugins importable and stdout piped:
+    the kill -9 tests' child process. Returns (the process, RUN_DIR)."""
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(config.to_yaml())
+    run_dir = tmp_path / "run"
+    script = tmp_path / "killed.py"
+    script.write_text(script_text)
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, str(script), str(config_path), str(run_dir)], stdout=subprocess.PIPE, text=True, env=env)
+    return proc, run_dir

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import threading
 import zlib
@@ -17,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from engine_support import ScriptedGenerator, demo_variant
+from engine_support import ScriptedGenerator, demo_variant, start_script_run
 from safetensors.torch import load_file
 
 from workbench import Score
@@ -29,7 +27,6 @@ from workbench.engine.loop import CoEvolution
 from workbench.registry import load_registry
 from workbench.tasks import read_jsonl
 
-ROOT = Path(__file__).resolve().parents[1]
 TIMINGS = ("time", "gen_tokens_per_s", "checkpoint_write")  # what two identical runs may differ in
 
 
@@ -236,13 +233,7 @@ KILLED_SCRIPT = textwrap.dedent(
 
 def test_kill_9_while_a_checkpoint_is_written_in_the_background_resumes_from_the_one_before(make_config, tmp_path):
     cfg = make_config(epochs=3, checkpoint_background=True)
-    config_path = tmp_path / "config.yaml"
-    config_path.write_text(cfg.to_yaml())
-    run_dir = tmp_path / "run"
-    script = tmp_path / "killed.py"
-    script.write_text(KILLED_SCRIPT)
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins"), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, str(script), str(config_path), str(run_dir)], stdout=subprocess.PIPE, text=True, env=env)
+    proc, run_dir = start_script_run(tmp_path, cfg, KILLED_SCRIPT)
     seen = []
     try:
         for line in proc.stdout:

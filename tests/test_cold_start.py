@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from engine_support import start_script_run
 
 from workbench.config import ColdStartSettings, ConfigError, LoraSettings
 from workbench.engine.loop import CoEvolution, RunError
@@ -154,13 +155,7 @@ KILLED_SCRIPT = textwrap.dedent(
 
 
 def test_a_run_killed_during_the_cold_start_redoes_only_what_was_not_complete(base_config, tmp_path):
-    config_path = tmp_path / "config.yaml"
-    config_path.write_text(base_config.to_yaml())
-    run_dir = tmp_path / "run"
-    script = tmp_path / "killed.py"
-    script.write_text(KILLED_SCRIPT)
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins"), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, str(script), str(config_path), str(run_dir)], stdout=subprocess.PIPE, text=True, env=env)
+    proc, run_dir = start_script_run(tmp_path, base_config, KILLED_SCRIPT)
     try:
         for line in proc.stdout:  # type: ignore[union-attr]
             if line.strip() == "ENV STARTED":
@@ -175,7 +170,8 @@ def test_a_run_killed_during_the_cold_start_redoes_only_what_was_not_complete(ba
     assert not (cold / "record.json").exists()
     agent_info = (cold / "agent" / "cold_start.json").read_text()
 
-    out = subprocess.run([sys.executable, "-m", "workbench", "run", str(config_path), "--out", str(run_dir), "--resume"],
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins"), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-m", "workbench", "run", str(tmp_path / "config.yaml"), "--out", str(run_dir), "--resume"],
                          capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr
     assert (cold / "agent" / "cold_start.json").read_text() == agent_info, "the completed role is kept, not redone"
