@@ -79,7 +79,7 @@ def test_the_cold_start_lifts_strict_held_out_arithmetic_above_zero(tmp_path):
 
     domain = load_registry().domain("arithmetic")
     train, heldout = real_model.split(domain.seed_tasks({"count": 2000}), 96, 48, 1600, domain.difficulty)
-    config = real_model_config(ALIAS, "arithmetic", seed_ids=[t.id for t in train])
+    config = real_model_config(ALIAS, "arithmetic", seed_ids=[t.id for t in train], options={"count": 2000})
     config = dataclasses.replace(config, cold_start=dataclasses.replace(config.cold_start, env=False, cache=False))
     tokenizer = load_tokenizer(config.agent.model, "agent.model")
     settings = ModelSettings(name_or_path=ALIAS, device="cpu", dtype=config.agent.model.dtype)
