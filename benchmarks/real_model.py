@@ -118,28 +118,52 @@ def split(tasks: list[Any], train: int, heldout: int, max_prompt_chars: int, run
 # ---------------------------------------------------------------------------- one cell
 
 
-def evaluate(domain: Any, tasks: list[Any], model: Any, tokenizer: Any, max_new_tokens: int, seed: int) -> dict[str, Any]:
-    """The plugin's headline metric of one sampled answer per held-out task, and the success
-    rate per difficulty rung (when the domain rates difficulty)."""
+def evaluate(domain: Any, tasks: list[Any], model: Any, tokenizer: Any, max_new_tokens: int, seed: int, samples: int = 1) -> dict[str, Any]:
+    """The plugin's headline metric over `samples` sampled answers per held-out task (temperature
+    0.7), and the success rate per difficulty rung (when the domain rates difficulty)."""
     from workbench.config import GenerationSettings
     from workbench.engine.generation import TransformersGenerator
 
     generator = TransformersGenerator(GenerationSettings(max_new_tokens=max_new_tokens, temperature=0.7, batch_size=16), model, tokenizer)
-    outputs = [outs[0] for outs in generator.generate([domain.agent_messages(t) for t in tasks], n=1, seed=seed)]
-    scores = [domain.score(t, o) for t, o in zip(tasks, outputs)]
-    aggregate = domain.aggregate(tasks, scores)
+    outputs = generator.generate([domain.agent_messages(t) for t in tasks], n=samples, seed=seed)
+    pairs = [(t, o) for t, outs in zip(tasks, outputs) for o in outs]
+    scores = [domain.score(t, o) for t, o in pairs]
+    aggregate = domain.aggregate([t for t, _ in pairs], scores)
     by_rung: dict[str, list[float]] = {}
-    for task, score in zip(tasks, scores):
+    for (task, _), score in zip(pairs, scores):
         r = domain.difficulty(task)
         if r is not None:
             by_rung.setdefault(str(r), []).append(float(score.success))
     return {
+        "samples": samples,
         "score": float(aggregate[domain.info.headline]),
         "success": sum(s.success for s in scores) / len(scores),
         "parse_errors": sum(s.error is not None for s in scores),
-        "by_rung": {r: {"n": len(v), "success": sum(v) / len(v)} for r, v in sorted(by_rung.items(), key=lambda kv: int(kv[0]))},
-        "examples": [o[:200] for o in outputs[:3]],
+        "by_rung": {r: {"n": len(v) // samples, "success": sum(v) / len(v)} for r, v in sorted(by_rung.items(), key=lambda kv: int(kv[0]))},
+        "examples": [o[:200] for _, o in pairs[:3]],
     }
+
+
+def final_agent(args: argparse.Namespace, row: str, seed: int, config: Any) -> Any:
+    """A measured cell's agent as it ended: the base model, the cold-started one, or a trained
+    row's last checkpoint (its LoRA adapters on the run's cold-started base)."""
+    from workbench.config import ModelSettings
+    from workbench.engine.checkpoint import latest_checkpoint
+    from workbench.engine.models import load_model
+
+    run_dir = Path(args.out) / "runs" / f"{args.benchmark}-{row}-s{seed}"
+    settings = ModelSettings(name_or_path=args.model, device="cpu", dtype=config.agent.model.dtype)
+    if row == "base":
+        return load_model(settings, "--model", trainable=False)
+    cold = dataclasses.replace(settings, name_or_path=str(run_dir / "cold_start" / "agent"))
+    if row == "cold":
+        return load_model(cold, "--model", trainable=False)
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is None:
+        raise SystemExit(f"{run_dir} has no checkpoint to evaluate")
+    model = load_model(dataclasses.replace(cold, lora=config.agent.model.lora), "--model", adapters=checkpoint / "agent")
+    model.eval()
+    return model
 
 
 def train_config(args: argparse.Namespace, row: str, seed: int, seed_ids: list[str]) -> Any:
@@ -173,10 +197,12 @@ def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any
     from workbench.engine import cold_start
     from workbench.engine.loop import CoEvolution, RunError
     from workbench.engine.models import load_model, load_tokenizer
+    from workbench.engine.threads import apply_threads
     from workbench.registry import load_registry
     from workbench.run_layout import RunLayout
 
     start = time.perf_counter()
+    apply_threads(None)  # WORKBENCH_THREADS, as a run applies it (base and cold build no run)
     domain = load_registry().domain(args.benchmark)
     train, heldout = benchmark_split(args, domain)
     config = train_config(args, row, seed, [t.id for t in train])
@@ -249,8 +275,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out)
     domain = load_registry().domain(args.benchmark)
     train, heldout = benchmark_split(args, domain)
-    identity = {"benchmark": args.benchmark, "model": args.model, "epochs": args.epochs or BENCHMARKS[args.benchmark]["epochs"],
-                "train_ids": [t.id for t in train], "heldout_ids": [t.id for t in heldout]}
+    identity = _identity(args, train, heldout)
     print(f"{args.benchmark}: {len(train)} training seeds, {len(heldout)} held out (disjoint), {identity['epochs']} epochs, "
           f"seeds 0..{args.seeds - 1}, rows {','.join(args.rows)}", flush=True)
     cells_dir = out / "cells"
@@ -260,10 +285,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             path = cells_dir / f"{args.benchmark}-{row}-s{seed}.json"
             if path.exists() and row not in args.redo and json.loads(path.read_text()).get("identity") == identity:
                 continue
-            cmd = [sys.executable, __file__, "--cell", row, str(seed), "--benchmark", args.benchmark, "--out", str(out), "--model", args.model]
-            for flag in ("epochs", "train", "heldout", "max_prompt_chars"):
-                if getattr(args, flag):
-                    cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+            cmd = [sys.executable, __file__, "--cell", row, str(seed), "--benchmark", args.benchmark, "--out", str(out),
+                   "--model", args.model] + _size_flags(args)
             started = time.perf_counter()
             proc = subprocess.run(cmd)
             if proc.returncode != 0:
@@ -276,6 +299,68 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     result["cpu"] = cpu_description()
     _save(out / f"result-{args.benchmark}.json", result)
     return result
+
+
+def reevaluate(args: argparse.Namespace) -> None:
+    """`--reeval N`: evaluate every measured cell's final agent again with N answers per held-out
+    task (each cell in a child process), kept beside the one-answer evaluation as `eval_samples`."""
+    from workbench.registry import load_registry
+
+    out = Path(args.out)
+    domain = load_registry().domain(args.benchmark)
+    train, heldout = benchmark_split(args, domain)
+    identity = _identity(args, train, heldout)
+    for row in [r for r in ALL_ROWS if r in args.rows]:
+        for seed in range(args.seeds):
+            path = out / "cells" / f"{args.benchmark}-{row}-s{seed}.json"
+            if not path.exists():
+                continue
+            cell = json.loads(path.read_text())
+            if cell.get("identity") != identity or "eval" not in cell or (cell.get("eval_samples") or {}).get("samples") == args.reeval:
+                continue
+            cmd = [sys.executable, __file__, "--cell-eval", row, str(seed), str(args.reeval), "--benchmark", args.benchmark,
+                   "--out", str(out), "--model", args.model] + _size_flags(args)
+            started = time.perf_counter()
+            if subprocess.run(cmd).returncode != 0:
+                raise SystemExit(f"re-evaluating {row} seed {seed} failed")
+            score = json.loads(path.read_text())["eval_samples"]["score"]
+            print(f"  {row:<7} seed {seed}: {100 * score:.1f} over {args.reeval} answers a task ({time.perf_counter() - started:.0f} s)", flush=True)
+    result = gather(out, args.benchmark, identity, args.seeds)
+    result["cpu"] = json.loads((out / f"result-{args.benchmark}.json").read_text()).get("cpu") if (out / f"result-{args.benchmark}.json").exists() else None
+    _save(out / f"result-{args.benchmark}.json", result)
+
+
+def eval_cell(args: argparse.Namespace, row: str, seed: int, samples: int) -> None:
+    """One cell's final agent evaluated with `samples` answers a task, saved into its cell file."""
+    from workbench.engine.models import load_tokenizer
+    from workbench.engine.threads import apply_threads
+    from workbench.registry import load_registry
+
+    apply_threads(None)
+    domain = load_registry().domain(args.benchmark)
+    train, heldout = benchmark_split(args, domain)
+    config = train_config(args, row, seed, [t.id for t in train])
+    path = Path(args.out) / "cells" / f"{args.benchmark}-{row}-s{seed}.json"
+    cell = json.loads(path.read_text())
+    start = time.perf_counter()
+    model = final_agent(args, row, seed, config)
+    result = evaluate(domain, heldout, model, load_tokenizer(config.agent.model, "--model"), config.agent.max_completion_length, seed, samples)
+    result["seconds"] = time.perf_counter() - start
+    cell["eval_samples"] = result
+    _save(path, cell)
+
+
+def _identity(args: argparse.Namespace, train: list[Any], heldout: list[Any]) -> dict[str, Any]:
+    return {"benchmark": args.benchmark, "model": args.model, "epochs": args.epochs or BENCHMARKS[args.benchmark]["epochs"],
+            "train_ids": [t.id for t in train], "heldout_ids": [t.id for t in heldout]}
+
+
+def _size_flags(args: argparse.Namespace) -> list[str]:
+    flags = []
+    for flag in ("epochs", "train", "heldout", "max_prompt_chars"):
+        if getattr(args, flag):
+            flags += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+    return flags
 
 
 def gather(out: Path, benchmark: str, identity: dict[str, Any], seeds: int) -> dict[str, Any]:
@@ -302,8 +387,13 @@ def _save(path: Path, data: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(data, indent=1))
 
 
+def cell_eval(cell: dict[str, Any]) -> dict[str, Any] | None:
+    """A cell's evaluation: the one with several answers per task (`--reeval`) where there is one."""
+    return cell.get("eval_samples") or cell.get("eval")
+
+
 def _scores(row: dict[str, Any]) -> dict[int, float]:
-    return {c["seed"]: c["eval"]["score"] for c in row["cells"] if "eval" in c}
+    return {c["seed"]: e["score"] for c in row["cells"] if (e := cell_eval(c))}
 
 
 def _mean_sd(values: list[float]) -> str:
@@ -349,19 +439,19 @@ def print_table(out: Path) -> None:
 
 
 def print_rungs(rows: dict[str, Any]) -> None:
-    rungs = sorted({k for row in rows.values() for c in row["cells"] for k in c.get("eval", {}).get("by_rung", {})}, key=int)
+    rungs = sorted({k for row in rows.values() for c in row["cells"] for k in (cell_eval(c) or {}).get("by_rung", {})}, key=int)
     if not rungs:
         return
     print("\nheld-out success by difficulty rung (mean over seeds; n per rung):")
-    n = {k: next(c["eval"]["by_rung"][k]["n"] for row in rows.values() for c in row["cells"] if k in c.get("eval", {}).get("by_rung", {}))
-         for k in rungs}
+    found = [e for row in rows.values() for c in row["cells"] if (e := cell_eval(c))]
+    n = {k: next(e["by_rung"][k]["n"] for e in found if k in e.get("by_rung", {})) for k in rungs}
     print("| row | " + " | ".join(f"rung {k} (n={n[k]})" for k in rungs) + " |")
     print("|---|" + "---|" * len(rungs))
     for row in ALL_ROWS:
         if row not in rows:
             continue
-        cells = [c for c in rows[row]["cells"] if "eval" in c]
-        values = [_mean_sd([c["eval"]["by_rung"][k]["success"] for c in cells if k in c["eval"]["by_rung"]]) for k in rungs]
+        evals = [ev for c in rows[row]["cells"] if (ev := cell_eval(c))]
+        values = [_mean_sd([ev["by_rung"][k]["success"] for ev in evals if k in ev["by_rung"]]) for k in rungs]
         print(f"| {row} | " + " | ".join(values) + " |")
 
 
@@ -372,7 +462,8 @@ def dynamics(rows: dict[str, Any], row: str) -> dict[int, list[dict[str, Any]]]:
     for cell in rows.get(row, {}).get("cells", []):
         out[cell["seed"]] = [{"epoch": e["epoch"], "p_hat": e.get("p_hat_mean"), "in_band": e.get("frac_in_band"),
                               "rung": (e.get("difficulty") or {}).get("mean"), "valid": e.get("valid"), "candidates": e.get("candidates"),
-                              "env_rolled_back": e.get("env_rolled_back"), "in_band_for_env": e.get("in_band_for_env")}
+                              "env_rolled_back": e.get("env_rolled_back"), "in_band_for_env": e.get("in_band_for_env"),
+                              "env_kl": e.get("env_kl")}
                              for e in cell.get("epochs", [])]
     return out
 
@@ -381,15 +472,23 @@ def _fmt(value: Any) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _env_note(epoch: dict[str, Any]) -> str:
+    """The environment update of a genenv epoch, in short ("" when there was none)."""
+    if epoch.get("env_kl") is None:
+        return ""
+    return f"/{epoch.get('in_band_for_env')},{epoch['env_kl']:.3f}{',R' if epoch.get('env_rolled_back') else ''}"
+
+
 def print_dynamics(rows: dict[str, Any]) -> None:
     for row in ("genenv", *VARIANTS, "random", "static"):
         per_seed = dynamics(rows, row)
         if not per_seed:
             continue
-        print(f"\n{row}: per epoch, p_hat mean of the valid generated tasks / in-band share / mean rung / valid of candidates")
+        print(f"\n{row}: per epoch, p_hat mean of the valid generated tasks / in-band share / mean rung / valid of candidates"
+              " [/ in-band records RWR trained on, env KL, R = rolled back]")
         for seed, epochs in sorted(per_seed.items()):
             print(f"  seed {seed}: " + "; ".join(f"{_fmt(e['p_hat'])}/{_fmt(e['in_band'])}/{_fmt(e['rung'])}/{e['valid']}of{e['candidates']}"
-                                                for e in epochs))
+                                                + _env_note(e) for e in epochs))
 
 
 def draw_figures(out: Path, to: Path) -> list[Path]:
@@ -445,7 +544,10 @@ def main() -> None:
                         help=f"rows to measure, comma-separated (default {','.join(ROWS)}; remedies: {','.join(VARIANTS)})")
     parser.add_argument("--redo", type=lambda s: s.split(","), default=[], help="rows to measure again although their cells exist")
     parser.add_argument("--max-prompt-chars", type=int, help="leave out records with longer prompts (CPU time; default 1600, API-Bank 2400)")
+    parser.add_argument("--reeval", type=int, metavar="N",
+                        help="evaluate every measured cell's final agent again with N answers per held-out task (less noise)")
     parser.add_argument("--cell", nargs=2, metavar=("ROW", "SEED"), help=argparse.SUPPRESS)  # one cell, in a child process
+    parser.add_argument("--cell-eval", nargs=3, metavar=("ROW", "SEED", "N"), help=argparse.SUPPRESS)  # one re-evaluation
     args = parser.parse_args()
     if args.table:
         print_table(Path(args.table))
@@ -456,6 +558,9 @@ def main() -> None:
         return
     if not args.benchmark:
         parser.error("give --benchmark NAME (one benchmark per invocation), --table OUT or --figures OUT")
+    if args.cell_eval:
+        eval_cell(args, args.cell_eval[0], int(args.cell_eval[1]), int(args.cell_eval[2]))
+        return
     if args.cell:
         row, seed = args.cell[0], int(args.cell[1])
         from workbench.registry import load_registry
@@ -463,8 +568,7 @@ def main() -> None:
         domain = load_registry().domain(args.benchmark)
         train, heldout = benchmark_split(args, domain)
         cell = measure_cell(args, row, seed)
-        cell["identity"] = {"benchmark": args.benchmark, "model": args.model, "epochs": args.epochs or BENCHMARKS[args.benchmark]["epochs"],
-                            "train_ids": [t.id for t in train], "heldout_ids": [t.id for t in heldout]}
+        cell["identity"] = _identity(args, train, heldout)
         _save(Path(args.out) / "cells" / f"{args.benchmark}-{row}-s{seed}.json", cell)
         return
     if args.seeds < 2:
@@ -472,7 +576,10 @@ def main() -> None:
     unknown = set(args.rows) - set(ALL_ROWS)
     if unknown:
         parser.error(f"unknown rows {sorted(unknown)}; choose from {','.join(ALL_ROWS)}")
-    measure(args)
+    if args.reeval:
+        reevaluate(args)
+    else:
+        measure(args)
     print_table(Path(args.out))
 
 
