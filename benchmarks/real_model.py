@@ -58,10 +58,12 @@ from typing import Any
 
 ROWS = ["base", "cold", "seeds", "static", "random", "genenv"]
 TRAINED = ["seeds", "static", "random", "genenv"]
-# Remedies measured as rows of their own (`--rows genenv-replay`): a mode and the config fields it changes.
-VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+# Remedies measured as rows of their own (`--rows genenv-replay`): a mode and the fields it changes, by config section.
+VARIANTS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
     # RWR on the in-band tasks of the last 4 epochs, 2 passes: more examples a step than one epoch's 1-3
-    "genenv-replay": ("genenv", {"replay_epochs": 4, "rwr_epochs": 2}),
+    "genenv-replay": ("genenv", {"env": {"replay_epochs": 4, "rwr_epochs": 2}}),
+    # copies of seeds and within-epoch repeats drawn again (2 rounds), and copies given no RWR weight
+    "genenv-redraw": ("genenv", {"env": {"redraw_rounds": 2}, "curriculum": {"copy_weight": 0.0}}),
 }
 ALL_ROWS = ROWS + list(VARIANTS)
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
@@ -175,7 +177,7 @@ def train_config(args: argparse.Namespace, row: str, seed: int, seed_ids: list[s
 
     spec = BENCHMARKS[args.benchmark]
     epochs = args.epochs or spec["epochs"]
-    mode, env_changes = VARIANTS.get(row, (row if row in TRAINED else "genenv", {}))
+    mode, changes = VARIANTS.get(row, (row if row in TRAINED else "genenv", {}))
     config = real_model_config(args.model, args.benchmark, mode=mode, epochs=epochs,
                                seed=seed, options=dict(spec["options"]), seed_ids=seed_ids)
     pool = dataclasses.replace(config.pool, base_per_epoch=spec["base"], history_per_epoch=spec["history"], max_new_per_epoch=spec["tasks"])
@@ -184,7 +186,8 @@ def train_config(args: argparse.Namespace, row: str, seed: int, seed_ids: list[s
     return dataclasses.replace(
         config,
         pool=pool,
-        env=dataclasses.replace(config.env, tasks_per_epoch=spec["tasks"], **env_changes),
+        env=dataclasses.replace(config.env, tasks_per_epoch=spec["tasks"], **changes.get("env", {})),
+        curriculum=dataclasses.replace(config.curriculum, **changes.get("curriculum", {})),
         static_variations_per_seed=spec["tasks"] * epochs / len(seed_ids),
     )
 
@@ -435,6 +438,7 @@ def print_table(out: Path) -> None:
         print(f"\nwhole table: {total / 60:.1f} min of cells; load before each cell {min(loads):.2f}-{max(loads):.2f}; "
               f"{rows[next(iter(rows))]['cells'][0]['threads']} torch threads")
         print_rungs(rows)
+        print_novelty(rows)
         print_dynamics(rows)
 
 
@@ -479,6 +483,22 @@ def _env_note(epoch: dict[str, Any]) -> str:
     return f"/{epoch.get('in_band_for_env')},{epoch['env_kl']:.3f}{',R' if epoch.get('env_rolled_back') else ''}"
 
 
+def print_novelty(rows: dict[str, Any]) -> None:
+    """Per trained row with generated tasks: distinct / valid and the novel share of each epoch's
+    valid tasks (`workbench.novelty`), the mean over epochs, then mean +/- sd over seeds."""
+    print("\nnovelty of the valid generated tasks (mean over epochs; mean +/- sd over seeds): distinct / valid, novel share")
+    for row in ("static", "random", "genenv", *VARIANTS):
+        cells = rows.get(row, {}).get("cells", [])
+        distinct, novel = [], []
+        for cell in cells:
+            epochs = [e["novelty"] for e in cell.get("epochs", []) if (e.get("novelty") or {}).get("valid")]
+            if epochs:
+                distinct.append(statistics.fmean(n["distinct"] / n["valid"] for n in epochs))
+                novel.append(statistics.fmean(n["novel_share"] for n in epochs))
+        if distinct:
+            print(f"  {row}: {_mean_sd(distinct)} / {_mean_sd(novel)} (percent)")
+
+
 def print_dynamics(rows: dict[str, Any]) -> None:
     for row in ("genenv", *VARIANTS, "random", "static"):
         per_seed = dynamics(rows, row)
@@ -506,7 +526,7 @@ def draw_figures(out: Path, to: Path) -> list[Path]:
         rows = result["rows"]
         panels = [("p_hat", "p_hat of valid generated tasks"), ("in_band", "share in the band"), ("rung", "mean difficulty rung")]
         fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4))
-        colors = {"genenv": "tab:red", "genenv-replay": "tab:orange", "random": "tab:blue", "static": "tab:gray"}
+        colors = {"genenv": "tab:red", "genenv-replay": "tab:orange", "genenv-redraw": "tab:purple", "random": "tab:blue", "static": "tab:gray"}
         for ax, (key, title) in zip(axes, panels):
             for row, color in colors.items():
                 for seed, epochs in sorted(dynamics(rows, row).items()):

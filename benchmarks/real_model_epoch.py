@@ -118,6 +118,9 @@ def main() -> None:
     if args.flop_bound:
         from flop_bound import matmul_peak
 
+        from workbench.engine.threads import apply_threads
+
+        apply_threads(base.threads)  # the bound with the threads the runs will use
         peak = matmul_peak(getattr(torch, base.agent.model.dtype))
         print(f"matrix-product bound: {peak / 1e9:.1f} GFLOP/s ({base.agent.model.dtype}, {torch.get_num_threads()} threads)", flush=True)
     if args.half:
