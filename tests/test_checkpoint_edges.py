@@ -18,6 +18,7 @@ are counted. Each test damages its copy the way the issue found, then resumes it
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from pathlib import Path
@@ -117,6 +118,31 @@ def test_a_deleted_epoch_file_is_restored_from_the_checkpoint(finished_run, make
         CoEvolution(make_config(epochs=3), finished_run, resume=True)
     assert live.read_bytes() == written
     assert any("restored epochs/epoch_0001.jsonl" in r.message for r in caplog.records)
+
+
+def test_an_in_place_write_to_a_live_epoch_file_leaves_the_checkpoints_intact(make_config, tmp_path, capsys):
+    """`: > epochs/epoch_0001.jsonl` (an in-place truncation, as `cp` over it or an editor does):
+    the checkpoints hold copies, not links, so resume restores the file; before that, export says
+    which epoch is short instead of writing fewer rows in silence. (A run of its own: a copied
+    run folder would have broken any hard links already.)"""
+    from workbench.cli import main
+
+    finished_run = tmp_path / "run"
+    CoEvolution(make_config(epochs=2), finished_run).run()
+    live = finished_run / "epochs" / "epoch_0001.jsonl"
+    written = live.read_bytes()
+    with open(live, "r+b") as fh:  # the same inode, emptied
+        fh.truncate(0)
+    for saved in (finished_run / "checkpoints").glob("epoch_*/epochs/epoch_0001.jsonl"):
+        assert saved.read_bytes() == written, f"{saved} changed with the live file"
+    assert main(["export", str(finished_run), "--out", str(tmp_path / "short.jsonl")]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["missing_epochs"] == [f"epoch 1: {live} holds 0 of the epoch's 8 generations"]
+    assert "warning: epoch 1:" in captured.err and "--resume" in captured.err
+    CoEvolution(make_config(epochs=3), finished_run, resume=True)
+    assert live.read_bytes() == written
+    assert main(["export", str(finished_run), "--out", str(tmp_path / "whole.jsonl")]) == 0
+    assert "missing_epochs" not in json.loads(capsys.readouterr().out)
 
 
 def test_a_deleted_epoch_file_the_checkpoint_has_no_copy_of_is_reported(finished_run, make_config, caplog):

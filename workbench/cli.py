@@ -411,6 +411,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     summary = export_run(args.run_dir, args.out, args.format, args.epochs, args.in_band_only, args.include_seeds)
     print(json.dumps(summary, indent=2))
+    for line in summary.get("missing_epochs", []):
+        print(f"warning: {line}; its tasks are not in {summary['path']} (`workbench run CONFIG --out RUN --resume` "
+              "restores an epoch file from the last checkpoint)", file=sys.stderr)
     return 0
 
 

@@ -47,7 +47,7 @@ import yaml
 
 from workbench.errors import WorkbenchError
 from workbench.modes import MODES
-from workbench.records import read_env_records, read_epoch_rows
+from workbench.records import read_env_records, read_epoch_records, read_epoch_rows
 from workbench.run_layout import RunLayout
 from workbench.tasks import Task, read_jsonl, write_jsonl
 from workbench.textsafety import find_bad_text
@@ -104,6 +104,7 @@ class RunCurriculum:
     generated: list[tuple[int, Task]]  # (epoch it was generated in, task), first appearance order
     seeds: list[Task]
     env_records: dict[tuple[str, int], dict[str, Any]]  # (task id, epoch) -> d_env record
+    missing: list[str] = dataclasses.field(default_factory=list)  # completed epochs whose epoch file is missing or short
 
     @property
     def domain(self) -> str:
@@ -192,7 +193,35 @@ def load_run(run_dir: str | Path) -> RunCurriculum:
     seeds = [t for t in d_train if t.source == "seed"]
     if not generated and not seeds:
         raise ExportError(f"{run_dir} holds no tasks yet (no epochs/epoch_*.jsonl, no pools/d_train.jsonl): run an epoch first")
-    return RunCurriculum(run_dir, config, generated, seeds, env_records)
+    return RunCurriculum(run_dir, config, generated, seeds, env_records, _missing_epochs(run_dir, layout, numbered))
+
+
+def _missing_epochs(run_dir: Path, layout: RunLayout, numbered: list[tuple[int, Path]]) -> list[str]:
+    """One line per completed epoch (metrics.jsonl) whose epoch file is missing, unreadable or
+    holds fewer rows than the epoch's candidates: its generated tasks cannot all be exported
+    (`workbench run --resume` restores such a file from the last checkpoint's copy)."""
+    try:
+        records = read_epoch_records(run_dir)
+    except (OSError, ValueError):
+        return []
+    files = dict(numbered)
+    lines = []
+    for record in records:
+        epoch, candidates = record.get("epoch"), record.get("candidates")
+        if not isinstance(epoch, int):
+            continue
+        path = files.get(epoch)
+        if path is None:
+            lines.append(f"epoch {epoch}: {layout.epoch_path(epoch)} is missing")
+            continue
+        try:
+            rows = len(read_epoch_rows(run_dir, epoch))
+        except (OSError, ValueError) as exc:
+            lines.append(f"epoch {epoch}: {path} cannot be read ({exc})")
+            continue
+        if isinstance(candidates, int) and rows < candidates:
+            lines.append(f"epoch {epoch}: {path} holds {rows} of the epoch's {candidates} generations")
+    return lines
 
 
 def _plugin(domain_name: str, registry: Any = None) -> Any:
@@ -349,8 +378,11 @@ def export_run(
     except OSError as exc:  # a full disk, a file size limit, a read-only folder
         raise ExportError(f"cannot write --out {out}: {exc.strerror or exc}; nothing was written") from None
     generated = sum(r["epoch"] is not None for r in rows)
-    return {"format": fmt, "path": str(out), "rows": len(rows), "generated": generated, "seeds": len(rows) - generated,
-            "domain": domain.name, "plugin_version": domain.info.version}
+    summary = {"format": fmt, "path": str(out), "rows": len(rows), "generated": generated, "seeds": len(rows) - generated,
+               "domain": domain.name, "plugin_version": domain.info.version}
+    if run.missing:  # said, not silent: the export lacks these epochs' tasks
+        summary["missing_epochs"] = run.missing
+    return summary
 
 
 def _check_out(out: Path, fmt: str) -> Path:

@@ -40,7 +40,6 @@ import dataclasses
 import filecmp
 import json
 import logging
-import os
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
@@ -218,22 +217,17 @@ class RunFolder(RunLayout):
         return fill
 
     def _copy_epoch_files(self, target: Path, epoch: int) -> None:
-        """Put the live epoch files of epochs 1..`epoch` into a checkpoint (written once, in
-        their epoch, and never again, so a copy taken now stays right); a missing one is warned.
-        A hard link where the file system allows one: every file of a run folder is replaced by
-        renaming a new file into place, never rewritten in place, so the link keeps the content
-        it was taken with, and checkpoints cost no disk or copying for their epoch files."""
+        """Put copies of the live epoch files of epochs 1..`epoch` into a checkpoint (written
+        once, in their epoch, and never again, so a copy taken now stays right); a missing one is
+        warned. Copies, never hard links: the live files are ones users open, and an in-place
+        write to a linked file (`: > file`, `cp` over it, an editor) would change every
+        checkpoint's copy with it."""
         target.mkdir(parents=True, exist_ok=True)
         missing = []
         for number in range(1, epoch + 1):
             live = self.epoch_path(number)
             try:
-                try:
-                    os.link(live, target / live.name)
-                except OSError as exc:
-                    if isinstance(exc, FileNotFoundError):
-                        raise
-                    shutil.copyfile(live, target / live.name)  # no hard links here (another file system)
+                shutil.copyfile(live, target / live.name)
             except FileNotFoundError:
                 missing.append(live.name)
         if missing:
