@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from alfworld_env import alfworld_data_dir, needs_alfworld  # noqa: F401 (alfworld_data_dir: an autouse fixture)
+from fuzzing import cpu_seconds  # work done, not wall-clock: the default tier passes on a loaded machine
 
 import workbench_alfworld as alf
 from workbench import Rejection, Task
@@ -125,13 +126,12 @@ def test_a_game_of_the_example_tasks_is_known_to_the_parser(tmp_path):
 
 
 def test_replays_are_cached_and_validation_is_fast_after_the_first_load():
-    import time
 
     tasks = seeds()
     for task in tasks:
         alf.workbench_validate_task(task)
-    start = time.perf_counter()
+    start = cpu_seconds()
     for task in tasks:
         assert alf.workbench_validate_task(task) == []
-    assert time.perf_counter() - start < 2.0
+    assert cpu_seconds() - start < 2.0
     assert sys.argv  # fast-downward must not have eaten it

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
 from apibank_vs_official import OfficialEvaluator, compare, variants
 from benchmark_data import benchmark_folder
+from fuzzing import cpu_seconds  # work done, not wall-clock: the default tier passes on a loaded machine
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -137,8 +137,8 @@ def test_spray_and_delete_account_fail_the_strict_reward(executed):
 
 def test_official_calculator_loop_is_bounded(executed):
     calc = _first(executed["level-1-api.json"], "Calculator")
-    start = time.perf_counter()
+    start = cpu_seconds()
     score = P.workbench_score(calc, "API-Request: [Calculator(formula='-5+3')]")  # loops forever in the official code
-    assert time.perf_counter() - start < 5.0
+    assert cpu_seconds() - start < 5.0
     assert score.correct is False and score.metrics["protocol_executed"] == 1.0
     assert P.workbench_score(calc, calc.spec["expected_output"]).correct

@@ -12,10 +12,10 @@ import json
 import random
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
+from fuzzing import cpu_seconds  # work done, not wall-clock: the default tier passes on a loaded machine
 
 import workbench_apibank as P
 from workbench_apibank.calls import Call, damo_api_call
@@ -242,9 +242,9 @@ def test_a_looping_api_is_stopped_and_random_state_kept(tasks):
     loop = tasks["loop.jsonl"]
     tracer = sys.gettrace()
     state = random.getstate()
-    start = time.perf_counter()
+    start = cpu_seconds()
     score = P.workbench_score(loop, "[Looper(formula='-5+3')]")
-    assert time.perf_counter() - start < 5.0
+    assert cpu_seconds() - start < 5.0
     assert score.correct is False and score.metrics["protocol_executed"] == 1.0
     assert P.workbench_score(loop, "[Looper(formula='1+2')]").correct
     P.workbench_score(tasks["weather.jsonl"], "[GetWeather(city='Oslo', days='3')]")

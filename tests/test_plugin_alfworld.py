@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from alfworld_env import alfworld_data_dir, needs_alfworld  # noqa: F401 (alfworld_data_dir: an autouse fixture)
 from benchmark_data import benchmark_folder
+from fuzzing import cpu_seconds  # work done, not wall-clock: the default tier passes on a loaded machine
 
 import workbench_alfworld as alf
 from workbench import AgentStats, Rejection, Score, Task
@@ -232,19 +232,19 @@ def test_hostile_outputs_are_rejected_quickly():
         HOSTILE_CODE,
         f"Action: {HOSTILE_CODE}",
     ]
-    start = time.perf_counter()
+    start = cpu_seconds()
     for output in hostile:
         for t in (task, episode):
             score = alf.workbench_score(t, output)
             assert score.reward == 0.0 and score.correct is False
     # a guard against runaway parsing (each episode output replays a real game), not a benchmark
-    assert time.perf_counter() - start < 60.0
+    assert cpu_seconds() - start < 60.0
     assert alf.workbench_score(task, hostile[1]).error
     assert "UTF-8" in alf.workbench_score(task, hostile[2]).error
 
 
 def test_hostile_generations_are_rejected_quickly():
-    start = time.perf_counter()
+    start = cpu_seconds()
     assert alf.workbench_parse_task("x" * 200_000, []).code == "too_long"
     deep = '{"a": ' * 5_000 + "1" + "}" * 5_000
     rejection = alf.workbench_parse_task(deep, [])
@@ -254,7 +254,7 @@ def test_hostile_generations_are_rejected_quickly():
     generated = alf.workbench_parse_task(json.dumps(step_record(next_action=HOSTILE_CODE, goal=HOSTILE_CODE)), [])
     assert isinstance(generated, Task)
     assert {"bad_action", "not_admissible"} <= codes(alf.workbench_validate_task(generated))
-    assert time.perf_counter() - start < 5.0
+    assert cpu_seconds() - start < 5.0
 
 
 # --- Generation: prompt, parse, validate -------------------------------------------------

@@ -4,11 +4,11 @@ parsing and validation, hostile input, reporting, registry loading, and a real-d
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 from benchmark_data import benchmark_folder
+from fuzzing import cpu_seconds  # work done, not wall-clock: the default tier passes on a loaded machine
 
 import workbench_apibank
 from workbench import AgentStats, Rejection, ReportSection, Task
@@ -295,9 +295,9 @@ def test_protocol_is_named_in_aggregate_and_report():
 
 
 def _seconds(fn, *args):
-    start = time.perf_counter()
+    start = cpu_seconds()
     fn(*args)
-    return time.perf_counter() - start
+    return cpu_seconds() - start
 
 
 @pytest.mark.parametrize("unit", ["<tool_call>", "<tool_call>{", '<tool_call>{"name": "A"}\n', "[A(", "[A(x=", "<tool_call>[A("])
@@ -342,9 +342,9 @@ HOSTILE = {
 def test_hostile_output_rejected_quickly(kind):
     PWNED.unlink(missing_ok=True)
     task = all_fixture_tasks()[0]
-    start = time.perf_counter()
+    start = cpu_seconds()
     score = P.workbench_score(task, HOSTILE[kind])
-    assert time.perf_counter() - start < 5.0
+    assert cpu_seconds() - start < 5.0
     assert score.correct is False and score.reward == 0.0
     assert not PWNED.exists()
 
@@ -367,9 +367,9 @@ def test_hostile_generation_rejected_quickly():
         (b"{\"tools\": \"\xff\"}".decode("utf-8", "surrogateescape"), "encoding"),
         (f"__import__('os').system('touch {PWNED}')", "parse_error"),
     ]:
-        start = time.perf_counter()
+        start = cpu_seconds()
         result = P.workbench_parse_task(text, [])
-        assert time.perf_counter() - start < 5.0
+        assert cpu_seconds() - start < 5.0
         assert isinstance(result, Rejection) and result.code == code, (text[:40], result)
     assert not PWNED.exists()
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import logging
 import math
-import time
 from pathlib import Path
 
 import pytest
 from benchmark_data import benchmark_folder
+from fuzzing import cpu_seconds  # work done, not wall-clock: the default tier passes on a loaded machine
 
 import workbench_bamboogle as bb
 from workbench import AgentStats, Rejection, Score, Task
@@ -249,9 +249,9 @@ def test_bad_task_spec_is_an_error_not_a_crash(domain):
     ],
 )
 def test_hostile_outputs_rejected_quickly(task, output, code):
-    start = time.perf_counter()
+    start = cpu_seconds()
     result = score(task, output)
-    assert time.perf_counter() - start < 5.0
+    assert cpu_seconds() - start < 5.0
     assert result.reward == 0.0 and result.correct is False
     assert result.error.startswith(code)
 
@@ -264,9 +264,9 @@ def test_pathological_tag_and_phrase_spam_is_fast(task):
         "final answer: " * 7_000,
     ]
     for output in outputs:
-        start = time.perf_counter()
+        start = cpu_seconds()
         result = score(task, output)
-        assert time.perf_counter() - start < 5.0
+        assert cpu_seconds() - start < 5.0
         assert result.correct is False
 
 
@@ -548,14 +548,14 @@ def test_real_wrong_answers_score_zero_em(domain):
 def test_oversize_spec_is_refused_before_the_quadratic_checks(domain):
     question = "Who " + "is it " * 60_000 + "?"
     spec = {"question": question, "answer": " ".join(["is it"] * 20_000), "answers": ["x"]}
-    start = time.perf_counter()
+    start = cpu_seconds()
     reasons = bb.workbench_validate_task(Task(domain="bamboogle", prompt="p", spec=spec))
-    assert [r.code for r in reasons] == ["too_long"] and time.perf_counter() - start < 0.5
+    assert [r.code for r in reasons] == ["too_long"] and cpu_seconds() - start < 0.5
     many = {"question": "Who founded the company here?", "answer": "x", "answers": ["x"] * 10_000}
     assert [r.code for r in bb.workbench_validate_task(Task(domain="bamboogle", prompt="p", spec=many))] == ["too_long"]
-    start = time.perf_counter()
+    start = cpu_seconds()
     scored = bb.workbench_score(Task(domain="bamboogle", prompt="p", spec=many), "x " * 40_000)
-    assert scored.reward == 0.0 and scored.error.startswith("bad_task") and time.perf_counter() - start < 0.5
+    assert scored.reward == 0.0 and scored.error.startswith("bad_task") and cpu_seconds() - start < 0.5
     bad = {"question": "Who founded the company here?", "answer": "x", "hops": ["\udcff"]}
     assert [r.code for r in bb.workbench_validate_task(Task(domain="bamboogle", prompt="p", spec=bad))] == ["bad_text"]
 

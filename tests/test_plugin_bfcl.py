@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from fuzzing import cpu_seconds  # work done, not wall-clock: the default tier passes on a loaded machine
 
 import workbench_bfcl
 from workbench import AgentStats, Rejection, ReportSection, Score, Task
@@ -267,9 +267,9 @@ def test_java_and_javascript_values_follow_the_official_converters(fixture_tasks
 def test_hostile_output_is_rejected_quickly(fixture_tasks, output):
     PWNED.unlink(missing_ok=True)
     for task_id in ("simple_python_0", "irrelevance_0", "simple_java_0"):
-        start = time.perf_counter()
+        start = cpu_seconds()
         result = score(fixture_tasks[task_id], output)
-        assert time.perf_counter() - start < 5.0
+        assert cpu_seconds() - start < 5.0
         if task_id != "irrelevance_0":
             assert result.reward == 0.0 and not result.correct
     assert not PWNED.exists()
@@ -354,9 +354,9 @@ def test_parse_task_rejections():
     assert P.workbench_parse_task(_generated(functions=[None]), []).code == "schema"  # raised AttributeError before
     deep = '{"question": "q", "functions": [], "ground_truth": ' + "[" * 50 + "]" * 50 + "}"
     assert P.workbench_parse_task(deep, []).code == "parse_error"
-    start = time.perf_counter()
+    start = cpu_seconds()
     hostile = P.workbench_parse_task('{"question": "__import__(\'os\').system(\'touch /tmp/pwned_bfcl\')", ' + '"x": "\udcff"}', [])
-    assert isinstance(hostile, Rejection) and time.perf_counter() - start < 5.0 and not PWNED.exists()
+    assert isinstance(hostile, Rejection) and cpu_seconds() - start < 5.0 and not PWNED.exists()
     assert hostile.code == "bad_text"
 
 
@@ -523,9 +523,9 @@ def test_escaped_lone_surrogate_in_generation_is_bad_text(changes, where):
 def test_validate_refuses_oversize_and_unencodable_specs():
     task = P.workbench_parse_task(_generated(), [])
     huge = {**task.spec, "question": [[{"role": "user", "content": "x" * 500_000}]]}
-    start = time.perf_counter()
+    start = cpu_seconds()
     assert [r.code for r in P.workbench_validate_task(Task(domain="bfcl", prompt="p", spec=huge))] == ["too_large"]
-    assert time.perf_counter() - start < 1.0
+    assert cpu_seconds() - start < 1.0
     bad = {**task.spec, "functions": [{**task.spec["functions"][0], "description": "\udc00"}] + task.spec["functions"][1:]}
     assert [r.code for r in P.workbench_validate_task(Task(domain="bfcl", prompt="p", spec=bad))] == ["bad_text"]
 
@@ -535,10 +535,10 @@ def test_repeated_tool_call_text_scores_in_linear_time(fixture_tasks):
     task = fixture_tasks["simple_python_0"]
     times = {}
     for n in (2_000, 8_000):
-        start = time.perf_counter()
+        start = cpu_seconds()
         for text in ("<tool_call>" * n, "<tool_call>{" * n, "<tool_call>x</tool_call>" * (n // 3)):
             assert score(task, text).reward == 0.0
-        times[n] = time.perf_counter() - start
+        times[n] = cpu_seconds() - start
     assert times[8_000] < 0.5, times
     gold = render_gold(task.spec)
     assert score(task, "<tool_call>" + json.dumps(json_call(task)) + "</tool_call>").correct, gold
@@ -569,10 +569,10 @@ def test_keyword_arguments_renamed_in_linear_time(fixture_tasks):
         {"_bfcl_kw_from": "from", "_bfcl_kw_class": "class"},
     )
     source = "[" + ", ".join(["f(from=1)"] * 9_000) + "]"
-    start = time.perf_counter()
+    start = cpu_seconds()
     renamed, names = rename_keyword_arguments(source)
     assert names == {"_bfcl_kw_from": "from"} and renamed.count("_bfcl_kw_from=1") == 9_000
-    assert time.perf_counter() - start < 2.0
+    assert cpu_seconds() - start < 2.0
 
 
 # --- Property test: hostile generations, specs and outputs (issue 11) -----------------------------------
