@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from workbench.config import ConfigError
-from workbench.engine.threads import ThreadSettingError, apply_threads, resolve_threads, usable_cores
+from workbench.engine.threads import ThreadSettingError, apply_threads, load_aware_threads, resolve_threads, usable_cores
 
 
 @pytest.fixture(autouse=True)
@@ -61,3 +61,65 @@ def test_a_run_sets_the_configured_count(make_config, tmp_path):
     torch.set_num_threads(2)
     CoEvolution(make_config(threads=1, epochs=1), tmp_path / "run")
     assert torch.get_num_threads() == 1
+
+
+# --- the load-aware default (issue 29 item 6: a tiny demo epoch beside two busy loops took 24.3 s with
+# torch's two threads and 2.3 s with one) ----------------------------------------------------------
+
+
+def test_running_threads_of_other_processes_are_counted():
+    """Busy loops started here show in the reading of /proc/stat (a real load, not a stub)."""
+    import subprocess
+    import sys
+    import time
+
+    from workbench.engine.threads import runnable_elsewhere
+
+    quiet = runnable_elsewhere()
+    if quiet is None:
+        pytest.skip("no /proc/stat for this process's cores")
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(usable_cores() + 1)]
+    try:
+        time.sleep(0.5)
+        assert runnable_elsewhere() >= usable_cores()
+        count, source = load_aware_threads(None)
+        assert count == 1 and "running thread(s) of other processes" in source
+        assert load_aware_threads(2) == (2, "config field threads")  # a count the user set is kept
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+
+
+def test_the_default_takes_the_cores_other_processes_leave(monkeypatch):
+    import workbench.engine.threads as threads
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    for busy, expected in [(0, 4), (1, 3), (3, 1), (9, 1)]:
+        monkeypatch.setattr(threads, "runnable_elsewhere", lambda busy=busy: busy)
+        assert load_aware_threads(None)[0] == expected
+        assert load_aware_threads(None, recorded=2) == (2, "the count this run started with")
+    monkeypatch.setenv("WORKBENCH_THREADS", "3")
+    assert load_aware_threads(None, recorded=2)[0] == 3  # the environment variable still wins
+
+
+def test_a_resumed_run_takes_the_thread_count_it_started_with(make_config, tmp_path, monkeypatch):
+    """The bits of a gradient depend on the thread count, so a run started on a busy machine
+    and resumed on a quiet one keeps the count it started with (recorded in state.json)."""
+    import json
+
+    import workbench.engine.threads as threads
+    from workbench.engine.loop import CoEvolution
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(threads, "runnable_elsewhere", lambda: 5)  # started beside a busy process
+    CoEvolution(make_config(epochs=1), tmp_path / "run").run()
+    assert torch.get_num_threads() == 1
+    checkpoint = next((tmp_path / "run" / "checkpoints").glob("epoch_*"))
+    assert json.loads((checkpoint / "state.json").read_text())["threads"] == 1
+    monkeypatch.setattr(threads, "runnable_elsewhere", lambda: 0)  # resumed on a quiet machine
+    torch.set_num_threads(2)
+    CoEvolution(make_config(epochs=2), tmp_path / "run", resume=True)
+    assert torch.get_num_threads() == 1
+    CoEvolution(make_config(epochs=1), tmp_path / "fresh")  # a new run on the quiet machine takes both cores
+    assert torch.get_num_threads() == 2

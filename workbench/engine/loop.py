@@ -124,7 +124,8 @@ class CoEvolution:
         self._epochs_without_valid = 0
         require_generation_backends(config)  # a vLLM config on a machine without vLLM fails before any training
         prepare_environment(config.tracking, self.run_dir)  # before TRL imports a tracker; a missing one fails here
-        apply_threads(config.threads)
+        # chosen once (a resume takes the count the run started with: a gradient's bits depend on it)
+        self.threads = apply_threads(config.threads, load_aware=True, recorded=self.folder.recorded_threads(existing))
         self.folder.create()
         torch.manual_seed(config.seed)
         self.seeds = self._select_seeds(self.domain.seed_tasks(config.domain_options))
@@ -570,7 +571,7 @@ class CoEvolution:
             epoch=self.epoch, metrics=self.metrics, history=self.history, static_pool=self.static_pool,
             d_env=self.d_env, stats=self.stats, epochs_without_valid=self._epochs_without_valid,
             engine_rng=self.rng.getstate(), agent_optimizer=self.agent.optimizer_state(),
-            env_optimizer=self.env_updater.optimizer_state(),
+            env_optimizer=self.env_updater.optimizer_state(), threads=self.threads,
         )
 
     def _restore(self, checkpoint: Path) -> None:

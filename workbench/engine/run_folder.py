@@ -77,6 +77,7 @@ class RunState:
     env_optimizer: Any = None
     rng: dict[str, Any] | None = None  # checkpoint.rng_state(): python, numpy, torch, cuda
     checkpoint: Path | None = None  # the checkpoint folder it was read from (`read_checkpoint`)
+    threads: int | None = None  # torch's CPU threads the run started with (a resume takes them again: workbench.engine.threads)
 
 
 class RunFolder(RunLayout):
@@ -208,7 +209,7 @@ class RunFolder(RunLayout):
             stats = {"epoch": s.epoch, "p_hat_mean": s.p_hat_mean, "frac_in_band": s.frac_in_band,
                      "recent": [[t.to_dict(), p] for t, p in s.recent]}
             atomic_write_text(folder / "state.json", json.dumps(
-                {"epoch": state.epoch, "stats": stats, "epochs_without_valid": state.epochs_without_valid}))
+                {"epoch": state.epoch, "stats": stats, "epochs_without_valid": state.epochs_without_valid, "threads": state.threads}))
             self._copy_epoch_files(folder / "epochs", state.epoch)
             if seal is not None:
                 seal()
@@ -291,7 +292,20 @@ class RunFolder(RunLayout):
             env_optimizer=trainer["env_optimizer"],
             rng=trainer["rng"],
             checkpoint=folder,
+            threads=state.get("threads"),
         )
+
+    @staticmethod
+    def recorded_threads(folder: Path | None) -> int | None:
+        """The thread count checkpoint `folder` records (None: no checkpoint, or one written
+        before checkpoints recorded it)."""
+        if folder is None:
+            return None
+        try:
+            threads = json.loads((folder / "state.json").read_text(encoding="utf-8")).get("threads")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return threads if isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1 else None
 
     def reset_to(self, state: RunState, d_train: Iterable[Task]) -> None:
         """After a resume: the live files as they were at the checkpoint, discarding anything

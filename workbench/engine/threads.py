@@ -9,16 +9,29 @@ itself, from the `threads` config field, else the `WORKBENCH_THREADS` environmen
 run started with `WORKBENCH_THREADS=1` leaves a core to the training run beside it), else
 `OMP_NUM_THREADS` when set, else the cores this process may use (its CPU affinity) divided
 among the processes of one launch (`LOCAL_WORLD_SIZE`), at least one.
+
+That last default also looks at the machine's load when a run starts (`apply_threads(None,
+load_aware=True)`): it takes only the cores that other processes' running threads leave free
+(Linux's `procs_running`), at least one. A run started beside another CPU-heavy process then
+takes one thread instead of OpenMP threads that spin waiting for each other on a taken core
+(`benchmarks/shared_cpu.py` measures it). The count is chosen once a run and kept: the bits of
+a gradient depend on the thread count, so a run's checkpoints record it (`state.json`) and a
+resume takes it again. A count the user set (config field, environment variable) is kept as set.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 
 from workbench.errors import WorkbenchError
 
 log = logging.getLogger(__name__)
+
+
+# the end of the source of the default count: the one count `adapt_threads` may lower
+LOAD_ADAPTIVE = "local process(es)"
 
 
 class ThreadSettingError(WorkbenchError, ValueError):
@@ -49,7 +62,7 @@ def default_threads() -> tuple[int, str]:
         if os.environ.get(name, "").strip():
             return _positive(os.environ[name].strip(), f"environment variable {name}"), name
     processes = _positive(os.environ.get("LOCAL_WORLD_SIZE", "1") or "1", "environment variable LOCAL_WORLD_SIZE")
-    return max(1, usable_cores() // processes), f"{usable_cores()} usable cores / {processes} local process(es)"
+    return max(1, usable_cores() // processes), f"{usable_cores()} usable cores / {processes} {LOAD_ADAPTIVE}"
 
 
 def resolve_threads(setting: int | None) -> tuple[int, str]:
@@ -59,12 +72,49 @@ def resolve_threads(setting: int | None) -> tuple[int, str]:
     return default_threads()
 
 
-def apply_threads(setting: int | None) -> int:
-    """Set torch's intra-op thread count for this process; return it."""
+def load_aware_threads(setting: int | None, recorded: int | None = None) -> tuple[int, str]:
+    """The count for a run: a set count as set; else the run's `recorded` count (a resume);
+    else the default share lowered to the cores other processes' running threads leave free."""
+    count, source = resolve_threads(setting)
+    if not source.endswith(LOAD_ADAPTIVE):
+        return count, source
+    if recorded is not None:
+        return _positive(recorded, "the run's recorded thread count (state.json)"), "the count this run started with"
+    busy = runnable_elsewhere()
+    if busy is None or usable_cores() - busy >= count:
+        return count, source
+    return max(1, usable_cores() - busy), f"{source}, {busy} running thread(s) of other processes"
+
+
+def apply_threads(setting: int | None, load_aware: bool = False, recorded: int | None = None) -> int:
+    """Set torch's intra-op thread count for this process; return it. `load_aware` (a run's
+    start): `load_aware_threads`, with the run's `recorded` count on a resume."""
     import torch
 
-    count, source = resolve_threads(setting)
+    count, source = load_aware_threads(setting, recorded) if load_aware else resolve_threads(setting)
     if torch.get_num_threads() != count:
         torch.set_num_threads(count)
     log.info("torch uses %d CPU thread(s) (%s)", count, source)
     return count
+
+
+def runnable_elsewhere(samples: int = 5, interval_s: float = 0.004) -> int | None:
+    """Threads of other processes running or ready to run now: the fewest of `samples`
+    readings of `procs_running` in /proc/stat (this process's own OpenMP threads spin for a
+    moment after a parallel region, so the fewest is the steady load), less the thread reading
+    it. None where there is no /proc/stat, or where it counts the CPUs of a larger host than
+    this process may use (a container's slice): then the load says nothing about our cores."""
+    try:
+        with open("/proc/stat", "rb") as handle:
+            cpus = sum(1 for line in handle if line[:3] == b"cpu" and line[3:4].isdigit())
+        if cpus > 2 * usable_cores():
+            return None
+        readings: list[int] = []
+        for i in range(samples):
+            if i:
+                time.sleep(interval_s)
+            with open("/proc/stat", "rb") as handle:
+                readings.extend(int(line.split()[1]) for line in handle if line.startswith(b"procs_running "))
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0, min(readings) - 1) if readings else None
