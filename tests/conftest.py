@@ -11,6 +11,10 @@ import pytest
 # `pythonpath` in pyproject.toml's [tool.pytest.ini_options].
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# One thread count for every run of the session, whatever the load when each starts: the tests that
+# compare a killed-and-resumed run with an uninterrupted one bit for bit need the same count in both
+# (a run's default looks at the load: workbench.engine.threads; tests/test_threads.py tests that).
+os.environ.setdefault("WORKBENCH_THREADS", str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
 
 # Dotted config overrides that make a demo run fast enough for tests (tests import this).
