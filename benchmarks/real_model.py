@@ -21,7 +21,9 @@ Each row is `workbench.demo.real_model_config` (the `workbench demo --model` set
 both models, n = 4, few-shot turns, the cold start) with the training split as its seeds, sized
 per benchmark in `BENCHMARKS` (epochs, tasks an epoch, mixture). The cold start of a run seed is
 computed once (by the `cold` row) and copied by the other rows of that seed from the workbench
-cache, so every row of a seed starts from the same cold-started models. Evaluation samples one
+cache, so every row of a seed starts from the same cold-started models (a benchmark may size its
+cold start in `BENCHMARKS`: BFCL's fixes `cold_start.seed`, so one cold start serves every run
+seed and the seeds vary only the co-evolution and the sampling). Evaluation samples one
 answer per held-out task at temperature 0.7 with the run seed, scored by the plugin; the figure
 is the plugin's headline metric, with the success rate per difficulty rung beside it.
 
@@ -73,8 +75,10 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
 BENCHMARKS: dict[str, dict[str, Any]] = {
     "arithmetic": {"options": {"count": 2000}, "train": 96, "heldout": 96, "stratify": True,
                    "epochs": 8, "tasks": 8, "base": 4, "history": 4},
+    # BFCL's environment examples are ~1,500-token sequences (two rendered seeds shown, one written): the cold
+    # start takes its first 48 seeds, and one cold start (seed 0) serves every run seed (docs/real-model.md)
     "bfcl": {"options": {"categories": ["simple_python", "multiple"]}, "train": 96, "heldout": 64,
-             "epochs": 4, "tasks": 8, "base": 4, "history": 4},
+             "epochs": 4, "tasks": 8, "base": 4, "history": 4, "cold_start": {"max_seeds": 48, "seed": 0}},
     # no level-1 prompt is under 1,600 characters (median 2,836): API-Bank allows 2,400 (89 of its 399 records fit)
     "api_bank": {"options": {"data_path": str(SHARED / "api_bank" / "level-1-api_processed.json")}, "train": 16, "heldout": 48,
                  "max_prompt_chars": 2400, "epochs": 2, "tasks": 4, "base": 2, "history": 2},
@@ -185,6 +189,7 @@ def train_config(args: argparse.Namespace, row: str, seed: int, seed_ids: list[s
         pool = dataclasses.replace(pool, base_per_epoch=spec["base"] + spec["history"] + spec["tasks"], history_per_epoch=0)
     return dataclasses.replace(
         config,
+        cold_start=dataclasses.replace(config.cold_start, **spec.get("cold_start", {})) if config.cold_start else None,
         pool=pool,
         env=dataclasses.replace(config.env, tasks_per_epoch=spec["tasks"], **changes.get("env", {})),
         curriculum=dataclasses.replace(config.curriculum, **changes.get("curriculum", {})),
@@ -354,8 +359,11 @@ def eval_cell(args: argparse.Namespace, row: str, seed: int, samples: int) -> No
 
 
 def _identity(args: argparse.Namespace, train: list[Any], heldout: list[Any]) -> dict[str, Any]:
-    return {"benchmark": args.benchmark, "model": args.model, "epochs": args.epochs or BENCHMARKS[args.benchmark]["epochs"],
-            "train_ids": [t.id for t in train], "heldout_ids": [t.id for t in heldout]}
+    identity = {"benchmark": args.benchmark, "model": args.model, "epochs": args.epochs or BENCHMARKS[args.benchmark]["epochs"],
+                "train_ids": [t.id for t in train], "heldout_ids": [t.id for t in heldout]}
+    if "cold_start" in BENCHMARKS[args.benchmark]:  # a benchmark's own cold-start sizes (the others take the run's)
+        identity["cold_start"] = BENCHMARKS[args.benchmark]["cold_start"]
+    return identity
 
 
 def _size_flags(args: argparse.Namespace) -> list[str]:

@@ -133,6 +133,19 @@ def test_a_cached_cold_start_gives_the_same_run_as_a_trained_one(base_config, tm
     assert same(weights(first.agent.model), weights(second.agent.model))
 
 
+def test_a_fixed_cold_start_seed_gives_runs_of_other_seeds_one_cold_start(base_config, tmp_path, tiny_cache):
+    """`cold_start.seed` fixed: a run of seed 12 copies the cold start a run of seed 13 fine-tuned
+    (same weights); left unset, each run seed fine-tunes its own (different example draws)."""
+    shared = dataclasses.replace(FAST, cache=True, seed=5)
+    runs = {}
+    for name, seed, cold in [("a", 13, shared), ("b", 12, shared), ("own", 12, dataclasses.replace(FAST, cache=True))]:
+        CoEvolution(dataclasses.replace(base_config, cold_start=cold, seed=seed), tmp_path / name)
+        runs[name] = json.loads((tmp_path / name / "cold_start" / "record.json").read_text())["roles"]
+    for role in ("agent", "env"):
+        assert runs["b"][role]["from_cache"] and runs["b"][role]["files"] == runs["a"][role]["files"], role
+    assert runs["own"]["env"]["files"] != runs["a"]["env"]["files"]  # the run's own seed draws other examples
+
+
 KILLED_SCRIPT = textwrap.dedent(
     """
     import sys, time

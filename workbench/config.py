@@ -221,6 +221,12 @@ class ColdStartSettings:
     per_device_batch_size: int = _f(2, "Examples per micro-step.")
     gradient_accumulation_steps: int = _f(4, "Micro-steps per optimizer step (effective batch = the two multiplied).")
     max_seeds: int | None = _f(None, "Use at most this many seed tasks (the first ones); None = all of the run's seeds.")
+    seed: int | None = _f(
+        None,
+        "Seed of the fine-tuning (its example draws and order, TRL's seed); None = the run's seed. A fixed value gives "
+        "runs of different seeds one cold start (with cache: on, fine-tuned once): their comparison then varies only "
+        "the co-evolution.",
+    )
     cache: bool = _f(
         False,
         "Keep the cold-started models under the workbench cache ($WORKBENCH_CACHE/cold-start/KEY), keyed by model, seeds, "
@@ -351,6 +357,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
     "cold_start.max_seeds": (1, math.inf, True, False, "use at least 1 seed, or leave it unset (null) for all"),
     "threads": (1, math.inf, True, False, "use at least 1 thread, or leave it unset (null) for the default"),
     "seed": (0, 2**32 - 1, True, True, "use a whole number from 0 to 4294967295 (2**32 - 1), the range random, numpy and torch all accept, e.g. 0"),
+    "cold_start.seed": (0, 2**32 - 1, True, False, "use a whole number from 0 to 4294967295, or leave it unset (null) for the run's seed"),
 }
 
 

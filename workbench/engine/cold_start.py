@@ -200,13 +200,19 @@ def prepare(
     return ColdStartModels({role: layout.cold_start_dir / role for role in wanted}, record)
 
 
+def cold_start_seed(config: RunConfig) -> int:
+    """The seed of the run's cold start: `cold_start.seed`, else the run's seed."""
+    assert config.cold_start is not None
+    return config.seed if config.cold_start.seed is None else config.cold_start.seed
+
+
 def _make_role(config: RunConfig, domain: Domain, seeds: list[Task], role: str, folder: Path, progress: Callable[[str], None]) -> None:
     """Fine-tune one role (or copy it from the cache) into `folder`, renamed into place whole."""
     settings = config.cold_start
     assert settings is not None
     model_settings = config.agent.model if role == "agent" else config.env.model
     field = f"{role}.model"
-    rng = random.Random(f"cold-start-{config.seed}-{role}")
+    rng = random.Random(f"cold-start-{cold_start_seed(config)}-{role}")
     rows: list[Row] = []
     missing = 0
     for _ in range(settings.passes):
@@ -273,8 +279,8 @@ def _fine_tune(config: RunConfig, model_settings: ModelSettings, field: str, row
         disable_tqdm=True,
         use_cpu=device.type == "cpu",
         bf16=uses_bf16_autocast(model_settings, device),
-        seed=config.seed,
-        data_seed=config.seed,
+        seed=cold_start_seed(config),
+        data_seed=cold_start_seed(config),
         dataset_num_proc=None,
         **checkpointing_arguments(model_settings.gradient_checkpointing),
     )
@@ -339,7 +345,7 @@ def _cache_key(config: RunConfig, role: str, model: ModelSettings, rows: list[Ro
         "v": COLD_START_VERSION, "role": role, "model": str(path), "weights": weights, "dtype": model.dtype,
         "lora": dataclasses.asdict(model.lora) if model.lora else None, "checkpointing": model.gradient_checkpointing,
         "settings": {k: v for k, v in dataclasses.asdict(config.cold_start).items() if k != "cache"},  # type: ignore[arg-type]
-        "rows": rows, "seed": config.seed,
+        "rows": rows, "seed": cold_start_seed(config),
     }
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
