@@ -119,6 +119,57 @@ def test_eval_with_a_missing_model_is_a_clear_error(tmp_path):
     assert out.returncode == 2 and "--model.name_or_path" in out.stderr and "no such folder" in out.stderr
 
 
+@pytest.fixture
+def demo_models_built(monkeypatch):
+    """The calls of `workbench demo` into the warm start and model loading (`demo_run_config`),
+    which the test's arguments must refuse before: a call fails it at once instead of
+    building or loading the demo models."""
+    import workbench.demo
+
+    calls = []
+
+    def not_expected(*args, **kwargs):
+        calls.append(args)
+        raise AssertionError("workbench demo went on to the warm start and model loading")
+
+    monkeypatch.setattr(workbench.demo, "demo_run_config", not_expected)
+    return calls
+
+
+def test_demo_refuses_an_existing_run_folder_before_loading_any_model(tmp_path, demo_models_built):
+    """A second `workbench demo --out RUN` used to warm-start and load both models first, then refuse."""
+    run = tmp_path / "runs" / "demo"
+    (run / "checkpoints" / "epoch_0002").mkdir(parents=True)
+    (run / "checkpoints" / "epoch_0002" / "COMPLETE").write_text("")
+    (run / "config.yaml").write_text("domain: arithmetic\n")
+    out = workbench("demo", "--epochs", "2", "--out", str(run))
+    assert out.returncode == 2 and not demo_models_built, out.stderr[-2000:]
+    assert out.stderr.count("\n") == 1 and out.stderr.startswith("error: "), out.stderr
+    assert str(run) in out.stderr and "epoch 2" in out.stderr and "new --out" in out.stderr
+    assert f"workbench run {run / 'config.yaml'} --out {run} --resume" in out.stderr
+    assert out.stdout == ""
+
+
+def test_demo_refuses_an_out_that_is_a_file_but_takes_an_empty_folder(tmp_path, demo_models_built):
+    afile = tmp_path / "notes.txt"
+    afile.write_text("x")
+    out = workbench("demo", "--out", str(afile))
+    assert out.returncode == 2 and not demo_models_built and "is a file" in out.stderr
+    (tmp_path / "empty").mkdir()
+    out = workbench("demo", "--out", str(tmp_path / "empty"))  # nothing to refuse: on to the models
+    assert len(demo_models_built) == 1 and out.returncode == 1
+
+
+@pytest.mark.parametrize("epochs", ["0", "-2"])
+def test_demo_refuses_fewer_than_one_epoch(tmp_path, demo_models_built, epochs):
+    """`--epochs 0` used to run the default 16 epochs (0 is falsy)."""
+    out = workbench("demo", "--epochs", epochs, "--out", str(tmp_path / "demo"))
+    assert out.returncode == 2 and not demo_models_built, out.stderr[-2000:]
+    assert out.stderr == f"error: --epochs {epochs}: a demo runs at least 1 epoch (leave --epochs out for the default: " \
+                         "16 for arithmetic, 3 with --model, 4 for other domains)\n"
+    assert not (tmp_path / "demo").exists()
+
+
 @pytest.mark.slow
 def test_demo_runs_end_to_end_and_resumes_from_its_config(tmp_path):
     out_dir = tmp_path / "demo"

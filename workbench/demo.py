@@ -57,6 +57,7 @@ import json
 import logging
 import math
 import random
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
@@ -76,6 +77,7 @@ from workbench.engine.episodes import Turns, episode_turns
 from workbench.engine.tiny import TinySpec, cache_root, cached_tiny_model
 from workbench.errors import WorkbenchError
 from workbench.registry import load_registry
+from workbench.run_layout import RunLayout
 from workbench.tasks import AgentStats, Task, restore_plain_modes
 
 log = logging.getLogger(__name__)
@@ -186,19 +188,52 @@ def warm_start(
         examples = _env_examples(tok, domain, seeds, random.Random(seed), shown=3, include_self=False)
     settings = RWRSettings(learning_rate=learning_rate, batch_size=32, epochs=steps_epochs)
     updater = RWRUpdater(settings, model, tok, str(out.parent / f".warm-{role}"), seed=seed)
-    if bars:
-        _show_progress_bar(updater)
-    updater.update(examples)
+    line = ProgressLine(f"[demo] {'agent' if role == 'agent' else 'environment'} warm start") if bars else None
+    if line is not None:
+        line.attach(updater.trainer)
+    try:
+        updater.update(examples)
+    finally:
+        if line is not None:
+            line.close()
     _save(updater.model, tok, out)
     return out
 
 
-def _show_progress_bar(updater: Any) -> None:
-    """The Trainer's own tqdm bar (steps, elapsed, estimate left) for a long warm start."""
-    from transformers.trainer_callback import ProgressCallback
+# A warm start's progress line: "[demo] agent warm start: 120/400 steps [00:08 elapsed, about 00:19 left]"
+PROGRESS_FORMAT = "{desc}: {n_fmt}/{total_fmt} {unit}s [{elapsed} elapsed, about {remaining} left]"
 
-    updater.trainer.args.disable_tqdm = False
-    updater.trainer.add_callback(ProgressCallback)
+
+class ProgressLine:
+    """One compact line on stderr for a long training call: steps done of the total, time
+    elapsed and an estimate of the time left, rewritten in place (tqdm) at most twice a second.
+    It replaces the Trainer's own output for the demo's warm starts: the updater's trainer runs
+    with `disable_tqdm` and without its PrinterCallback (`workbench.engine.rwr`), so no log
+    dict is printed, and this line is fed by a `StepProgress` callback."""
+
+    def __init__(self, label: str, stream: Any = None):
+        self.label = label
+        self.stream = stream
+        self.bar: Any = None
+
+    def attach(self, trainer: Any) -> None:
+        from workbench.engine.agent import StepProgress
+
+        trainer.add_callback(StepProgress(self.report))
+
+    def report(self, done: int, total: int, unit: str) -> None:
+        from tqdm import tqdm
+
+        if self.bar is None:
+            self.bar = tqdm(total=total, desc=self.label, unit=unit, file=self.stream or sys.stderr,
+                            bar_format=PROGRESS_FORMAT, mininterval=0.5)
+        self.bar.total = total
+        self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
 
 def _save(model: Any, tokenizer: Any, out: Path) -> None:
@@ -247,8 +282,9 @@ def prepare_demo_models(progress: Callable[[str], None] = print, bars: bool = Fa
     """Build (or reuse from the cache) the warm-started arithmetic agent and environment models:
     the agent on `arithmetic_ladder`, the environment on the 320 seeds (prompts showing three
     seeds -> another seed), both from one tiny base. Torch uses the workbench's thread count
-    (`WORKBENCH_THREADS`, workbench.engine.threads), as the runs do. `bars` shows tqdm bars
-    with an estimate for the warm starts (the CLI does; notebooks don't)."""
+    (`WORKBENCH_THREADS`, workbench.engine.threads), as the runs do. `bars` shows each warm
+    start as one progress line on stderr, steps done of the total with an estimate of the time
+    left (`ProgressLine`; the CLI does, notebooks don't)."""
     domain = load_registry(allow=["workbench_demo"]).domain(DEMO_DOMAIN)
     spec = TinySpec()
     corpus = _corpus(domain)
@@ -550,9 +586,25 @@ def demo_run_config(
         return real_model_config(model, domain, mode=mode, epochs=epochs, seed=seed, options=options)
     if domain == DEMO_DOMAIN:
         agent, env = prepare_demo_models(progress=progress, bars=bars)
-        return demo_config(agent, env, mode=mode, epochs=epochs or 16, seed=seed)
+        return demo_config(agent, env, mode=mode, epochs=16 if epochs is None else epochs, seed=seed)
     demo = prepare_domain_demo(domain, options, progress=progress)
-    return domain_demo_config(demo, mode=mode, epochs=epochs or 4, seed=seed)
+    return domain_demo_config(demo, mode=mode, epochs=4 if epochs is None else epochs, seed=seed)
+
+
+def check_new_run_folder(out: Path) -> None:
+    """Refuse, at once, a demo `--out` that already holds a run (a completed-epoch checkpoint,
+    as the engine would refuse it after the warm start and the model loading) or that is a
+    file; the message names the folder and the fixes. Reads the folder only: no torch, no
+    model, so the refusal takes milliseconds instead of the warm start's minutes."""
+    if out.exists() and not out.is_dir():
+        raise DemoError(f"--out {str(out)!r} is a file; give a new folder for the demo run")
+    done = RunLayout(out).completed_checkpoint_epochs()
+    if done:
+        epoch = max(done)
+        raise DemoError(
+            f"run folder {str(out)!r} already holds a run (checkpoint of epoch {epoch}); choose a new --out folder, "
+            f"or continue that run with `workbench run {out / 'config.yaml'} --out {out} --resume` (add --epochs N to extend it)"
+        )
 
 
 # ---------------------------------------------------------------------------- a real model
@@ -636,7 +688,7 @@ def real_model_config(
         domain_options=options,
         seed_ids=[t.id for t in chosen],
         mode=mode,
-        epochs=epochs or 3,
+        epochs=3 if epochs is None else epochs,
         seed=seed,
         agent=AgentSettings(
             model=agent_model,

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# A checkpoint folder holds this file when it was written whole (workbench.engine.checkpoint writes it last).
+CHECKPOINT_COMPLETE = "COMPLETE"
+
 
 class RunLayout:
     """The paths of one run folder."""
@@ -82,6 +85,20 @@ class RunLayout:
     def eval_root(self) -> Path:
         """Evaluation folders of this run (`eval/<benchmark>/`); reports pick them up."""
         return self.path / "eval"
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.path / "checkpoints"
+
+    def completed_checkpoint_epochs(self) -> list[int]:
+        """The epochs of the checkpoint folders written whole (their COMPLETE marker present), in
+        order; not verified against their manifests (workbench.engine.checkpoint does that)."""
+        found = []
+        for path in self.checkpoints_dir.glob("epoch_*"):
+            number = path.name.removeprefix("epoch_")
+            if number.isdigit() and (path / CHECKPOINT_COMPLETE).is_file():
+                found.append(int(number))
+        return sorted(found)
 
     def is_run(self) -> bool:
         """A run folder: it has its config and its metrics."""

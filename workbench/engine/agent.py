@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from datasets import Dataset
-from transformers import PrinterCallback
+from transformers import PrinterCallback, TrainerCallback
 
 from workbench.config import AgentSettings
 from workbench.engine import distributed as dist
@@ -60,6 +60,37 @@ class AgentEpochResult:
     local_task_ids: list[str] = field(default_factory=list)
     episodes: dict[str, Any] | None = None  # EpisodeStats.summary() of all ranks, None without episodes
     micro_batches: dict[str, int] = field(default_factory=dict)  # all ranks: seen, and skipped with an exact-zero gradient
+
+
+class StepProgress(TrainerCallback):
+    """Reports a trainer's progress as it happens: `report(done, total, unit)` at the start of
+    `train()` (0 done) and after every micro-batch. The unit is the optimizer step, or with
+    gradient accumulation the micro-batch (`max_steps x gradient_accumulation_steps` of them;
+    a short last accumulation counts as whole). An early stop (the RWR KL cap) ends below the
+    total. An observer only: it never changes the trainer's control flow. `report` may be
+    swapped at any time; None reports nothing."""
+
+    def __init__(self, report: Callable[[int, int, str], None] | None = None):
+        self.report = report
+        self.done = self.total = 0
+        self.per_step = 1
+
+    def _send(self) -> None:
+        if self.report is not None:
+            self.report(self.done, self.total, "step" if self.per_step == 1 else "micro-batch")
+
+    def on_train_begin(self, args, state, control, **kwargs):  # noqa: ANN001 (Trainer callback signature)
+        self.per_step = max(1, int(args.gradient_accumulation_steps or 1))
+        self.done, self.total = 0, int(state.max_steps or 0) * self.per_step
+        self._send()
+
+    def on_substep_end(self, args, state, control, **kwargs):  # noqa: ANN001
+        self.done = min(self.done + 1, self.total)
+        self._send()
+
+    def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
+        self.done = min(int(state.global_step) * self.per_step, self.total)
+        self._send()
 
 
 def completion_text(completion: Any) -> str:
@@ -131,6 +162,8 @@ class GRPOAgent:
         )
         self.trainer.model_accepts_loss_kwargs = False
         self.trainer.remove_callback(PrinterCallback)  # metrics go to metrics.jsonl, not stdout
+        self.step_progress = StepProgress()  # the loop points its `report` at the run's progress events
+        self.trainer.add_callback(self.step_progress)
         self.zero_advantage = ZeroAdvantageSkip(enabled=settings.skip_zero_advantage)
         self.zero_advantage.install(self.trainer)
         if settings.model.lora and settings.model.lora.merge_for_generation and not settings.use_vllm:

@@ -42,11 +42,12 @@ import numpy as np
 import torch
 
 from workbench.errors import WorkbenchError
+from workbench.run_layout import CHECKPOINT_COMPLETE
 from workbench.tasks import atomic_write_text, restore_plain_modes
 
 LATEST = "LATEST"
 MANIFEST = "MANIFEST.json"
-COMPLETE = "COMPLETE"
+COMPLETE = CHECKPOINT_COMPLETE
 # Files above this size (7B weight shards, their optimizer state) are checked by size only:
 # hashing runs at a few hundred MB/s, and truncation, the realistic damage, changes the size.
 HASH_MAX_BYTES = 1 << 30

@@ -25,8 +25,12 @@ the attempts are gathered, so p_hat and the environment records are identical on
 rank; the trainers shard their batches themselves (DDP). Only rank 0 writes the run folder
 and calls the plugins' run hooks; the others wait at a barrier after each checkpoint.
 
-The loop emits events (`{"type": "phase" | "epoch_end" | "warning", ...}`) to subscribers,
-which is how the notebook UI watches a run without the engine importing any widget code.
+The loop emits events (`{"type": "phase" | "progress" | "epoch_end" | "warning", ...}`) to
+subscribers, which is how the notebook UI and the CLI watch a run without the engine importing
+any widget code. A `progress` event counts work inside a phase: `done` of `total` `unit`s
+(generate: tasks, 0 before the generate call and all of them after it, with `valid`; agent
+and env_update: optimizer steps, or micro-batches under gradient accumulation) and a `text`
+ready to show, e.g. "agent: step 3/10".
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from workbench.domain import Domain
 from workbench.engine import checkpoint as ckpt
 from workbench.engine import cold_start
 from workbench.engine import distributed as dist
-from workbench.engine.agent import AgentEpochResult, GRPOAgent
+from workbench.engine.agent import AgentEpochResult, GRPOAgent, StepProgress
 from workbench.engine.candidates import Candidate, CandidateWriter, cap_new_tasks, prompt_tokens, redraw_summary
 from workbench.engine.checkpoint_writer import BackgroundWriter
 from workbench.engine.cold_start import ColdStartModels
@@ -185,6 +189,18 @@ class CoEvolution:
             except Exception:  # a broken UI must not stop training
                 log.exception("event listener failed")
 
+    def _emit_progress(self, phase: str, done: int, total: int, unit: str, text: str | None = None, **extra: Any) -> None:
+        """A `progress` event: `done` of `total` `unit`s of the current epoch's `phase`."""
+        if not self.listeners:
+            return
+        text = text or f"{phase}: {unit} {done}/{total}"
+        self._emit({"type": "progress", "phase": phase, "epoch": self.epoch + 1, "done": done, "total": total,
+                    "unit": unit, "text": text, **extra})
+
+    def _trainer_progress(self, phase: str) -> Callable[[int, int, str], None]:
+        """A `StepProgress` report that turns a trainer's counts into `phase` progress events."""
+        return lambda done, total, unit: self._emit_progress(phase, done, total, unit)
+
     # ------------------------------------------------------------------ models
 
     def _cold_start(self, from_checkpoint: bool) -> ColdStartModels | None:
@@ -230,6 +246,9 @@ class CoEvolution:
             ref_model=ref_model, seed=cfg.seed, bf16=uses_bf16_autocast(env_settings, resolve_device(env_settings.device)),
             report=trainer_report_arguments(cfg.tracking, self.run_dir, "env"),
         )
+        # progress events with the trainers' step counts (observers only)
+        self.agent.step_progress.report = self._trainer_progress("agent")
+        self.env_updater.trainer.add_callback(StepProgress(self._trainer_progress("env_update")))
         self.env_generator = make_generator(
             cfg.env.generation, self.env_updater.model, self.env_tokenizer, env_settings.name_or_path, cfg.seed,
             merge_lora=bool(env_settings.lora and env_settings.lora.merge_for_generation),
@@ -352,8 +371,12 @@ class CoEvolution:
             if self.mode.generates_each_epoch:
                 self._offload(idle="agent")
                 self.candidate_writer.novelty = self.novelty  # env.redraw_rounds: copies of seeds are drawn again
+                self._emit_progress("generate", 0, cfg.env.tasks_per_epoch, "task", f"generate: 0/{cfg.env.tasks_per_epoch} tasks")
                 candidates = self._generate_candidates(cfg.env.tasks_per_epoch, self.env_generator, "generated", self.seeds)
                 gen_stats = self.env_generator.stats
+                valid = sum(c.valid for c in candidates)
+                self._emit_progress("generate", len(candidates), len(candidates), "task",
+                                    f"generate: {len(candidates)}/{len(candidates)} tasks, {valid} valid", valid=valid)
             elif self.mode.generation == "none":  # GRPO on the seeds alone: the mixture is pool.base_per_epoch seeds
                 candidates, gen_stats = [], None
             else:
@@ -512,6 +535,7 @@ class CoEvolution:
 
         pool = [r for r in self.d_env + new_records if r["in_band"] and r["epoch"] >= first_epoch and factor(r) > 0]
         if not pool:
+            self._emit_progress("env_update", 0, 0, "step", "env_update: no in-band tasks, nothing to train on")
             return None
         weights = curriculum.rwr_weights([r["r_env"] for r in pool], cfg.curriculum.rwr_lambda, [factor(r) for r in pool])
         examples = [

@@ -193,6 +193,8 @@ class RunController:
             kind = event.get("type")
             if kind == "phase":
                 self.state.phase = f"epoch {event.get('epoch')}: {event.get('phase')}"
+            elif kind == "progress":  # counts inside a phase, e.g. "agent: step 3/10"
+                self.state.phase = f"epoch {event.get('epoch')}: {event.get('text') or event.get('phase')}"
             elif kind == "epoch_end":
                 self.state.epoch = int(event["epoch"])
                 self.state.candidates = candidate_rows(self.run.last_candidates, self.run.last_attempts)
