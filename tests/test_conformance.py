@@ -294,3 +294,93 @@ def test_the_checker_and_the_runtime_share_the_prompt_rules(overrides, check, ca
     domain = load_registry(extra_plugins=[("toy", plugin)], builtins=False, entry_points=False).domain("toy")
     call(domain)
     assert fault in domain.take_faults()
+
+
+# ---------------------------------------------------------------- issue 29: sys.exit, the doc's minimal plugin
+
+@hookimpl
+def _score_exits(task, output):
+    sys.exit(3)
+
+
+@hookimpl
+def _parse_exits(text, examples):
+    raise SystemExit("bye")
+
+
+@pytest.mark.parametrize("source, words", [
+    ("import sys\nsys.exit()\n", ["called sys.exit()", "(SystemExit)", "exits_at_import_wb.py:2"]),
+    ("import sys\n\nsys.exit(3)\n", ["called sys.exit(3)", "exits_at_import_wb.py:3"]),
+    ("raise SystemExit('no API key')\n", ["called sys.exit('no API key')", "exits_at_import_wb.py:1"]),
+], ids=["sys.exit()", "sys.exit(3)", "raise SystemExit"])
+def test_a_module_that_exits_at_import_is_a_plugin_fault_not_a_silent_exit(tmp_path, monkeypatch, capsys, source, words):
+    """`workbench check-plugin` on a module calling `sys.exit()` at import used to end with no
+    output (and status 0 for `sys.exit()`): now the import is reported as the plugin's fault."""
+    name = "exits_at_import_wb"
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    assert main(["check-plugin", name]) == 1
+    out = capsys.readouterr().out
+    assert f"FAIL  resolve: could not find plugin '{name}': module '{name}' was found but failed to import" in out, out
+    for word in words:
+        assert word in out, (word, out)
+    assert "a plugin must never exit the process" in out
+
+
+@pytest.mark.parametrize("overrides, check", [
+    ({"workbench_score": _score_exits}, "score garbage output"),
+    ({"workbench_parse_task": _parse_exits}, "parse garbage gives a Rejection"),
+])
+def test_a_hook_that_exits_is_a_plugin_fault(overrides, check):
+    report = check_plugin(toy_plugin(**overrides))
+    assert not report.ok
+    assert "called sys.exit(" in failed(report)[check], str(report)
+
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "writing-a-plugin.md"
+
+
+def _doc_block(marker: str) -> str:
+    text = DOC.read_text(encoding="utf-8")
+    assert f"<!-- {marker} -->" in text and f"<!-- /{marker} -->" in text, f"docs/writing-a-plugin.md lost its {marker} block"
+    return text.split(f"<!-- {marker} -->", 1)[1].split(f"<!-- /{marker} -->", 1)[0]
+
+
+def test_the_doc_names_the_six_required_hooks():
+    """The hooks table of docs/writing-a-plugin.md lists exactly the contract's required hooks."""
+    import re
+
+    from workbench.hookspecs import REQUIRED_DOMAIN_HOOKS
+
+    rows = [line for line in _doc_block("required-hooks").splitlines() if line.startswith("| `workbench_")]
+    named = [re.match(r"\| `(workbench_\w+)\(", row).group(1) for row in rows]
+    assert named == list(REQUIRED_DOMAIN_HOOKS) and len(named) == 6
+    assert all(row.count("|") == 3 and len(row.split("|")[2].strip()) > 20 for row in rows), "one line saying what each does"
+
+
+def test_the_docs_minimal_plugin_passes_the_checker(tmp_path, monkeypatch, capsys):
+    """The minimal plugin of docs/writing-a-plugin.md, as printed, passes `workbench check-plugin
+    --strict` with only the six required hooks, so the doc cannot rot."""
+    import re
+
+    from workbench.hookspecs import REQUIRED_DOMAIN_HOOKS
+
+    code = re.search(r"```python\n(.*?)```", _doc_block("minimal-plugin"), re.S).group(1)
+    name = "reverse_word_plugin"
+    assert f"`{name}.py`" in DOC.read_text(encoding="utf-8") and f"workbench check-plugin {name}" in DOC.read_text(encoding="utf-8")
+    (tmp_path / f"{name}.py").write_text(code, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    try:
+        assert main(["check-plugin", name, "--strict"]) == 0, capsys.readouterr().out
+        assert "0 errors, 0 warnings" in capsys.readouterr().out
+        module = sys.modules[name]
+        hooks = sorted(n for n in vars(module) if n.startswith("workbench_"))
+        assert hooks == sorted(REQUIRED_DOMAIN_HOOKS), "the minimal plugin implements the required hooks only"
+        report = assert_plugin_valid(module, strict=True)
+        assert "from the environment prompt example: 'Word: apple'" in {r.name: r.message for r in report.results}["parse a seed task rendered back"]
+    finally:
+        sys.modules.pop(name, None)

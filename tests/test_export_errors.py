@@ -3,7 +3,8 @@ bad export exits 2 with ONE `error:` line naming the cause, and leaves no datase
 temporary file behind; a full disk (a real file size limit, RLIMIT_FSIZE, in a subprocess) too.
 Provenance never names a checkpoint folder that is gone without saying so.
 
-`CASES` (x 3 formats) and the full-disk cases are counted in docs/reliability.md.
+`CASES` (x 3 formats), `EXISTING_OUT` (x 3 formats) and the full-disk cases are counted in
+docs/reliability.md. Every format treats an existing `--out` alike: refused, unless `--force`.
 """
 
 from __future__ import annotations
@@ -102,7 +103,8 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, fmt):
     if fmt != "hf":  # an earlier export at --out is kept whole, not half overwritten
         out.write_text("the previous export\n")
     env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf_cache")}
-    result = subprocess.run([sys.executable, "-c", FULL_DISK, str(run), "--format", fmt, "--out", str(out)],
+    force = [] if fmt == "hf" else ["--force"]  # replace the earlier export, were there room
+    result = subprocess.run([sys.executable, "-c", FULL_DISK, str(run), "--format", fmt, "--out", str(out), *force],
                             capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
@@ -140,3 +142,82 @@ def test_an_empty_folder_as_hf_out_is_filled(tmp_path):
     assert export_run(run, tmp_path / "hf", "hf")["rows"] == 2
     assert len(load_from_disk(str(tmp_path / "hf"))) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf", "run"]
+
+
+# (id, what stands at --out before the export, extra flags, words of the one error line)
+EXISTING_OUT = [
+    ("an earlier export at --out", "export", [], ["already exists", "add --force to replace it"]),
+    ("a file the user wrote at --out", "file", [], ["already exists", "--force"]),
+]
+
+
+def _existing(out: Path, fmt: str, what: str, run: Path) -> None:
+    if what == "export":
+        export_run(run, out, fmt)
+    elif fmt == "hf":  # a folder of the user's (a run folder, say): never a dataset
+        out.mkdir()
+        (out / "config.yaml").write_text("domain: arithmetic\n")
+    else:
+        out.write_text("the user's own file\n")
+
+
+def _snapshot(root: Path) -> dict:
+    return {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("what, flags, words", [c[1:] for c in EXISTING_OUT], ids=[c[0] for c in EXISTING_OUT])
+def test_every_format_refuses_an_existing_out_without_force(tmp_path, fmt, what, flags, words):
+    """jsonl and verl used to overwrite an existing --out silently while hf refused it."""
+    from test_cli import workbench
+
+    run = make_run(tmp_path / "run", {1: [_task(1)], 2: [_task(2)]})
+    out = tmp_path / f"out{FORMATS[fmt]}"
+    _existing(out, fmt, what, run)
+    before = _snapshot(tmp_path)
+    result = workbench("export", str(run), "--format", fmt, "--out", str(out), *flags)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and str(out) in errors[0], result.stderr
+    for word in words:
+        assert word in errors[0], (word, errors[0])
+    assert _snapshot(tmp_path) == before, "the existing --out is untouched"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_force_replaces_an_earlier_export_once_the_new_one_is_complete(tmp_path, fmt):
+    from test_cli import workbench
+
+    run = make_run(tmp_path / "run", {1: [_task(1)], 2: [_task(2)], 3: [_task(3)]})
+    out = tmp_path / f"out{FORMATS[fmt]}"
+    assert export_run(run, out, fmt, epochs="1")["rows"] == 1
+    result = workbench("export", str(run), "--format", fmt, "--out", str(out), "--force")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["rows"] == 3
+    if fmt == "jsonl":
+        assert len(list(read_jsonl(out))) == 3
+    elif fmt == "verl":
+        import pyarrow.parquet as pq
+
+        assert pq.read_table(out).num_rows == 3
+    else:
+        from datasets import load_from_disk
+
+        assert len(load_from_disk(str(out))) == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["run", out.name]), "no temporary or moved-aside copy left"
+
+
+def test_force_never_replaces_a_folder_that_is_not_a_dataset(tmp_path):
+    """`--format hf --out RUN --force` must not delete a run folder (or any folder of the user's)."""
+    from test_cli import workbench
+
+    run = make_run(tmp_path / "run", {1: [_task(1)]})
+    other = make_run(tmp_path / "other_run", {1: [_task(2)]})
+    before = _snapshot(tmp_path)
+    for out in (other, run / "config.yaml"):
+        result = workbench("export", str(run), "--format", "hf", "--out", str(out), "--force")
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        error = result.stderr.strip().splitlines()[-1]
+        assert error.startswith("error: ") and str(out) in error, result.stderr
+        assert ("is not a saved dataset" in error) if out == other else ("is a file" in error), error
+    assert _snapshot(tmp_path) == before

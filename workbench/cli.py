@@ -300,16 +300,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _jsonl_dicts(path: Path, need: str | None = None) -> None:
-    """Every record of a JSON Lines file is an object (with field `need`); UsageError naming the line."""
+def _jsonl_dicts(path: Path, need: str | None = None) -> int:
+    """Every record of a JSON Lines file is an object (with field `need`); UsageError naming the
+    line. Returns the number of records."""
     from workbench.tasks import read_jsonl
 
+    count = 0
     try:
         for i, rec in enumerate(read_jsonl(path), 1):
             if not isinstance(rec, dict) or (need and need not in rec):
                 raise UsageError(f"{path}: record {i} is not an object" + (f" with field {need!r}" if need else ""))
+            count = i
     except (ValueError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: {exc}" if str(path) not in str(exc) else str(exc)) from None
+    return count
 
 
 def _check_report_sources(paths: list[str]) -> None:
@@ -332,7 +336,11 @@ def _check_report_sources(paths: list[str]) -> None:
         for folder in folders:
             if is_run_dir(folder):
                 read_yaml_mapping(folder / "config.yaml", "run config")
-                _jsonl_dicts(folder / "metrics.jsonl")
+                if not _jsonl_dicts(folder / "metrics.jsonl"):
+                    raise UsageError(
+                        f"run folder {str(folder)!r} has no completed epoch yet ({folder / 'metrics.jsonl'} is empty), so there "
+                        "is nothing to report; wait for its first epoch to finish, or leave the folder out of the report"
+                    )
             if (folder / "aggregate.json").exists():
                 try:
                     aggregate = json.loads((folder / "aggregate.json").read_text(encoding="utf-8"))
@@ -389,6 +397,52 @@ def _option_values(items: list[str] | None) -> dict[str, Any]:
     return options
 
 
+# Values of the domain option `mode` that say how a multi-turn domain's tasks are played (ALFWorld:
+# one command a task, or whole games as episodes); a single-turn domain reads no such option.
+EPISODE_OPTION_VALUES = ("episode", "episodes", "step", "steps")
+# The commands with `--option`, and the argument that names their domain.
+_OPTION_DOMAIN_ARG = {"demo": "domain", "serve": "domain", "check-plugin": "plugin"}
+
+
+def _plays_episodes(domain: Any) -> bool:
+    """A domain that has episodes: multi-turn (`DomainInfo.multi_turn`) with an interaction hook."""
+    return bool(domain.info.multi_turn) and domain.implements("workbench_make_interaction")
+
+
+def check_domain_options(command: str, domain_name: str, options: dict[str, Any]) -> None:
+    """Refuse a domain option that the domain would silently ignore: `--option mode=episode`
+    (or `step`) on a domain that has no episodes, and a run mode (`mode=random`) given as a
+    domain option. A domain name that is not loaded is left to the command to report."""
+    from workbench.modes import MODES
+    from workbench.registry import load_registry
+
+    value = options.get("mode")
+    if not isinstance(value, str) or not domain_name:
+        return
+    registry = load_registry()
+    domain = registry.domains.get(domain_name)
+    if domain is None or _plays_episodes(domain):
+        return  # unknown (the command says so), or a domain that reads its own `mode` option
+    item = f"--option mode={value}"
+    if value in MODES:
+        where = f"use --mode {value}" if command == "demo" else f"run modes apply to runs (`workbench demo --mode {value}`, or `mode: {value}` in a run config)"
+        raise UsageError(f"{item}: {value!r} is a run mode, not a domain option, and domain {domain.name!r} reads no 'mode' "
+                         f"option, so it would be ignored; {where}")
+    if value.lower() in EPISODE_OPTION_VALUES:
+        episodic = sorted(name for name, d in registry.domains.items() if _plays_episodes(d))
+        supported = (f"only the multi-turn domains take it: {', '.join(episodic)} (mode=step: one command a task; "
+                     "mode=episode: whole games)") if episodic else "no loaded domain has episodes"
+        raise UsageError(f"{item}: domain {domain.name!r} has no episodes (its tasks are single-turn: DomainInfo.multi_turn "
+                         f"is false), so the option would be ignored; {supported}. Drop the option, or choose one of those domains")
+
+
+def _check_option_args(args: argparse.Namespace) -> None:
+    """`check_domain_options` for a command with `--option`, before the command loads anything."""
+    arg = _OPTION_DOMAIN_ARG.get(args.command)
+    if arg is not None and getattr(args, "option", None):
+        check_domain_options(args.command, getattr(args, arg, None) or "", _option_values(args.option))
+
+
 def cmd_check_plugin(args: argparse.Namespace) -> int:
     from workbench.conformance import check_plugin
 
@@ -416,7 +470,7 @@ def _yaml_scalar(text: str) -> Any:
 def cmd_export(args: argparse.Namespace) -> int:
     from workbench.export import export_run
 
-    summary = export_run(args.run_dir, args.out, args.format, args.epochs, args.in_band_only, args.include_seeds)
+    summary = export_run(args.run_dir, args.out, args.format, args.epochs, args.in_band_only, args.include_seeds, force=args.force)
     print(json.dumps(summary, indent=2))
     for line in summary.get("missing_epochs", []):
         print(f"warning: {line}; its tasks are not in {summary['path']} (`workbench run CONFIG --out RUN --resume` "
@@ -526,6 +580,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", metavar="A:B", help="only tasks generated in epochs A..B (inclusive; 3:, :5 and 4 work too)")
     p.add_argument("--in-band-only", action="store_true", help="only tasks whose p_hat fell in the difficulty band")
     p.add_argument("--include-seeds", action="store_true", help="add the seed tasks (no epoch, no p_hat)")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing --out (a file, or an earlier hf dataset folder) once the new dataset is complete; "
+                        "without it every format refuses an existing --out")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("serve", help="serve a domain as an OpenEnv environment (reset/step/state over HTTP and WebSocket)")
@@ -550,6 +607,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:
         _quiet_libraries()
     try:
+        _check_option_args(args)  # `--option mode=episode` on a domain without episodes, before minutes of loading
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code

@@ -14,6 +14,8 @@ The rules checked are the ones written in each hook's docstring in `workbench.ho
 (domain info fields and declared metrics, seed tasks, environment prompt, the render/parse
 round trip, garbage text and garbage outputs, validation, reference outputs, and the
 optional hooks the plugin implements). Errors break the contract; warnings are likely mistakes.
+A module that calls `sys.exit()` as it is imported, or a hook that does when called, is reported
+as the plugin's fault (`PLUGIN_FAULTS`: anything but Ctrl-C), never a silent end of the check.
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ GARBAGE_TEXTS = [
     "x" * 5000,
 ]
 GARBAGE_OUTPUTS = ["", "garbage", "{", "Answer:", "<answer></answer>", "[[[", "\u2603" * 50, "y" * 5000]
+# What a plugin may raise that the checker reports as the plugin's fault: everything but Ctrl-C.
+# A module or hook calling `sys.exit()` (SystemExit) would otherwise end `workbench check-plugin`
+# silently, as the runtime's containment guard already refuses to let it end a run.
+PLUGIN_FAULTS = (Exception, SystemExit, GeneratorExit)
 
 
 @dataclass
@@ -180,7 +186,7 @@ def _import_plugin_module(module_name: str, registry: Any) -> tuple[Any, str]:
                 "plugin's folder, or install it with `pip install -e .`"
             ) from None
         raise LookupError(f"module {module_name!r} was found but failed to import: {_fmt_exc(exc)}") from None
-    except Exception as exc:
+    except PLUGIN_FAULTS as exc:
         raise LookupError(f"module {module_name!r} was found but failed to import: {_fmt_exc(exc)}") from None
     return module, getattr(module, "__file__", None) or "built in"
 
@@ -213,6 +219,8 @@ def _plugin_objects(module: Any) -> dict[str, Any]:
 def _fmt_exc(exc: BaseException) -> str:
     tb = traceback.extract_tb(exc.__traceback__)
     where = f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
+    if isinstance(exc, SystemExit):  # `sys.exit()` has no message of its own
+        return f"called sys.exit({'' if exc.code is None else repr(exc.code)}) (SystemExit){where}; a plugin must never exit the process"
     return f"raised {type(exc).__name__}: {exc}{where}"
 
 
@@ -225,7 +233,7 @@ class _Checker:
         """Call a hook; an exception becomes an error result. Returns (called_ok, value)."""
         try:
             return True, getattr(self.hooks, hook)(**kwargs)
-        except Exception as exc:
+        except PLUGIN_FAULTS as exc:
             self.report.add(name, "error", f"{hook} {_fmt_exc(exc)}")
             return False, None
 
@@ -421,7 +429,7 @@ def _rendered_example(c: _Checker, implemented: set[str], seeds: list[Task]) -> 
     try:
         a = c.hooks.workbench_environment_prompt(examples=[seeds[0]], stats=AgentStats())
         b = c.hooks.workbench_environment_prompt(examples=[others[0]], stats=AgentStats())
-    except Exception:
+    except PLUGIN_FAULTS:
         return None
     lines_a, lines_b = a.splitlines(), b.splitlines()
     start = 0
@@ -459,13 +467,13 @@ def _check_parse(c: _Checker, implemented: set[str], seeds: list[Task]) -> None:
     for text in GARBAGE_TEXTS:
         try:
             parsed = c.hooks.workbench_parse_task(text=text, examples=seeds[:3])
-        except Exception as exc:
+        except PLUGIN_FAULTS as exc:
             failures.append(f"parse_task({text[:30]!r}) {_fmt_exc(exc)}")
             continue
         if isinstance(parsed, Task):
             try:
                 reasons = c.hooks.workbench_validate_task(task=parsed)
-            except Exception as exc:
+            except PLUGIN_FAULTS as exc:
                 failures.append(f"validate_task of the task parsed from {text[:30]!r} {_fmt_exc(exc)}")
                 continue
             if not reasons:
@@ -486,7 +494,7 @@ def _check_score(c: _Checker, seeds: list[Task]) -> list[Score]:
         for output in GARBAGE_OUTPUTS:
             try:
                 score = c.hooks.workbench_score(task=task, output=output)
-            except Exception as exc:
+            except PLUGIN_FAULTS as exc:
                 failures.append(f"score(task {task.id}, {output[:20]!r}) {_fmt_exc(exc)}")
                 continue
             problem = score_problem(score)  # the rule the runtime applies (a bad Score there is a counted fault)
@@ -518,7 +526,7 @@ def _check_optional(c: _Checker, implemented: set[str], seeds: list[Task], info:
     for t in tasks:
         try:
             score = c.hooks.workbench_score(task=t, output="garbage")
-        except Exception:
+        except PLUGIN_FAULTS:
             score = Score(0.0, False, error="score raised")
         if score_problem(score) is not None:  # reported by "score garbage output"; the runtime scores it 0 too
             score = Score(0.0, False, error="invalid Score")
@@ -565,7 +573,7 @@ def _check_optional(c: _Checker, implemented: set[str], seeds: list[Task], info:
                 c.report.add("load a malformed benchmark file", "warning", "a malformed file loaded without error; raise ValueError naming the file")
             except (ValueError, OSError) as exc:
                 c.report.add("load a malformed benchmark file", "ok", f"{type(exc).__name__}: {str(exc)[:100]}")
-            except Exception as exc:
+            except PLUGIN_FAULTS as exc:
                 c.report.add("load a malformed benchmark file", "warning", f"{_fmt_exc(exc)}; raise ValueError naming the file and record")
     if info.multi_turn:
         if "workbench_make_interaction" not in implemented:
@@ -587,12 +595,12 @@ def _check_optional(c: _Checker, implemented: set[str], seeds: list[Task], info:
                 step = env.step("look")
                 good = isinstance(obs, str) and isinstance(step, tuple) and len(step) == 3
                 c.report.add("interaction", "ok" if good else "error", "" if good else "reset() must return str and step() (obs, reward, done)")
-            except Exception as exc:
+            except PLUGIN_FAULTS as exc:
                 c.report.add("interaction", "error", _fmt_exc(exc))
             finally:
                 try:
                     env.close()
-                except Exception:
+                except PLUGIN_FAULTS:
                     pass
 
 
@@ -624,7 +632,7 @@ def check_plugin(target: Any, options: dict[str, Any] | None = None) -> CheckRep
 
     try:
         label, plugin, found = _resolve(target)
-    except Exception as exc:
+    except PLUGIN_FAULTS as exc:
         report = CheckReport(str(target))
         report.add("resolve", "error", f"could not find plugin {target!r}: {exc}")
         return report
@@ -635,7 +643,7 @@ def check_plugin(target: Any, options: dict[str, Any] | None = None) -> CheckRep
     except PluginError as exc:
         report.add("load", "error", str(exc))
         return report
-    except Exception as exc:
+    except PLUGIN_FAULTS as exc:
         report.add("load", "error", _fmt_exc(exc))
         return report
     if not registry.domains:

@@ -1,6 +1,6 @@
 """A run's generated curriculum as a dataset: JSON Lines, Hugging Face `datasets`, or veRL parquet.
 
-    workbench export RUN_DIR --format {hf,verl,jsonl} --out PATH [--epochs A:B] [--in-band-only] [--include-seeds]
+    workbench export RUN_DIR --format {hf,verl,jsonl} --out PATH [--epochs A:B] [--in-band-only] [--include-seeds] [--force]
 
 Every row is one task with its provenance: the epoch it was generated in, its p_hat, R_env,
 in-band flag and RWR weight (from `pools/d_env.jsonl`), its source (generated, static,
@@ -29,7 +29,11 @@ What an old or hand-edited run folder cannot put in a dataset is refused with an
 naming the task, the field and the file to fix: text that is not valid Unicode (a lone
 surrogate, NUL) and a field of the wrong type (`p_hat: "0.5"`, a number as `system`). The
 dataset is written to a temporary file or folder beside `--out` and renamed into place once
-complete, so a failed export (a full disk, say) leaves nothing behind.
+complete, so a failed export (a full disk, say) leaves nothing behind. Every format refuses an
+`--out` that exists already (a file, or a folder that is not empty) unless `force` (`--force`)
+is given; then an earlier export is replaced only once the new one is complete, and `--force`
+replaces a folder only when it holds a saved dataset (so a mistyped `--out` never deletes a
+run folder).
 """
 
 from __future__ import annotations
@@ -60,13 +64,20 @@ class ExportError(WorkbenchError, ValueError):
     """The run folder or the options cannot be exported as asked; the message says why."""
 
 
+MAX_EPOCH_DIGITS = 9  # a run of a billion epochs is not a run; a longer number is a typo
+
+
 def parse_epochs(text: str | None) -> tuple[int | None, int | None]:
     """`"A:B"` (inclusive; either side may be empty) or `"N"` -> (first, last)."""
     if not text:
         return None, None
     match = re.fullmatch(r"\s*(\d*)\s*(?::\s*(\d*)\s*)?", text)
     if not match or (":" not in text and not match.group(1)):
-        raise ExportError(f"--epochs {text!r}: use A:B (inclusive, e.g. 3:8, 5:, :4) or a single epoch N")
+        raise ExportError(f"--epochs {_short(text)}: use A:B (inclusive, e.g. 3:8, 5:, :4) or a single epoch N")
+    long = next((g for g in match.groups() if g and len(g) > MAX_EPOCH_DIGITS), None)
+    if long is not None:  # before int(): Python refuses to convert more than 4,300 digits
+        raise ExportError(f"--epochs {_short(text)}: an epoch number of {len(long):,} digits; epochs are counted from 1 "
+                          f"and have at most {MAX_EPOCH_DIGITS} digits (e.g. 3:8)")
     first = int(match.group(1)) if match.group(1) else None
     last = first if ":" not in text else (int(match.group(2)) if match.group(2) else None)
     if first is not None and last is not None and first > last:
@@ -358,11 +369,13 @@ def export_run(
     in_band_only: bool = False,
     include_seeds: bool = False,
     registry: Any = None,
+    force: bool = False,
 ) -> dict[str, Any]:
-    """Write a run's curriculum to `out` in `fmt`; returns a summary (rows, path, format)."""
+    """Write a run's curriculum to `out` in `fmt`; returns a summary (rows, path, format). An
+    existing `out` is refused unless `force` (then replaced once the new dataset is complete)."""
     if fmt not in FORMATS:
         raise ExportError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    out = _check_out(Path(out), fmt)
+    out = _check_out(Path(out), fmt, force)
     window = epochs if isinstance(epochs, tuple) else parse_epochs(epochs)
     run = load_run(run_dir)
     domain = _plugin(run.domain, registry)
@@ -385,17 +398,29 @@ def export_run(
     return summary
 
 
-def _check_out(out: Path, fmt: str) -> Path:
-    """Refuse an --out that cannot take the dataset, before any work is done."""
+HF_DATASET_FILES = ("state.json", "dataset_info.json")  # what `Dataset.save_to_disk` writes into its folder
+
+
+def _check_out(out: Path, fmt: str, force: bool = False) -> Path:
+    """Refuse an --out that cannot take the dataset, before any work is done: one under a
+    file, a folder for a one-file format, and an existing one (every format alike) unless
+    `force`, which replaces a file, or a folder that holds a saved dataset."""
     for folder in out.parents:  # the nearest existing folder above --out must be a folder
         if folder.exists():
             if not folder.is_dir():
                 raise ExportError(f"--out {out}: {folder} is a file, so it cannot hold the dataset; choose another --out")
             break
-    if fmt == "hf" and out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ExportError(f"--out {out} already exists; choose a new folder for the dataset")
     if fmt != "hf" and out.is_dir():
         raise ExportError(f"--out {out} is a folder; the {fmt} format writes one file, so name the file")
+    if fmt == "hf" and out.exists() and not out.is_dir():
+        raise ExportError(f"--out {out} is a file; the hf format writes a folder, so choose a new folder for the dataset")
+    taken = out.exists() and (not out.is_dir() or any(out.iterdir()))  # an empty folder (hf) is filled
+    if taken and not force:
+        what = "folder" if fmt == "hf" else "file"
+        raise ExportError(f"--out {out} already exists; choose a new {what} for the dataset, or add --force to replace it")
+    if taken and fmt == "hf" and not all((out / name).is_file() for name in HF_DATASET_FILES):
+        raise ExportError(f"--out {out} already exists and is not a saved dataset (no {' or '.join(HF_DATASET_FILES)}), "
+                          "so --force does not replace it; choose a new folder for the dataset")
     return out
 
 
@@ -423,14 +448,26 @@ def _write(fmt: str, out: Path, rows: list[dict[str, Any]]) -> None:
 
 def _publish(out: Path, write: Callable[[Path], Any]) -> None:
     """`write(tmp)` to a temporary path beside `out`, then rename it to `out`; on any failure the
-    temporary file or folder is removed."""
+    temporary file or folder is removed and an earlier `out` is left as it was. An earlier
+    dataset folder at `out` (`--force`) is moved aside first and removed once the new one is in
+    place."""
     tmp = out.parent / f".{out.name}.{secrets.token_hex(6)}.tmp"
+    old = out.parent / f".{out.name}.{secrets.token_hex(6)}.old"
     try:
         write(tmp)
-        os.replace(tmp, out)  # an empty folder given as --out (hf) is replaced too
+        if out.is_dir() and any(out.iterdir()):  # os.replace cannot rename over a folder that is not empty
+            os.replace(out, old)
+        try:
+            os.replace(tmp, out)  # an empty folder given as --out (hf) is replaced too
+        except BaseException:
+            if old.exists():
+                os.replace(old, out)
+            raise
     except BaseException:
         if tmp.is_dir():
             shutil.rmtree(tmp, ignore_errors=True)
         else:
             tmp.unlink(missing_ok=True)
         raise
+    if old.exists():
+        shutil.rmtree(old, ignore_errors=True)

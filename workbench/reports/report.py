@@ -6,7 +6,9 @@ Contents: first, with run folders, the figure the method is about: p_hat of each
 generated tasks per epoch against its alpha band (a genenv run beside its random baseline),
 with each run's mean p_hat over its last 4 epochs; then a comparison table laid out like the paper's Table 1 (rows = runs/methods,
 columns = benchmarks + average, our numbers in percent) with published reference numbers
-beside ours in clearly labelled rows. Which metric a benchmark's column shows, its title and
+beside ours in clearly labelled rows (each run's own domain has a column; a run not yet
+evaluated on held-out tasks says so in its cell, and a note under the table says what the row
+would hold and the command that fills it). Which metric a benchmark's column shows, its title and
 its published numbers all come from the domain plugin's `DomainInfo` (`headline`, `title`,
 `paper_reference`, read through the registry): this module names no benchmark, and a
 benchmark without an installed domain falls back to its first generic metric; co-evolution curves of all runs overlaid
@@ -87,9 +89,18 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return _CONTROL.sub("\ufffd", str(value))  # model output may hold control characters
 
 
+LONG_CELL = 60  # characters: a cell this long (a model's output) may wrap anywhere; shorter ones only between words
+
+
+def _td(text: str) -> str:
+    return f"<td class='long'>{html.escape(text)}</td>" if len(text) > LONG_CELL else f"<td>{html.escape(text)}</td>"
+
+
 @dataclass
 class Table:
-    """A table rendered to both HTML and Markdown."""
+    """A table rendered to both HTML and Markdown. Headers and short cells wrap only between
+    words (the CSS never lets a browser break `epoch` into `epoc` / `h` to narrow a column);
+    in Markdown a `|` in a header or cell is escaped, so every row has the table's columns."""
 
     columns: list[str]
     rows: list[list[Any]]
@@ -102,7 +113,7 @@ class Table:
         body = []
         for i, row in enumerate(self.rows):
             cls = self.row_classes[i] if i < len(self.row_classes) else ""
-            cells = "".join(f"<td>{html.escape(_fmt(v, self.digits))}</td>" for v in row)
+            cells = "".join(_td(_fmt(v, self.digits)) for v in row)
             body.append(f"<tr class='{cls}'>{cells}</tr>")
         cap = f"<caption>{html.escape(self.caption)}</caption>" if self.caption else ""
         return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -137,10 +148,27 @@ def _row_label(run: RunSource) -> str:
     return f"{mode_label(run.config.get('mode'))} (ours: {run.path.name})"
 
 
+NOT_EVALUATED = "not evaluated"  # a run's cell under its own domain while it has no evaluation folder of it
+
+
+def _run_domain_title(run: RunSource, infos: dict[str, DomainInfo]) -> str:
+    """The column title of the domain a run trained on (its DomainInfo title, else its name)."""
+    name = str(run.config.get("domain") or "?")
+    info = _info_for(name, infos)
+    return info.title if info is not None else name
+
+
+def _unevaluated(runs: Sequence[RunSource], infos: dict[str, DomainInfo]) -> list[RunSource]:
+    """The runs with no evaluation folder of their own domain (no number in their own column)."""
+    return [r for r in runs if _run_domain_title(r, infos) not in {headline(ev, infos)[0] for ev in r.evals}]
+
+
 def comparison_table(runs: Sequence[RunSource], evals: Sequence[EvalSource],
                      infos: dict[str, DomainInfo] | None = None) -> Table:
     """Table 1 layout: rows = our runs/models then the published methods; columns = benchmarks
-    (every installed domain with reference numbers, then any other evaluated one) + average."""
+    (every installed domain with reference numbers, then each run's own domain and any other
+    evaluated one) + average. A run with no evaluation of its own domain reads NOT_EVALUATED
+    there (`comparison_note` says why and how to fill it)."""
     infos = infos or {}
     referenced = [i for i in infos.values() if i.paper_reference]
     groups: list[tuple[str, list[EvalSource]]] = [(_row_label(r), r.evals) for r in runs]
@@ -149,6 +177,9 @@ def comparison_table(runs: Sequence[RunSource], evals: Sequence[EvalSource],
         standalone.setdefault(f"{ev.model or ev.path.parent.name} (ours)", []).append(ev)
     groups += list(standalone.items())
     columns = list(dict.fromkeys(i.title for i in referenced))
+    for run in runs:
+        if _run_domain_title(run, infos) not in columns:
+            columns.append(_run_domain_title(run, infos))
     for _, evs in groups:
         for ev in evs:
             title = headline(ev, infos)[0]
@@ -161,6 +192,7 @@ def comparison_table(runs: Sequence[RunSource], evals: Sequence[EvalSource],
             title, _key, value = headline(ev, infos)
             values[title] = value
         labelled.append((label, "ours", values))
+    pending = {_row_label(r): _run_domain_title(r, infos) for r in _unevaluated(runs, infos)}
     published: dict[str, dict[str, float | None]] = {}
     for info in referenced:
         for method, numbers in info.paper_reference.items():
@@ -176,6 +208,9 @@ def comparison_table(runs: Sequence[RunSource], evals: Sequence[EvalSource],
         cells: list[Any] = [label]
         for column in columns:
             value = values.get(column)
+            if value is None and cls == "ours" and pending.get(label) == column:
+                cells.append(NOT_EVALUATED)
+                continue
             cells.append(None if value is None else round(value, 1))
         rows.append(cells + [None if avg is None else round(avg, 1)])
         classes.append(cls)
@@ -185,6 +220,34 @@ def comparison_table(runs: Sequence[RunSource], evals: Sequence[EvalSource],
                "shown for reference only. A run's benchmark numbers come from evaluation folders under "
                "RUN_DIR/eval/<benchmark>/ ('-' where none).")
     return Table(["method / run"] + columns + ["average"], rows, caption, classes, digits=1)
+
+
+def comparison_note(runs: Sequence[RunSource], infos: dict[str, DomainInfo] | None = None) -> str | None:
+    """What the comparison table would show for the runs not yet evaluated on held-out tasks of
+    their own domain, why it is absent, and the command that fills it (None when every run has
+    its number)."""
+    infos = infos or {}
+    missing = _unevaluated(runs, infos)
+    if not missing:
+        return None
+    by_domain: dict[str, list[RunSource]] = {}
+    for run in missing:
+        by_domain.setdefault(str(run.config.get("domain") or "?"), []).append(run)
+    parts = []
+    for name, group in by_domain.items():
+        info = _info_for(name, infos)
+        title = info.title if info is not None else name
+        metric = (info.headline or "its first generic metric") if info is not None else "its headline metric"
+        runs_text = ", ".join(r.path.name for r in group)
+        reference = "" if info is not None and info.paper_reference else f" {title} has no published numbers, so no [paper] row has one either."
+        parts.append(
+            f"{runs_text}: '{NOT_EVALUATED}' under {title}. That cell would hold the run's agent scored on held-out {title} "
+            f"tasks ({metric}, in percent), read from an evaluation folder RUN_DIR/eval/{name}/, which the run does not have: "
+            "a run measures its agent only on the tasks it trains on (this report's curves and per-epoch tables). To fill it, "
+            f"evaluate the run's final agent: `workbench eval --benchmark {name} --model AGENT --data HELD_OUT_FILE "
+            f"--out {group[0].path if len(group) == 1 else 'RUN_DIR'}/eval/{name}`, then report again.{reference}"
+        )
+    return " ".join(parts)
 
 
 def reference_table(infos: dict[str, DomainInfo]) -> Table | None:
@@ -310,7 +373,8 @@ def section_tables(section: ReportSection, info: DomainInfo | None = None) -> li
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;max-width:1300px;color:#222}
 table{border-collapse:collapse;margin:8px 0 18px;font-size:13px}
-th,td{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top;max-width:420px;overflow-wrap:anywhere}
+th,td{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top;max-width:420px;overflow-wrap:normal;word-break:normal;hyphens:none}
+td.long{overflow-wrap:anywhere} .wide{overflow-x:auto}
 th{background:#f3f3f3} caption{caption-side:top;text-align:left;font-style:italic;color:#555;padding:4px 0}
 tr.paper td{background:#fff7e0;font-style:italic} tr.ours td:first-child{font-weight:600}
 img{max-width:100%} h2{border-bottom:2px solid #ddd;padding-bottom:3px;margin-top:34px} .note{color:#666;font-size:13px}
@@ -332,7 +396,7 @@ class _Doc:
         self.md += [text, ""]
 
     def table(self, table: Table) -> None:
-        self.html.append(table.html())
+        self.html.append(f"<div class='wide'>{table.html()}</div>")  # a table wider than the page scrolls
         self.md += [table.markdown(), ""]
 
     def figure(self, name: str, fig: Any, alt: str) -> None:
@@ -366,6 +430,9 @@ def render_report(paths: Sequence[str | Path], registry: Any = None, title: str 
 
     doc.heading("Comparison (laid out like the paper's Table 1)")
     doc.table(comparison_table(runs, evals, infos))
+    note = comparison_note(runs, infos)
+    if note is not None:
+        doc.para(note)
     if any(r.evals for r in runs) or evals:
         doc.table(headline_table(runs, evals, infos))
     reference = reference_table(infos)

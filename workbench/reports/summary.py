@@ -5,6 +5,10 @@ novelty among them (distinct valid tasks, and the share of valid tasks that copy
 seed nor an earlier epoch: `workbench.novelty`) and, for a domain that rates difficulty, the
 mean difficulty rung of its valid tasks (`EpochRecord.difficulty`), then the epochs whose valid
 tasks were all seed copies. The full HTML report with figures and cross-run tables is `workbench report`.
+
+Column titles are short words with no `|` in them: a `|` inside a title splits the header row
+into more cells than the table has columns, which Markdown renderers show as no table at all
+(or as headers broken mid-word). `markdown_row` escapes one in a cell all the same.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ COLUMNS = [
     ("valid", "valid"),
     ("candidates", "generated"),
     ("p_hat_mean", "p_hat mean"),
-    ("abs_gap_mean", "|p_hat - alpha|"),
+    ("abs_gap_mean", "gap to alpha"),  # mean |p_hat - alpha|
     ("frac_in_band", "in band"),
     ("r_env_mean", "R_env"),
     ("agent_reward_mean", "agent reward"),
@@ -54,6 +58,12 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def markdown_row(cells: list[str]) -> str:
+    """One Markdown table row: a `|` in a cell escaped (it would start another cell), a line
+    break made a space."""
+    return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+
+
 def _cold_start_lines(layout: RunLayout) -> list[str]:
     """One line per cold-started role: its examples, loss on the seeds before and after, time."""
     if not layout.cold_start_record.exists():
@@ -80,11 +90,11 @@ def summary_markdown(run_dir: str | Path) -> str:
         f"- curriculum: alpha {cur['alpha']}, beta {cur['beta']}, k_min {cur['k_min']}, lambda {cur['rwr_lambda']}, p_hat per {cur['p_hat_level']}",
         *_cold_start_lines(layout),
         "",
-        "| " + " | ".join(title for _, title in COLUMNS) + " |",
+        markdown_row([title for _, title in COLUMNS]),
         "|" + "---|" * len(COLUMNS),
     ]
     for m in metrics:
-        lines.append("| " + " | ".join(_fmt(metric_value(m, key)) for key, _ in COLUMNS) + " |")
+        lines.append(markdown_row([_fmt(metric_value(m, key)) for key, _ in COLUMNS]))
     rejections: dict[str, int] = {}
     for m in metrics:
         for code, count in m.get("rejections", {}).items():
