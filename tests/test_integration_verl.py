@@ -1,0 +1,199 @@
+"""`workbench.integrations.verl.compute_score` as veRL 0.9.1's custom reward function, on the rows
+of a real `workbench export RUN --format verl` parquet from a tiny run.
+
+veRL is not installed here (0.9.1 pins transformers <5.11; the workbench is tested with 5.23), so
+the test reproduces veRL's own path from its 0.9.1 source, quoted below, step by step:
+
+1. loading the function (verl/trainer/ppo/reward.py, `get_custom_reward_fn` ->
+   verl/utils/import_utils.py, `load_module`):
+
+       if module_path.startswith("pkg://"):
+           module_name = module_path[len("pkg://"):].replace("/", ".")
+           module = importlib.import_module(module_name)
+       ...
+       raw_fn = load_extern_object(module_path=module_path, object_name=fn_name)
+       reward_kwargs = dict(reward_fn_config.get("reward_kwargs", {}))
+       return partial(_call_with_kwargs, raw_fn, reward_kwargs)   # raw_fn(*args, **{**kwargs, **reward_kwargs})
+
+2. reading the parquet (verl/utils/dataset/rl_dataset.py, `RLHFDataset`):
+
+       dataframe = datasets.load_dataset("parquet", data_files=parquet_file)["train"]
+       row_dict: dict = self.dataframe[item]
+       if "extra_info" not in row_dict or row_dict["extra_info"] is None:
+           row_dict["extra_info"] = dict()
+
+3. the call (verl/experimental/reward_loop/reward_manager/naive.py, `NaiveRewardManager.run_single`,
+   the reward manager 0.9.1's trainer uses; verl/workers/reward_manager/naive.py, the legacy one,
+   makes the same call without the executor):
+
+       data_source = data_item.non_tensor_batch["data_source"]
+       ground_truth = data_item.non_tensor_batch["reward_model"]["ground_truth"]
+       extra_info = data_item.non_tensor_batch.get("extra_info", {})
+       ...
+       extra_info["num_turns"] = num_turns
+       extra_info["rollout_reward_scores"] = rollout_reward_scores
+       ...
+       result = await self.loop.run_in_executor(None, lambda: self.compute_score(
+           data_source=data_source, solution_str=response_str, ground_truth=ground_truth,
+           extra_info=extra_info, **extra_reward_kwargs))
+       if isinstance(result, dict):
+           score = result["score"]
+           for key, value in result.items():
+               reward_extra_info[key] = value
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import functools
+import importlib
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+
+from workbench.tasks import read_jsonl
+
+
+@pytest.fixture(scope="module")
+def run_dir(tiny_models, tmp_path_factory):
+    """A real 2-epoch genenv run of the demo domain on the tiny models (a few seconds)."""
+    from conftest import SMALL_OVERRIDES
+
+    from workbench.demo import demo_config
+    from workbench.engine.loop import CoEvolution
+    from workbench.ui.state import apply_overrides
+
+    overrides = {**copy.deepcopy(SMALL_OVERRIDES), "env.generation.temperature": 0.7, "env.generation.max_new_tokens": 24}
+    folder = tmp_path_factory.mktemp("verl") / "run"
+    CoEvolution(apply_overrides(demo_config(*tiny_models, epochs=2), overrides), folder).run()
+    return folder
+
+
+@pytest.fixture(scope="module")
+def parquet(run_dir, tmp_path_factory):
+    """`workbench export RUN --format verl --out x.parquet --include-seeds`, through the CLI."""
+    from workbench.cli import main
+
+    out = tmp_path_factory.mktemp("verl-export") / "x.parquet"
+    assert main(["export", str(run_dir), "--format", "verl", "--out", str(out), "--include-seeds"]) == 0
+    return out
+
+
+def _verl_rows(parquet):
+    """The rows as veRL's RLHFDataset hands them on (step 2 of the module doc)."""
+    import datasets
+
+    dataframe = datasets.load_dataset("parquet", data_files=str(parquet))["train"]
+    rows = []
+    for item in range(len(dataframe)):
+        row_dict = dataframe[item]
+        if "extra_info" not in row_dict or row_dict["extra_info"] is None:
+            row_dict["extra_info"] = dict()
+        rows.append(row_dict)
+    return rows
+
+
+def _load_like_verl(path="pkg://workbench.integrations.verl", name="compute_score", reward_kwargs=None):
+    """veRL's `get_custom_reward_fn` for a pkg:// path (step 1 of the module doc)."""
+    assert path.startswith("pkg://")
+    module = importlib.import_module(path[len("pkg://"):].replace("/", "."))
+    raw_fn = getattr(module, name)
+    extra = dict(reward_kwargs or {})
+    return functools.partial(lambda fn, kw, *a, **k: fn(*a, **{**k, **kw}), raw_fn, extra)
+
+
+def _score_like_verl(compute_score, row, response_str):
+    """NaiveRewardManager.run_single's call (step 3 of the module doc), on an executor thread."""
+    data_source = row["data_source"]
+    ground_truth = row["reward_model"]["ground_truth"]
+    extra_info = copy.deepcopy(row.get("extra_info", {}))
+    extra_info["num_turns"] = None
+    extra_info["rollout_reward_scores"] = {}
+
+    async def run_single():
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, lambda: compute_score(
+            data_source=data_source, solution_str=response_str, ground_truth=ground_truth, extra_info=extra_info))
+
+    result = asyncio.run(run_single())
+    reward_extra_info = {}
+    if isinstance(result, dict):
+        score = result["score"]
+        for key, value in result.items():
+            reward_extra_info[key] = value
+    else:
+        score = result
+    return score, reward_extra_info
+
+
+def test_every_exported_row_scores_as_the_plugin_scores_it(run_dir, parquet):
+    from workbench.export import task_from_row
+    from workbench.integrations import load_registry
+
+    domain = load_registry(allow=["arithmetic"]).domain("arithmetic")
+    compute_score = _load_like_verl(reward_kwargs={"unused_setting": 1})
+    rows = _verl_rows(parquet)
+    assert rows and {r["data_source"] for r in rows} == {"genenv/arithmetic"}
+    assert any(r["extra_info"]["source"] == "seed" for r in rows) and any(r["extra_info"]["source"] == "generated" for r in rows)
+    for row in rows:
+        task = task_from_row(row)
+        right = domain.reference_output(task)
+        score, extra = _score_like_verl(compute_score, row, right)
+        assert score == 1.0 and extra == {"score": 1.0, "acc": 1.0, "plugin_fault": 0.0}, (task, right)
+        wrong = f"Answer: {task.spec['answer'] + 1}"
+        score, extra = _score_like_verl(compute_score, row, wrong)
+        assert score == domain.score(task, wrong).reward == 0.0 and extra["acc"] == 0.0
+        assert _score_like_verl(compute_score, row, "no answer here")[0] == 0.0
+
+
+def test_the_agents_recorded_attempts_score_the_same_through_verl(run_dir, parquet):
+    compute_score = _load_like_verl()
+    by_id = {r["extra_info"]["task_id"]: r for r in _verl_rows(parquet)}
+    checked = 0
+    for path in sorted((run_dir / "epochs").glob("epoch_*.jsonl")):
+        for line in read_jsonl(path):
+            if not line.get("valid") or line.get("duplicate_of") or line["task"]["id"] not in by_id:
+                continue
+            for attempt in line["attempts"]:
+                score, extra = _score_like_verl(compute_score, by_id[line["task"]["id"]], attempt["output"])
+                assert score == attempt["reward"] and extra["acc"] == attempt["success"]
+                checked += 1
+    assert checked > 0
+
+
+def test_compute_score_loads_neither_torch_transformers_nor_trl(parquet):
+    """veRL 0.9.1 needs transformers <5.11: the function must not import the workbench's training stack."""
+    row = _verl_rows(parquet)[0]
+    code = (
+        "import json, sys\n"
+        "from workbench.integrations.verl import compute_score\n"
+        f"row = json.loads({json.dumps(json.dumps(row))})\n"
+        "out = compute_score(row['data_source'], 'Answer: 0', row['reward_model']['ground_truth'], row['extra_info'])\n"
+        "print(json.dumps([out['score'], sorted(m for m in ('torch', 'transformers', 'trl', 'datasets') if m in sys.modules)]))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    score, heavy = json.loads(result.stdout.strip().splitlines()[-1])
+    assert score in (0.0, 1.0) and heavy == []
+
+
+def test_clear_errors(parquet):
+    from workbench.containment import PluginError
+    from workbench.integrations.verl import IntegrationError, compute_score
+
+    row = _verl_rows(parquet)[0]
+    gt = row["reward_model"]["ground_truth"]
+    with pytest.raises(IntegrationError, match="extra_info"):
+        compute_score("genenv/arithmetic", "Answer: 1", gt, None)
+    with pytest.raises(IntegrationError, match=r"extra_info\.prompt"):
+        compute_score("genenv/arithmetic", "Answer: 1", gt, {"task_id": "x"})
+    with pytest.raises(IntegrationError, match="not valid JSON"):
+        compute_score("genenv/arithmetic", "Answer: 1", "{not json", row["extra_info"])
+    with pytest.raises(PluginError, match="no domain plugin named 'nope'"):
+        compute_score("genenv/nope", "Answer: 1", gt, row["extra_info"])
+    if importlib.util.find_spec("verl") is None:  # another data source goes to veRL's default_compute_score
+        with pytest.raises(IntegrationError, match="openai/gsm8k.*not a GenEnv row"):
+            compute_score("openai/gsm8k", "#### 4", "4", {})

@@ -1,0 +1,32 @@
+"""GenEnv where researchers already train: glue for peer RL frameworks, tested with their own code.
+
+* `workbench.integrations.trl`: TRL 1.16. `reward_function(domain)` is a reward function in
+  TRL's signature that scores a completion with the domain plugin from the dataset's columns;
+  `trl_dataset(run_or_export)` is a run's curriculum (a run folder, or a jsonl, hf or verl
+  export) as a dataset with TRL's conversational `prompt` column; `GenEnvCurriculum` puts
+  co-evolution itself (the environment model writing each epoch's tasks, p_hat per task, the
+  alpha band and the environment update) into a user's own `GRPOTrainer` script as a
+  dataset + callback pair.
+* `workbench.integrations.verl`: veRL 0.9.1. `compute_score(data_source, solution_str,
+  ground_truth, extra_info)` is a `custom_reward_function` for rows of `workbench export
+  --format verl`. It imports neither torch, transformers nor TRL, so it runs in veRL's own
+  environment (veRL 0.9.1 pins transformers below 5.11).
+
+docs/ecosystem.md has one section per peer with the snippet its test runs.
+
+Two helpers from outside the plugin contract (`workbench/__init__.py`) are re-exported here,
+because glue for a peer needs them and they are stable:
+
+* `load_registry(allow=None, ...)`: load the domain plugins (built-in and entry-point ones);
+  `load_registry().domain("arithmetic")` is a `Domain` with `score(task, output)`,
+  `agent_messages(task)` and the other hooks, each call fault-contained.
+* `task_from_row(row)`: the `Task` of a row of any export format (jsonl, hf, verl), ready for
+  `Domain.score`.
+
+The submodules are imported only when used (each needs its peer's packages, except `verl`).
+"""
+
+from workbench.export import task_from_row
+from workbench.registry import load_registry
+
+__all__ = ["load_registry", "task_from_row"]
