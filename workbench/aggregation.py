@@ -2,18 +2,28 @@
 tasks declare `metric_list` with an aggregation each).
 
 A plugin declares each aggregate metric once, in `DomainInfo.metrics` (`MetricInfo`: name,
-aggregation, direction, and the per-sample value it aggregates, `sample`), and scores each
-output into per-sample values (`Score.metrics`, plus `reward`, `success` and `parse_error`,
-which every Score has). `aggregate_declared` computes every declared metric from those:
+aggregation, direction, the per-sample value it aggregates, `sample`, a filter on the task's
+spec, `where`, and a grouping key, `by`), and scores each output into per-sample values
+(`Score.metrics`, plus `reward`, `success`, `parse_error`, which every Score has, and
+`correct`, which a Score with a verdict has). `aggregate_declared` computes every declared
+metric from those, over the outputs whose task passes `where`:
 
-    count  distinct tasks scored (by id)
-    mean   mean of the per-sample value over the scores that have it
+    count  distinct tasks (by id) of those outputs, only outputs with the `sample` value when
+           one is named; left out when it counts none, except the plain total (no `where`,
+           `by` or `sample`), which is 0 on an empty set
+    mean   mean of the per-sample value over the outputs that have it (left out when none has)
     rate   the same, for 0/1 values (a share)
-    sum    sum of the per-sample value
+    sum    sum of the per-sample value (left out when no output has it)
+
+With `by`, each metric is computed once per value of that spec key present among those tasks
+("accuracy_{value}" by "category" gives `accuracy_simple`, `accuracy_multiple`, ...): a
+per-category metric appears only when its category does.
 
 `Domain.aggregate` returns these, updated with whatever the plugin's `workbench_aggregate`
-returns: a plugin writes that hook only for what a declaration cannot say (per-category
-breakdowns, micro averages with their own denominators).
+returns: a plugin writes that hook only for what a declaration cannot say (an unweighted mean
+of per-category means, micro averages with their own denominators, a filter on the score
+rather than the task); `workbench check-plugin` warns when the hook returns a declared metric
+with another value than the core's.
 
 Difficulty is aggregated here too. A plugin that answers `workbench_task_difficulty` gives each
 task a rung (0..MAX_DIFFICULTY, higher = harder); `by_rung` groups items by rung, the one
@@ -30,37 +40,127 @@ from typing import Any, Mapping, Sequence
 from workbench.plugin_support import count_tasks
 from workbench.tasks import MetricInfo, Score, Task
 
-BUILT_IN_SAMPLES = ("reward", "success", "parse_error")
+BUILT_IN_SAMPLES = ("reward", "success", "parse_error", "correct")
 
 
 def sample_values(score: Score) -> dict[str, float]:
     """One output's per-sample values: its numeric `Score.metrics` (booleans as 0/1), then
-    `reward`, `success` and `parse_error` (1 when the Score has an `error`)."""
+    `reward`, `success`, `parse_error` (1 when the Score has an `error`) and, when the Score
+    has a verdict (`correct` is not None), `correct` (1 or 0)."""
     values: dict[str, float] = {}
     for key, value in score.metrics.items():
         if isinstance(value, (bool, int, float)) and math.isfinite(float(value)):
             values[str(key)] = float(value)
     values.update(reward=float(score.reward), success=score.success, parse_error=float(score.error is not None))
+    if score.correct is not None:
+        values["correct"] = float(bool(score.correct))
     return values
 
 
+def spec_value(spec: Any, path: str) -> Any:
+    """The value at `path` in a task's spec: a top-level key, or a dotted path into nested
+    objects ("query.level"); None where a step is missing or not an object."""
+    value = spec
+    for part in path.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
+
+
+def _same(value: Any, wanted: Any) -> bool:
+    """`value == wanted`, but a bool only equals a bool (a spec's `true` is not 1)."""
+    return isinstance(value, bool) == isinstance(wanted, bool) and type(value) in (str, int, float, bool, type(None)) and value == wanted
+
+
+def matches(metric: MetricInfo, task: Task) -> bool:
+    """Whether `task` passes `metric.where` (every path holds one of its values)."""
+    for path, wanted in (metric.where or {}).items():
+        allowed = wanted if isinstance(wanted, (tuple, list, set, frozenset)) else (wanted,)
+        value = spec_value(task.spec, path)
+        if not any(_same(value, v) for v in allowed):
+            return False
+    return True
+
+
+def group_label(value: Any) -> str | None:
+    """The text a `by` value puts into a metric's name: a str (non-empty), an int or a finite
+    float as `str()` writes it; None (no group) for anything else, None and bools included."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, str):
+        return value or None
+    if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
+        try:
+            return str(value)
+        except ValueError:  # an int past Python's 4300-digit str() limit
+            return None
+    return None
+
+
+def _groups(metric: MetricInfo, tasks: Sequence[Task]) -> list[tuple[str, list[int]]]:
+    """(metric name, positions of the outputs it aggregates): one group without `by`, else one
+    per value present (numbers in ascending order, then text in sorted order)."""
+    kept = [i for i, task in enumerate(tasks) if matches(metric, task)]
+    if metric.by is None:
+        return [(metric.name, kept)]
+    groups: dict[str, list[int]] = {}
+    order: dict[str, tuple[int, Any, str]] = {}
+    for i in kept:
+        value = spec_value(tasks[i].spec, metric.by)
+        label = group_label(value)
+        if label is None:
+            continue
+        groups.setdefault(label, []).append(i)
+        order.setdefault(label, (0, value, "") if isinstance(value, (int, float)) else (1, 0, label))
+    return [(metric.named(label), groups[label]) for label in sorted(groups, key=order.__getitem__)]
+
+
+def _filtered(metric: MetricInfo) -> bool:
+    return metric.where is not None or metric.by is not None or metric.sample is not None
+
+
 def aggregate_declared(metrics: Sequence[MetricInfo], tasks: Sequence[Task], scores: Sequence[Score]) -> dict[str, float]:
-    """Every declared metric computable from these scores (one entry per scored output; a metric
-    whose per-sample value no score has is left out), by its declared aggregation."""
-    if not scores:
-        return {m.name: 0 for m in metrics if m.aggregation == "count"}
-    samples = [sample_values(s) for s in scores]
+    """Every declared metric computable from these outputs (`tasks[i]` is the task of output
+    `scores[i]`), by its declared aggregation over the outputs its `where` and `by` select; a
+    metric with no value to aggregate is left out, a count that counts no task too (except the
+    plain total). When two declarations give the same name, the first one's value stands."""
+    pairs = list(zip(tasks, scores))
+    tasks = [t for t, _ in pairs]
+    samples = [sample_values(s) for _, s in pairs]
     out: dict[str, float] = {}
     for metric in metrics:
-        if metric.aggregation == "count":
-            out[metric.name] = count_tasks(tasks)
-            continue
-        key = metric.sample or metric.name
-        present = [v[key] for v in samples if key in v]
-        if not present:
-            continue
-        out[metric.name] = sum(present) if metric.aggregation == "sum" else sum(present) / len(present)
+        for name, positions in _groups(metric, tasks):
+            if name in out:
+                continue
+            if metric.aggregation == "count":
+                counted = count_tasks(tasks[i] for i in positions if metric.sample is None or metric.sample in samples[i])
+                if counted or not _filtered(metric):
+                    out[name] = counted
+                continue
+            key = metric.sample or metric.name
+            present = [samples[i][key] for i in positions if key in samples[i]]
+            if present:
+                out[name] = sum(present) if metric.aggregation == "sum" else sum(present) / len(present)
     return out
+
+
+def declared_metric(metrics: Sequence[MetricInfo], key: str) -> MetricInfo | None:
+    """The declaration an aggregate key comes from: the metric of that name, else the `by`
+    metric whose name template gives it ("accuracy_simple" from "accuracy_{value}"; of several,
+    the one with the longest fixed text, so "n_level_{value}" before "n_{value}"), else None (a
+    key only the plugin's hook returns). For reports and the plugin checker."""
+    for metric in metrics:
+        if metric.name == key and metric.by is None:
+            return metric
+    best: MetricInfo | None = None
+    for metric in metrics:
+        if metric.by is not None:
+            prefix, suffix = metric.name.split("{value}")
+            fixed = len(prefix) + len(suffix)
+            if len(key) > fixed and key.startswith(prefix) and key.endswith(suffix) and (best is None or fixed > len(best.name) - len("{value}")):
+                best = metric
+    return best
 
 
 @dataclass

@@ -666,6 +666,7 @@ def check_plugin(target: Any, options: dict[str, Any] | None = None) -> CheckRep
     _check_score(c, seeds)
     _check_reference(c, implemented, seeds)
     _check_optional(c, implemented, seeds, info)
+    _check_metrics_agree(c, implemented, seeds, info)
     _check_difficulty(c, implemented, seeds, info)
     return report
 
@@ -727,6 +728,59 @@ def _check_reference(c: _Checker, implemented: set[str], seeds: list[Task]) -> N
         c.report.add(name, "error", f"{len(wrong)} of {checked} reference outputs do not score a success, e.g. {wrong[0]}")
     else:
         c.report.add(name, "ok", f"{checked} reference outputs score a success")
+
+
+def _check_metrics_agree(c: _Checker, implemented: set[str], seeds: list[Task], info: DomainInfo) -> None:
+    """A declared metric that `workbench_aggregate` returns too must have the value the core
+    computes from the declaration (`workbench.aggregation`): the hook's value wins, so a
+    different one means reports disagree with the declaration. A warning names each, the
+    hook's value and the core's, also for a declared count the core leaves out (it counts no
+    task) that the hook gives as more than 0. Checked on a mixed set: up to 8 seeds, the first
+    one tried twice, every other output the task's reference output (where the plugin has one),
+    the rest garbage; a Score that breaks the contract counts as a failed output here."""
+    from workbench.aggregation import declared_metric
+
+    name = "declared metrics agree with the core"
+    if not info.metrics or "workbench_aggregate" not in implemented:
+        c.report.add(name, "ok", "no workbench_aggregate hook: the core computes every declared metric" if info.metrics
+                     else "no metrics declared (the default aggregate)")
+        return
+    tasks, scores = [seeds[0], *seeds[:8]], []
+    for i, task in enumerate(tasks):
+        output: Any = "garbage"
+        try:
+            if i % 2 and "workbench_reference_output" in implemented:
+                reference = c.hooks.workbench_reference_output(task=task)
+                output = reference if isinstance(reference, str) else output
+            score = c.hooks.workbench_score(task=task, output=output)
+        except PLUGIN_FAULTS:  # reported by the checks of those hooks
+            score = None
+        scores.append(score if isinstance(score, Score) and score_problem(score) is None else Score(0.0, False, error="invalid Score"))
+    called, own = c.call(name, "workbench_aggregate", tasks=tasks, scores=scores)
+    if not called or not isinstance(own, dict):
+        return  # the "aggregate" check says what is wrong with the answer
+    core = aggregate_declared(info.metrics, tasks, scores)
+    shared, differ = 0, []
+    for key, value in own.items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        if key in core:
+            shared += 1
+            if not math.isclose(value, core[key], rel_tol=1e-9, abs_tol=1e-12):
+                differ.append(f"{key}: hook {value:.6g}, core {core[key]:.6g}")
+            continue
+        metric = declared_metric(info.metrics, key)
+        if metric is not None and metric.aggregation == "count" and value:
+            differ.append(f"{key}: hook {value:.6g}, core absent (it counts no task)")
+    if differ:
+        c.report.add(name, "warning", f"workbench_aggregate returns {len(differ)} declared metric(s) with another value than the "
+                     f"core's aggregation of the declaration: {'; '.join(differ[:4])}. The hook's value wins, so reports show it: "
+                     "drop the metric from the hook (the core computes every declared metric) or fix its declaration "
+                     "(sample, where, by)")
+    elif shared:
+        c.report.add(name, "ok", f"the hook also returns {shared} declared metrics, with the core's values (it need not compute them)")
+    else:
+        c.report.add(name, "ok", "the hook returns only what the declarations do not compute")
 
 
 def assert_plugin_valid(plugin: Any, options: dict[str, Any] | None = None, strict: bool = False) -> CheckReport:

@@ -317,11 +317,14 @@ class Domain:
 
     # Reporting.
     def aggregate(self, tasks: list[Task], scores: list[Score]) -> dict[str, float]:
-        """The domain's declared metrics, aggregated by the core (`workbench.aggregation`),
-        updated with what the plugin's `workbench_aggregate` returns; `default_aggregate` when
-        the plugin declares no metrics and has no such hook (or it faults, counted). A domain
-        that rates difficulty gets the per-rung entries of `rung_metrics` too (a key the plugin
-        returns itself keeps the plugin's value)."""
+        """The domain's declared metrics, aggregated by the core (`workbench.aggregation`:
+        each over the outputs its `where` and `by` select, a count only where it counts a
+        task), updated with what the plugin's `workbench_aggregate` returns (the hook's value
+        wins; a declared key the hook does not return keeps the core's value, and a metric
+        neither computes is absent); `default_aggregate` when the plugin declares no metrics
+        and has no such hook (or it faults, counted). A domain that rates difficulty gets the
+        per-rung entries of `rung_metrics` too (a key the plugin returns itself keeps the
+        plugin's value)."""
         out = self._aggregate(tasks, scores)
         if self.declares_difficulty and tasks:
             for key, value in self.rung_metrics(tasks, scores, out).items():

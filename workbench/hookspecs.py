@@ -81,12 +81,15 @@ def workbench_domain_info() -> DomainInfo:
     * `task_schema`: a valid JSON Schema (a dict) that every task's `spec` should match;
     * `title`: the benchmark's display name in reports (defaults to `name`);
     * `metrics`: `MetricInfo` entries with distinct names, one per aggregate metric the
-      domain declares (aggregation "mean", "rate", "sum" or "count"; `higher_is_better`),
-      each a key `workbench_aggregate` returns when the data has it (a per-category metric
-      only when its category is present);
+      domain declares (aggregation "mean", "rate", "sum" or "count"; `higher_is_better`; the
+      per-sample value `sample`; `where`, a filter on the task's spec; `by`, a spec key
+      giving one metric per value present, named by "{value}" in the name), each a key of the
+      aggregate when the data has it (a per-category metric only when its category is
+      present): the core computes it from the declaration (`workbench.aggregation`), or the
+      `workbench_aggregate` hook where a declaration cannot say it;
     * `headline`: None, or the metric a comparison table shows in percent: one of `metrics`
-      when any are declared, and a key of `workbench_aggregate`'s answer for every non-empty
-      list of tasks (without a headline,
+      when any are declared, and a key of the aggregate (the core's declared metrics and
+      `workbench_aggregate`'s answer) for every non-empty list of tasks (without a headline,
       reports take the first of accuracy, em, success_rate, reward_mean that is present);
     * `paper_reference`: published numbers as `{method: {metric: value}}`, values in percent
       (0 to 100). The number stored under `headline` is the one a comparison table shows;
@@ -269,15 +272,19 @@ def workbench_task_difficulty(task: Task) -> int | None:
 
 @hookspec(firstresult=True)
 def workbench_aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
-    """Optional: benchmark-level metrics a `MetricInfo` declaration cannot say (per-category
-    breakdowns, micro averages with their own denominators). The core aggregates every metric
-    declared in `DomainInfo.metrics` itself (`workbench.aggregation`) and updates that with
-    this hook's dict (the hook's values win). Without declared metrics or this hook: `n`, mean
+    """Optional: benchmark-level metrics a `MetricInfo` declaration cannot say (an unweighted
+    mean of per-category means, micro averages with their own denominators, standard errors, a
+    filter on the score rather than on the task). The core aggregates every metric declared in
+    `DomainInfo.metrics` itself (`workbench.aggregation`: counts, means, rates and sums of
+    per-sample values, filtered by `where` and grouped by `by`) and updates that with this
+    hook's dict (the hook's values win). Without declared metrics or this hook: `n`, mean
     reward, accuracy and parse-error rate.
 
     Rules: a dict of metric name -> number (not bool); together with the declared metrics it
-    holds `DomainInfo.headline` for any non-empty list of tasks. `workbench.plugin_support` has
-    `mean`, `mean_stderr`, `rate` and `grouped_means` for the usual ones.
+    holds `DomainInfo.headline` for any non-empty list of tasks. The hook need return only what
+    the core does not compute; a declared metric it returns too must have the core's value
+    (`workbench check-plugin` warns otherwise). `workbench.plugin_support` has `mean`, `mean_stderr`,
+    `rate` and `grouped_means` for the usual ones.
     """
 
 

@@ -16,7 +16,7 @@ import secrets
 import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 from workbench.textsafety import clean_text
 
@@ -149,25 +149,84 @@ class AgentStats:
 MAX_DIFFICULTY = 20  # the highest difficulty rung `workbench_task_difficulty` may answer (rungs are 0..20)
 
 
+SPEC_SCALARS = (str, int, float, bool, type(None))  # the values `MetricInfo.where` compares a spec value with
+
+
+def _spec_path_problem(path: Any) -> str | None:
+    """Why `path` is not a spec key or dotted path ("level", "query.level"); None when it is."""
+    if not isinstance(path, str) or not path or any(not part for part in path.split(".")):
+        return f"{path!r} is not a spec key or dotted path (such as 'level' or 'query.level')"
+    return None
+
+
 @dataclass(frozen=True)
 class MetricInfo:
     """One aggregate metric of a domain, declared once: the core computes it
-    (`workbench.aggregation`) from each output's per-sample value `sample` (a key of
-    `Score.metrics`, or `reward`, `success`, `parse_error`; default: the metric's own name) by
-    its `aggregation` ("mean" of the values, "rate" = the mean of 0/1 values, "sum", "count" =
-    distinct tasks scored). `higher_is_better` is its direction. Reports show both."""
+    (`workbench.aggregation`) by its `aggregation` from each output's per-sample value `sample`
+    (a key of `Score.metrics`, or the built-in `reward`, `success`, `parse_error` and `correct`;
+    default: the metric's own name; a `count` needs none). `higher_is_better` is its direction.
+    Reports show both.
+
+    Aggregations: "mean" of the values; "rate", the mean of 0/1 values; "sum"; "count", the
+    distinct tasks (by id) of the outputs that pass `where`, that have the `sample` value when
+    one is named, and (with `by`) that are in the group. A metric is left out where no output
+    has a value for it, a `count` where it counts no task, except the plain total (a count with
+    neither `where`, `by` nor `sample`), which is 0 on an empty set.
+
+    `where` keeps only the outputs whose task's spec matches: `{path: value}` or
+    `{path: (value, ...)}`, every path (a top-level spec key, or a dotted path into nested
+    objects such as "query.level") holding one of its values (str, int, float, bool or None;
+    True is not 1; a missing key reads as None). `by` names such a path too: the metric is
+    computed once per distinct value present (str, int or float; a task whose value is missing,
+    None or anything else is in no group), named by `name` with "{value}" replaced by the
+    value ("accuracy_{value}" gives "accuracy_simple"). No code is evaluated: both are data."""
 
     name: str
     description: str = ""
     aggregation: str = "mean"
     higher_is_better: bool = True
     sample: str | None = None
+    where: dict[str, Any] | None = field(default=None, hash=False)
+    by: str | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"MetricInfo: name must be a non-empty string, got {self.name!r}")
         if self.aggregation not in ("mean", "rate", "sum", "count"):
             raise ValueError(f"MetricInfo {self.name!r}: aggregation must be mean, rate, sum or count, got {self.aggregation!r}")
         if self.sample is not None and not (isinstance(self.sample, str) and self.sample):
-            raise ValueError(f"MetricInfo {self.name!r}: sample must name a per-sample value (a Score.metrics key, reward, success or parse_error)")
+            raise ValueError(f"MetricInfo {self.name!r}: sample must name a per-sample value (a Score.metrics key, reward, success, parse_error or correct)")
+        if self.where is not None:
+            object.__setattr__(self, "where", self._checked_where(self.where))
+        templated = self.name.count("{value}")
+        if self.by is None:
+            if templated:
+                raise ValueError(f"MetricInfo {self.name!r}: a name with {{value}} needs `by`, the spec key whose values name the metrics")
+            return
+        problem = _spec_path_problem(self.by)
+        if problem:
+            raise ValueError(f"MetricInfo {self.name!r}: by must be a spec key or dotted path: {problem}")
+        if templated != 1:
+            raise ValueError(f"MetricInfo {self.name!r}: with by={self.by!r} the name must hold {{value}} exactly once "
+                             f"(for example {self.name + '_{value}'!r}), the place each value of {self.by!r} goes")
+
+    def _checked_where(self, where: Any) -> dict[str, Any]:
+        usage = ("where must map a spec key or dotted path to a value or a tuple of values (str, int, float, bool or None), "
+                 "for example {'mode': 'step'} or {'level': ('level-1', 'level-2')}")
+        if not isinstance(where, Mapping) or not where:
+            raise ValueError(f"MetricInfo {self.name!r}: {usage}; got {where!r}")
+        for path, wanted in where.items():
+            problem = _spec_path_problem(path)
+            values = tuple(wanted) if isinstance(wanted, (tuple, list, set, frozenset)) else (wanted,)
+            if problem is None and (not values or not all(isinstance(v, SPEC_SCALARS) for v in values)):
+                problem = f"{path!r} maps to {wanted!r}"
+            if problem:
+                raise ValueError(f"MetricInfo {self.name!r}: {usage}; {problem}")
+        return dict(where)
+
+    def named(self, value: str) -> str:
+        """This metric's name for one value of `by` (the name itself without `by`)."""
+        return self.name.replace("{value}", value) if self.by is not None else self.name
 
 
 @dataclass

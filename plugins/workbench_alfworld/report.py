@@ -17,18 +17,19 @@ from .actions import safe_text
 from .games import TASK_TYPES
 
 HEADLINE = "accuracy"
-METRICS = [
+_STEP, _EPISODE = {"mode": "step"}, {"mode": "episode"}
+METRICS = [  # all but mean_steps_won (won episodes only: a filter on the score) aggregated by the core
     MetricInfo("n", "tasks scored", "count"),
-    MetricInfo(HEADLINE, "share of tasks solved (step: the expert's next action; episode: won)", "rate"),
-    MetricInfo("parse_error_rate", "share of outputs with no readable command", "rate", higher_is_better=False),
-    MetricInfo("n_step", "single-step tasks", "count"),
-    MetricInfo("step_accuracy", "single steps: exact match with the expert's next action", "rate"),
-    MetricInfo("admissible_rate", "single steps: the command was admissible", "rate"),
-    *(MetricInfo(f"step_accuracy_{t}", f"step accuracy on {t}", "rate") for t in TASK_TYPES),
-    MetricInfo("n_episode", "episode tasks", "count"),
-    MetricInfo("success_rate", "episodes won within the step limit", "rate"),
+    MetricInfo(HEADLINE, "share of tasks solved (step: the expert's next action; episode: won)", "rate", sample="success"),
+    MetricInfo("parse_error_rate", "share of outputs with no readable command", "rate", higher_is_better=False, sample="parse_error"),
+    MetricInfo("n_step", "single-step tasks", "count", where=_STEP),
+    MetricInfo("step_accuracy", "single steps: exact match with the expert's next action", "rate", sample="success", where=_STEP),
+    MetricInfo("admissible_rate", "single steps: the command was admissible", "rate", sample="admissible", where=_STEP),
+    *(MetricInfo(f"step_accuracy_{t}", f"step accuracy on {t}", "rate", sample="success", where={**_STEP, "task_type": t}) for t in TASK_TYPES),
+    MetricInfo("n_episode", "episode tasks", "count", where=_EPISODE),
+    MetricInfo("success_rate", "episodes won within the step limit", "rate", sample="success", where=_EPISODE),
     MetricInfo("mean_steps_won", "steps taken in won episodes", "mean", higher_is_better=False),
-    *(MetricInfo(f"success_rate_{t}", f"episode success rate on {t}", "rate") for t in TASK_TYPES),
+    *(MetricInfo(f"success_rate_{t}", f"episode success rate on {t}", "rate", sample="success", where={**_EPISODE, "task_type": t}) for t in TASK_TYPES),
 ]
 PAPER_REFERENCE = {"Qwen2.5-7B-Instruct (Base)": {HEADLINE: 14.2}, "GenEnv 7B": {HEADLINE: 54.5}}
 

@@ -28,17 +28,22 @@ _GROUP_RATES = {
     "executed_accuracy": "the official executed rule (original tasks run in the DAMO-ConvAI sandbox)",
     "executed_accuracy_strict": "executed tasks under the strict call policy",
 }
+# accuracy name -> its per-sample value (a Score.metrics key, or the built-in `correct`); the
+# others (`executed_*`, the rates over executed outputs only, and the headline, whose rule
+# depends on the output) are computed by the `workbench_aggregate` hook.
+_GROUP_SAMPLES = {"accuracy": "correct", "accuracy_strict": "strict_match", "accuracy_lenient": "lenient_match", "toolrl_accuracy": "toolrl_match"}
 METRICS = [
     MetricInfo("n", "tasks scored", "count"),
     MetricInfo(HEADLINE, "paper-comparable accuracy: ToolRL's rule, else the executed rule, else the reward verdict", "rate"),
-    *(MetricInfo(name, description, "rate") for name, description in _GROUP_RATES.items()),
-    MetricInfo("name_accuracy", "share of outputs whose call names the gold API", "rate"),
-    MetricInfo("parse_error_rate", "share of outputs with no readable call", "rate", higher_is_better=False),
-    MetricInfo("n_protocol_executed", "tasks scored by execution in the sandbox", "count"),
-    MetricInfo("n_protocol_matching", "tasks scored by call matching", "count"),
-    MetricInfo("n_not_scorable", "tasks naming a sandbox that could not execute them (matched instead)", "count"),
-    *(MetricInfo(f"n_{level}", f"tasks of {level}", "count") for level in LEVELS),
-    *(MetricInfo(f"{name}_{level}", f"{description}, {level}", "rate") for level in LEVELS for name, description in _GROUP_RATES.items()),
+    *(MetricInfo(name, description, "rate", sample=_GROUP_SAMPLES.get(name)) for name, description in _GROUP_RATES.items()),
+    MetricInfo("name_accuracy", "share of outputs whose call names the gold API", "rate", sample="name_match"),
+    MetricInfo("parse_error_rate", "share of outputs with no readable call", "rate", higher_is_better=False, sample="parse_error"),
+    MetricInfo("n_protocol_executed", "tasks scored by execution in the sandbox", "count", sample="protocol_executed"),
+    MetricInfo("n_protocol_matching", "tasks scored by call matching", "count", sample="protocol_matching"),
+    MetricInfo("n_not_scorable", "tasks naming a sandbox that could not execute them (matched instead)", "count", sample="not_scorable"),
+    *(MetricInfo(f"n_{level}", f"tasks of {level}", "count", where={"level": level}) for level in LEVELS),
+    *(MetricInfo(f"{name}_{level}", f"{description}, {level}", "rate", sample=_GROUP_SAMPLES.get(name), where={"level": level})
+      for level in LEVELS for name, description in _GROUP_RATES.items()),
 ]
 PAPER_REFERENCE = {"Qwen2.5-7B-Instruct (Base)": {HEADLINE: 61.6}, "GenEnv 7B": {HEADLINE: 79.1}}
 

@@ -18,11 +18,12 @@ _MONTHS = re.compile(
 )
 _YEAR = re.compile(r"^\d{1,4}( ?(bc|ad|bce|ce))?$", re.IGNORECASE)
 
-METRICS = [
+METRICS = [  # all but empty_rate (which errors count as empty) aggregated by the core
     MetricInfo("n", "questions scored", aggregation="count"),
     MetricInfo("em", "exact match after answer normalisation (the paper's metric)", aggregation="rate"),
     MetricInfo("f1", "token F1 against the best gold answer (the reward)", aggregation="mean"),
-    MetricInfo("parse_error_rate", "outputs without a usable answer", aggregation="rate", higher_is_better=False),
+    MetricInfo("judge", "the installed judge's verdict (outputs it judged)", aggregation="mean"),
+    MetricInfo("parse_error_rate", "outputs without a usable answer", aggregation="rate", higher_is_better=False, sample="parse_error"),
     MetricInfo("empty_rate", "outputs with an empty answer", aggregation="rate", higher_is_better=False),
 ]
 

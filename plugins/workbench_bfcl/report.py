@@ -17,12 +17,13 @@ from workbench_bfcl.scoring import evaluate
 HEADLINE = "accuracy"
 # Categories a task can carry: the loaded ones, the two more a file may hold, generated tasks.
 KNOWN_CATEGORIES = DEFAULT_CATEGORIES + ("multi_turn_base", "multi_turn_miss_param", "generated", "unknown")
-METRICS = [
+METRICS = [  # all but category_mean_accuracy and multi_turn_episode_accuracy aggregated by the core
     MetricInfo("n", "items scored", "count"),
-    MetricInfo(HEADLINE, "share of items the AST checker accepts (all categories pooled)", "rate"),
-    *(MetricInfo(f"accuracy_{c}", f"accuracy on category {c}", "rate") for c in KNOWN_CATEGORIES),
+    MetricInfo(HEADLINE, "share of items the AST checker accepts (all categories pooled)", "rate", sample="correct"),
+    *(MetricInfo(f"accuracy_{c}", f"accuracy on category {c}", "rate", sample="correct",
+                 where={"category": (c, None) if c == "unknown" else c}) for c in KNOWN_CATEGORIES),  # no category: "unknown"
     MetricInfo("category_mean_accuracy", "unweighted mean of the per-category accuracies", "mean"),
-    MetricInfo("parse_error_rate", "share of outputs that could not be decoded", "rate", higher_is_better=False),
+    MetricInfo("parse_error_rate", "share of outputs that could not be decoded", "rate", higher_is_better=False, sample="parse_error"),
     MetricInfo("multi_turn_episode_accuracy", "multi-turn records whose turns are all correct", "rate"),
 ]
 # The GenEnv paper (Table 1; the BFCL validation comparison is a different split, its own key).

@@ -44,7 +44,6 @@ from workbench import (
     Rejection,
     Score,
     Task,
-    grouped_means,
     hookimpl,
     int_option,
     limit_option,
@@ -183,6 +182,8 @@ def workbench_domain_info() -> DomainInfo:
             MetricInfo("n", "tasks scored", aggregation="count"),
             MetricInfo("accuracy", "share of outputs answered exactly", aggregation="rate", sample="reward"),
             MetricInfo("parse_error_rate", "outputs without a readable answer", aggregation="rate", higher_is_better=False, sample="parse_error"),
+            # one per number of operations present (accuracy_ops1, accuracy_ops2, ...): no aggregate hook needed
+            MetricInfo("accuracy_ops{value}", "accuracy by number of operations", aggregation="rate", sample="reward", by="operations"),
         ],
         headline="accuracy",
         difficulty="digits of the longest operand + number of operations - 1 (3 + 4 is rung 1, 12 * 34 - 5 rung 3)",
@@ -346,11 +347,3 @@ def workbench_task_difficulty(task: Task) -> int | None:
     if not isinstance(digits, int) or not isinstance(operations, int) or isinstance(digits, bool) or isinstance(operations, bool):
         return None
     return min(digits + operations - 1, MAX_DIFFICULTY) if digits >= 1 and operations >= 1 else None
-
-
-@hookimpl
-def workbench_aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
-    """Only what a declaration cannot say: accuracy per number of operations. `n`, `accuracy`
-    and `parse_error_rate` are declared in the domain info and aggregated by the core."""
-    pairs = sorted(zip(tasks, scores), key=lambda pair: pair[0].spec.get("operations", 0))
-    return grouped_means([f"ops{t.spec.get('operations', 0)}" for t, _ in pairs], [s.reward for _, s in pairs], prefix="accuracy_")
