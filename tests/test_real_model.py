@@ -101,3 +101,19 @@ def test_long_benchmark_sequences_train_one_at_a_time_with_recomputed_activation
     for config in (short, long):  # 16 completions an optimizer step either way
         assert config.agent.per_device_batch_size * config.agent.gradient_accumulation_steps == 16
     assert long.agent.max_completion_length < REAL_LONG_SEQUENCE  # the reference sheet, not the answer, makes it long
+
+
+def test_seeds_the_plugin_cannot_render_are_sized_around_not_refused():
+    """BFCL's training split holds 2 official records that break the rules a generated task
+    follows (render_task gives None): the config sizes its lengths from the others (the engine
+    and the cold start leave those out of the environment's examples) instead of refusing."""
+    from workbench.demo import real_model_config
+    from workbench.registry import load_registry
+
+    domain = load_registry().domain("bfcl")
+    seeds = domain.seed_tasks({"categories": ["simple_python"]})
+    unrenderable = [t for t in seeds if domain.render_task(t) is None][:1]
+    assert unrenderable, "the official simple_python records include one the environment format cannot hold"
+    chosen = unrenderable + [t for t in seeds if domain.render_task(t)][:3]
+    config = real_model_config(ALIAS, "bfcl", seed_ids=[t.id for t in chosen], options={"categories": ["simple_python"]})
+    assert sorted(config.seed_ids or []) == sorted(t.id for t in chosen) and config.env.generation.max_new_tokens > 0

@@ -669,8 +669,15 @@ def real_model_config(
             raise DemoError(f"{len(wanted) - len(chosen)} of the seed_ids are not among {domain}'s seed tasks with these options")
     settings = ModelSettings(name_or_path=model, device="cpu", dtype=real_model_dtype(), lora=LoraSettings(r=16, alpha=32, dropout=0.0))
     tokenizer = load_tokenizer(settings, "--model")
-    longest_render = max(_tokens(tokenizer, _render(plugin, t)) for t in chosen)
-    longest_reference = max(_tokens(tokenizer, _reference(plugin, t)) for t in chosen)
+    # lengths from the seeds the plugin renders and answers (a few official records break the rules a generated
+    # task must follow, e.g. 2 of BFCL's: their cold start and few-shot turns leave them out, as the engine does)
+    renders = [text for t in chosen if (text := plugin.render_task(t))]
+    references = [text for t in chosen if (text := plugin.reference_output(t))]
+    if not renders or not references:
+        raise DemoError(f"plugin {domain!r} can {'answer' if renders else 'render'} none of the {len(chosen)} chosen seed tasks; "
+                        "the real-model demo needs workbench_render_task and workbench_reference_output to answer for some")
+    longest_render = max(_tokens(tokenizer, text) for text in renders)
+    longest_reference = max(_tokens(tokenizer, text) for text in references)
     max_completion, turn_tokens = min(512, _round_up(longest_reference * 1.5 + 16, 16)), AgentSettings.episode_turn_tokens
     episodes = episode_lengths([episode_turns(plugin, t) for t in chosen], tokenizer)
     longest_prompt = max(_tokens(tokenizer, chat_prompt(tokenizer, plugin.agent_messages(t))) for t in chosen)
