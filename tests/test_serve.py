@@ -114,6 +114,39 @@ def test_alfworld_episode_plays_real_textworld_commands(registry):
             assert client.state()["won"] is True
 
 
+@pytest.mark.skipif(importlib.util.find_spec("textworld") is None, reason="ALFWorld episodes need: pip install alfworld textworld")
+def test_an_episode_pays_its_reward_once(registry, arithmetic):
+    """After `done`, a step is refused (409, naming the episode as over and reset as the fix) and
+    the reward is not paid again: an ALFWorld game won by its plan, and a single-turn task.
+    Before, a second step scored again and added its reward to the session's total."""
+    from workbench.serve import RequestError, build_environment, load_tasks
+
+    alfworld = registry.domain("alfworld")
+    tasks = load_tasks(alfworld, options={"mode": "episode", "limit": 1})
+    action, _, _, factory = build_environment(alfworld, tasks)
+    env = factory()
+    try:
+        env.reset(task_id=tasks[0].id)
+        for command in tasks[0].spec["expert_plan"]:
+            result = env.step(action(output=command))
+        assert result.done is True and result.reward == 1.0
+        with pytest.raises(RequestError, match=r"is over .* call reset\(\)") as refused:
+            env.step(action(output=tasks[0].spec["expert_plan"][-1]))
+        assert refused.value.status == 409 and env.state.total_reward == 1.0
+        env.reset(task_id=tasks[0].id)  # a new episode plays again
+        assert env.step(action(output="look")).done is False
+    finally:
+        env.close()
+    seeds = arithmetic.seed_tasks({})[:1]
+    action, _, _, factory = build_environment(arithmetic, seeds)
+    env = factory()
+    env.reset(index=0)
+    assert env.step(action(output=_answer(seeds[0]))).reward == 1.0
+    with pytest.raises(RequestError, match="is over"):
+        env.step(action(output=_answer(seeds[0])))
+    assert env.state.total_reward == 1.0
+
+
 def test_run_folder_and_bad_sources(arithmetic, tmp_path):
     from workbench.serve import ServeError, load_tasks
 

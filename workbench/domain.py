@@ -304,15 +304,18 @@ class Domain:
 
     def make_interaction(self, task: Task) -> Interaction | None:
         """The plugin's interactive environment for `task`, or None (also on a fault, counted)."""
+        env = self.interaction_or_fault(task)
+        return None if isinstance(env, Fault) else env
+
+    def interaction_or_fault(self, task: Task) -> Interaction | Fault | None:
+        """`make_interaction`, with the fault (counted) returned instead of None, for a caller
+        that must say why a task cannot be played (`workbench serve`: a 409 with the reason)."""
         if not self.implements("workbench_make_interaction"):
             return None
         hook = "make_interaction"
         env = self._contained(hook, task=task)
-        if isinstance(env, Fault):
-            return None
-        if env is not None and not isinstance(env, Interaction):
-            self._fault(hook, "plugin_error", f"returned {type(env).__name__}, not an Interaction")
-            return None
+        if env is not None and not isinstance(env, (Interaction, Fault)):
+            return self._fault(hook, "plugin_error", f"returned {type(env).__name__}, not an Interaction")
         return env
 
     # Reporting.

@@ -23,11 +23,27 @@ Protocol (actions and observations are plain JSON):
     Over stateless HTTP `/step` (a fresh environment per request) pass `task_id` in the action
     to score a single-turn output against that task; the WebSocket session keeps the task.
 
-Client mistakes (an unknown `task_id`, an `index` that is not a task's position, a step before
-any reset) are `RequestError`s: HTTP answers 4xx with the message as `detail`, the WebSocket
-an error frame, and the session stays usable; so does a WebSocket message that is not a JSON
-object. Limits: a request body or WebSocket message over `max_request_bytes` (default 1 MiB)
-is refused, HTTP with 413 before the body is read; ports are checked before anything loads.
+Client mistakes (an unknown `task_id`, an `index` that is not a task's position, a `seed`
+that is not a whole number >= 0 (`true`/`false` included), a step before any reset, a step
+after the episode is done) are `RequestError`s: HTTP answers 4xx with the message as
+`detail`, the WebSocket an error frame, and the session stays usable; so does a WebSocket
+message that is not a JSON object. An episode pays its reward once: after `done`, a step is
+refused (409) until the next reset.
+
+A task the plugin cannot make its interaction for (an ALFWorld game refused by the checks of a
+generated game, or not checked yet because the machine is busy) is never served as an empty,
+non-interactive episode: its reset answers 409 with the plugin's reason, or 503 when that
+reason says to retry later or the plugin ran past its time budget. A plugin raising anywhere
+else is a bug: 500, with the error as `detail`.
+
+Limits: a request body or WebSocket message over `max_request_bytes` (default 1 MiB) is
+refused, HTTP with 413 before the body is read; ports are checked before anything loads.
+
+The published OpenAPI schema (`/openapi.json`) is the one the server keeps: `/reset` and
+`/step` take this server's own request models (the action's fields, `task_id`, `index`, a
+strict `seed`), and every status a route answers is documented with its body
+(`ErrorMessage`: `{"detail": "..."}`; 422: FastAPI's validation errors). schemathesis's
+examples, fuzzing and stateful runs against it find no mismatch (tests/test_serve_errors.py).
 """
 
 from __future__ import annotations
@@ -75,6 +91,47 @@ def _show(value: Any) -> str:
     """A client's value for an error message: repr (lone surrogates escaped), at most 80 characters."""
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def seed_value(seed: Any) -> int | None:
+    """A reset's `seed`: None or a whole number >= 0 (a JSON number such as 7.0 counts, as JSON
+    Schema's "integer" says); true/false, fractions, text and negatives are refused (bool is an
+    int in Python, so `seed: false` was taken as seed 0)."""
+    if isinstance(seed, float) and seed.is_integer():
+        seed = int(seed)
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise RequestError(f"seed {_show(seed)}: give a whole number of 0 or more, or leave seed out (true/false is not a seed)", 422)
+    return seed
+
+
+def _seed_field(seed: Any) -> int | None:
+    """`seed_value` as a pydantic validator: its refusal is a ValueError, so HTTP answers 422 naming `seed`."""
+    try:
+        return seed_value(seed)
+    except RequestError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _index_value(index: Any, count: int) -> int | None:
+    """A reset's `index`: None or a task's position, 0 to count - 1 (7.0 counts as 7; true/false does not)."""
+    if isinstance(index, float) and index.is_integer():
+        index = int(index)
+    if index is not None and (isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count):
+        raise RequestError(f"index {_show(index)}: give a whole number from 0 to {count - 1} (this server has {count} tasks)")
+    return index
+
+
+def _interaction_of(domain: Any, task: Task) -> Any:
+    """The task's interaction, or None for a single-turn task. A plugin that cannot make one
+    raises: that is a `RequestError` here (409 with the plugin's reason; 503 when the reason says
+    to retry later or the plugin ran past its time budget), never an empty, non-interactive episode."""
+    from workbench.containment import Fault
+
+    result = domain.interaction_or_fault(task)
+    if isinstance(result, Fault):
+        retry = result.code == "plugin_timeout" or "retry later" in result.message
+        raise RequestError(f"task {_show(task.id)} cannot be served: {result.message}", 503 if retry else 409)
+    return result
 
 
 def _openenv() -> Any:
@@ -154,7 +211,7 @@ def build_environment(domain: Any, tasks: list[Task]) -> tuple[type, type, type,
     class WorkbenchAction(es.Action):
         """The agent's output: the whole answer (single-turn) or one command (interactive)."""
 
-        output: str = Field(..., description="The agent's output for the current task (one command in an episode).")
+        output: str = Field(..., description="The agent's output for the current task (one command in an episode; may be empty).")
         task_id: str | None = Field(None, description="Score against this task (stateless HTTP /step); default: the session's task.")
 
     class WorkbenchObservation(es.Observation):
@@ -188,24 +245,25 @@ def build_environment(domain: Any, tasks: list[Task]) -> tuple[type, type, type,
             self._rng = random.Random(0)
             self._task: Task | None = None
             self._interaction: Any = None
+            self._done = False  # the episode ended: a step is refused until the next reset
             self._state = WorkbenchState(domain=domain.name, tasks=len(tasks))
 
         # -- openenv API
         def reset(self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None,
                   index: int | None = None, **_: Any) -> WorkbenchObservation:
+            seed, index = seed_value(seed), _index_value(index, len(tasks))
             self._close_interaction()
+            self._done = False
             if task_id is not None:
                 if not isinstance(task_id, str) or task_id not in by_id:
                     raise RequestError(f"unknown task_id {_show(task_id)}; this server has {len(tasks)} tasks (see state or /reset)", 404)
                 task = by_id[task_id]
             elif index is not None:
-                if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(tasks):
-                    raise RequestError(f"index {_show(index)}: give a whole number from 0 to {len(tasks) - 1} (this server has {len(tasks)} tasks)")
                 task = tasks[index]
             else:
                 task = (random.Random(seed) if seed is not None else self._rng).choice(tasks)
             self._task = task
-            self._interaction = domain.make_interaction(task)
+            self._interaction = _interaction_of(domain, task)
             text = self._interaction.reset() if self._interaction is not None else ""
             self._state = WorkbenchState(domain=domain.name, tasks=len(tasks), task_id=task.id, episode_id=episode_id or task.id,
                                          interactive=self._interaction is not None, won=None)
@@ -217,11 +275,15 @@ def build_environment(domain: Any, tasks: list[Task]) -> tuple[type, type, type,
                 self.reset(task_id=action.task_id)
             if self._task is None:
                 raise RequestError("no task yet: call reset() first, or pass task_id in the action")
+            if self._done:
+                raise RequestError(f"the episode of task {_show(self._task.id)} is over (done after {self._state.step_count} steps) "
+                                   "and its reward was paid: call reset() to start another episode", 409)
             self._state.step_count += 1
             if self._interaction is not None:
                 return self._play(action.output)
             score = domain.score(self._task, action.output)
             self._state.total_reward += score.reward
+            self._done = True
             verdict = score.to_dict()
             return WorkbenchObservation(domain=domain.name, task_id=self._task.id, score=verdict, step=self._state.step_count,
                                         done=True, reward=score.reward)
@@ -241,6 +303,7 @@ def build_environment(domain: Any, tasks: list[Task]) -> tuple[type, type, type,
             done = bool(done) or won or self._state.step_count >= int(getattr(self._interaction, "max_steps", 50))
             self._state.won = won
             self._state.total_reward += float(reward)
+            self._done = done
             return WorkbenchObservation(domain=domain.name, task_id=self._task.id, text=text, interactive=True,
                                         step=self._state.step_count, done=done, reward=float(reward),
                                         score={"reward": float(reward), "correct": won if done else None, "metrics": {"won": float(won)}, "error": None})
@@ -333,7 +396,8 @@ def _not_an_object(message: dict[str, Any]) -> str | None:
 
 def create_app(domain: Any, tasks: list[Task], max_concurrent_envs: int = 4, max_request_bytes: int = MAX_REQUEST_BYTES) -> Any:
     """The FastAPI app of openenv's own `create_fastapi_app` for `domain` serving `tasks`, with
-    client mistakes answered 4xx and request bodies over `max_request_bytes` refused (413)."""
+    client mistakes answered 4xx, request bodies over `max_request_bytes` refused (413), `/reset`
+    and `/step` on this server's own request models, and every answer documented in the schema."""
     from fastapi.responses import JSONResponse
 
     check_server_options(max_sessions=max_concurrent_envs)
@@ -345,11 +409,142 @@ def create_app(domain: Any, tasks: list[Task], max_concurrent_envs: int = 4, max
     async def request_error(request: Any, exc: Exception) -> Any:
         return JSONResponse({"detail": str(exc)}, status_code=getattr(exc, "status", 400))
 
+    async def internal_error(request: Any, exc: Exception) -> Any:
+        detail = f"internal error: {type(exc).__name__}: {str(exc)[:300]} (a bug in the server or the plugin; please report it)"
+        return JSONResponse({"detail": detail}, status_code=500)
+
     app.add_exception_handler(RequestError, request_error)
+    app.add_exception_handler(Exception, internal_error)  # a 500 is JSON too (the traceback goes to the server's log)
+    _own_reset_and_step(app, action, factory, tasks)
+    app.openapi = lambda: _documented_openapi(app)
     app.add_middleware(_BodyLimit, limit=max_request_bytes)
     app.add_middleware(_WebSocketGuard)
     app.state.max_request_bytes = max_request_bytes  # uvicorn's ws_max_size (see _uvicorn_server)
     return app
+
+
+def _own_reset_and_step(app: Any, action_cls: type, factory: Callable[[], Any], tasks: list[Task]) -> None:
+    """Replace openenv's `/reset` and `/step` (when its mode registered them) with the same
+    handlers on this server's request models: `seed` strict (a JSON boolean or fraction is 422
+    naming `seed`), `task_id` and `index` documented, the action's own fields in `/step`'s schema
+    (openenv publishes `{"action": {"value": 1}}`, which the server refuses). Unknown extra
+    fields are accepted and ignored, as openenv's models do."""
+    from fastapi import Body
+    from openenv.core.env_server.serialization import serialize_observation
+    from openenv.core.env_server.types import ResetResponse, StepResponse
+    from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, WithJsonSchema
+    from starlette.concurrency import run_in_threadpool
+    from typing_extensions import Annotated
+
+    paths = {(getattr(r, "path", None), m) for r in app.router.routes for m in getattr(r, "methods", None) or ()}
+    if ("/reset", "POST") not in paths or ("/step", "POST") not in paths:
+        return
+    app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", None) not in ("/reset", "/step")]
+    examples: Any = [{"index": 0}, {"task_id": tasks[0].id}, {"seed": 7}, {}]
+
+    class ResetRequest(BaseModel):
+        """A reset: the task by id, by position or drawn with a seed (by default, the session's own draw)."""
+
+        model_config = ConfigDict(extra="allow", json_schema_extra={"examples": examples})
+        seed: Annotated[StrictInt | None, BeforeValidator(_seed_field)] = Field(None, ge=0, description="Draw the task with this seed (a whole number >= 0).")
+        episode_id: str | None = Field(None, max_length=255, description="An identifier for the episode (default: the task id).")
+        task_id: Annotated[Any, WithJsonSchema({"type": ["string", "null"]})] = Field(None, description="Serve this task (404 when unknown).")
+        index: Annotated[Any, WithJsonSchema({"type": ["integer", "null"], "minimum": 0, "maximum": len(tasks) - 1})] = Field(
+            None, description=f"Serve the task at this position, 0 to {len(tasks) - 1} (400 otherwise).")
+
+    class HTTPAction(action_cls):
+        """The agent's output and the task to score it against (each HTTP request is a fresh environment)."""
+
+        task_id: str = Field(..., description="The task to score the output against (stateless HTTP: required).")
+
+    class StepRequest(BaseModel):
+        """A step over stateless HTTP: the agent's action scored against `action.task_id` (the
+        WebSocket session keeps its task, and its action's `task_id` is optional: `/schema`)."""
+
+        model_config = ConfigDict(extra="allow")
+        action: HTTPAction
+        timeout_s: float | None = Field(None, gt=0, description="Accepted for openenv's clients; the plugin's own time budget applies.")
+        request_id: str | None = Field(None, max_length=255, description="An identifier for the request.")
+
+    no_body = Body(default_factory=lambda: ResetRequest.model_validate({}))  # a reset without a body draws a task
+
+    async def reset(request: Any = no_body) -> Any:
+        """Start an episode: a task by `task_id`, by `index`, or drawn (with `seed`); its first observation."""
+        env = factory()
+        try:
+            kwargs = {k: v for k, v in request.model_dump(exclude_unset=True).items() if k in ("seed", "episode_id", "task_id", "index")}
+            return ResetResponse(**serialize_observation(await run_in_threadpool(env.reset, **kwargs)))
+        finally:
+            env.close()
+
+    async def step(request: Any) -> Any:
+        """Score an output against `action.task_id` (a fresh environment per HTTP request)."""
+        env = factory()
+        try:
+            return StepResponse(**serialize_observation(await run_in_threadpool(env.step, request.action)))
+        finally:
+            env.close()
+
+    # FastAPI reads the body model from the annotation; this module's annotations are strings
+    # (postponed), which it would look up among the module's globals, where these classes are not.
+    reset.__annotations__ = {"request": ResetRequest, "return": ResetResponse}
+    step.__annotations__ = {"request": StepRequest, "return": StepResponse}
+    app.post("/reset", response_model=ResetResponse, tags=["Environment Control"], summary="Reset the environment",
+             responses=_route_errors("/reset"))(reset)
+    app.post("/step", response_model=StepResponse, tags=["Environment Control"], summary="Execute an action in the environment",
+             responses=_route_errors("/step"))(step)
+
+
+ERROR_MESSAGE_SCHEMA = {"type": "object", "title": "ErrorMessage", "required": ["detail"],
+                        "properties": {"detail": {"type": "string", "description": "What was wrong and how to fix it."}}}
+
+# The statuses each route answers besides 200 and FastAPI's 422, with what they mean.
+ROUTE_ERRORS: dict[str, dict[int, str]] = {
+    "/reset": {400: "an index that is not a task's position, or a body that is not JSON text", 404: "an unknown task_id",
+               409: "the task cannot be served: the plugin refused to make its interaction (the reason says why)",
+               503: "the task cannot be served now: the plugin says to retry later"},
+    "/step": {400: "a body that is not JSON text", 404: "an unknown task_id",
+              409: "the episode is over (reset first), or the task cannot be served", 503: "the task cannot be served now: retry later"},
+    "/{env_name}/": {400: "an invalid task index, or a body that is not JSON text", 404: "an unknown environment name",
+                     501: "this environment does not list tasks"},
+}
+BODY_ERRORS = {400: "a body that is not JSON text", 413: "a request body over this server's max_request_bytes"}
+
+
+def _route_errors(path: str) -> dict[int | str, dict[str, Any]]:
+    """The documented error answers of `path` (FastAPI's `responses=`): `ErrorMessage` bodies, and 500 for a bug."""
+    meanings = dict(ROUTE_ERRORS.get(path, {}))
+    meanings[500] = "a bug in the server or the plugin; the detail names the error"
+    content = {"application/json": {"schema": ERROR_MESSAGE_SCHEMA}}
+    return {status: {"description": text, "content": content} for status, text in sorted(meanings.items())}
+
+
+def _documented_openapi(app: Any) -> dict[str, Any]:
+    """openenv's OpenAPI schema, made to say what the server answers: every operation lists its
+    error statuses with an `ErrorMessage` body (`ROUTE_ERRORS`, 400 and 413 wherever a body is
+    read, 500), and `ErrorMessage` is a component. Built once, then cached as FastAPI does."""
+    if app.openapi_schema:
+        return dict(app.openapi_schema)
+    from fastapi.openapi.utils import get_openapi
+
+    schema = get_openapi(title=app.title, version=app.version, openapi_version=app.openapi_version, description=app.description,
+                         routes=app.routes, tags=app.openapi_tags)
+    schema.setdefault("components", {}).setdefault("schemas", {})["ErrorMessage"] = ERROR_MESSAGE_SCHEMA
+    error = {"$ref": "#/components/schemas/ErrorMessage"}
+    for path, operations in schema.get("paths", {}).items():
+        key = path if path in ROUTE_ERRORS else ("/{env_name}/" if path.startswith("/{env_name}/") else path)
+        for method, operation in operations.items():
+            meanings = dict(ROUTE_ERRORS.get(key, {}))
+            if method in ("post", "put", "patch"):
+                meanings.update({k: v for k, v in BODY_ERRORS.items() if k not in meanings})
+            if meanings or method == "post":
+                meanings.setdefault(500, "a bug in the server or the plugin; the detail names the error")
+            responses = operation.setdefault("responses", {})
+            for status, text in meanings.items():
+                entry = responses.setdefault(str(status), {"description": text})
+                entry["content"] = {"application/json": {"schema": error}}
+    app.openapi_schema = schema
+    return dict(schema)
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -11,10 +11,11 @@ request holds runs before the limits are in place:
 * RLIMIT_FSIZE 64 MiB (fast-downward copies its 33 MB `libdownward.so` into TMPDIR for each
   environment), RLIMIT_NOFILE 64, RLIMIT_CORE 0 (no core file).
 
-Protocol: one JSON object on stdin, `{"domain", "grammar", "problem", "max_steps"}` (the
-problem and grammar already checked and written by the plugin: no model text reaches the
-grammar); one JSON object written to the original stdout, `{"ok": true, "plan": [...],
-"seconds": {...}}` or `{"ok": false, "code": ..., "reason": ...}`. File descriptor 1 is
+Protocol: one JSON object on stdin, `{"domain", "grammar", "problem", "max_steps",
+"max_operators"}` (a generated game's problem and grammar already checked and written by the
+plugin: no model text reaches the grammar; a game played from a file comes as it is on disk,
+after the same static checks); one JSON object written to the original stdout, `{"ok": true,
+"plan": [...], "operators": N, "seconds": {...}}` or `{"ok": false, "code": ..., "reason": ...}`. File descriptor 1 is
 pointed at /dev/null before the engine is imported, so what fast-downward's translator and
 search print cannot mix into the answer.
 
@@ -23,7 +24,9 @@ What it does, each stage's failure mapped to a rejection code:
 1. translate the problem with fast-downward (`pddl2sas`, optimised, output captured):
    `SystemExit` (the translator exits on a wrong arity or an undeclared predicate in the goal),
    `ParseError`, `KeyError`, `RecursionError`, ... -> `pddl_error`; "No relaxed solution" in its
-   output -> `goal_unreachable`; `MemoryError` -> `too_large`;
+   output -> `goal_unreachable`; `MemoryError` -> `too_large`; more ground actions (operators of
+   the translated task) than `max_operators` -> `too_large`. This count is the check's work
+   budget: deterministic, so whether a game is accepted never depends on the machine's load;
 2. load the game from `game.tw-pddl` (written in the scratch cwd) with alfworld's wrappers
    (`AlfredDemangler(shuffle=False)`, `AlfredInfos`, as `AlfWorldInteraction` plays it) and reset
    it with TextWorld's planner walkthrough (fast-downward search): won at the start ->
@@ -32,7 +35,8 @@ What it does, each stage's failure mapped to a rejection code:
    the end, otherwise -> `expert_failed`.
 
 Every exception, `BaseException` included, is caught and mapped; an unexpected one is
-`game_error`. A run past the parent's wall budget is `timeout` (decided by the parent).
+`game_error`. A run past the parent's wall-clock safety net is `busy` (decided by the parent:
+retry later, not a verdict on the game).
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ FILE_BYTES = 64 * 1024**2
 OPEN_FILES = 64
 MAX_REQUEST_BYTES = 1_000_000
 MAX_REASON = 300
+DEFAULT_MAX_OPERATORS = 5_000  # the plugin always sends its own (gamegen.MAX_OPERATORS)
 
 
 def set_limits(cpu_s: int) -> None:
@@ -96,18 +101,24 @@ def _engine_error(stage: str, exc: BaseException) -> Rejected:
     return Rejected("pddl_error", f"{stage}: {_reason(exc)}")
 
 
-def translate(domain: str, problem: str) -> None:
-    """Stage 1: fast-downward's translation, with its printout captured."""
+def translate(domain: str, problem: str, max_operators: int) -> int:
+    """Stage 1: fast-downward's translation, with its printout captured. Returns the number of
+    ground actions (operators of the translated task), refused past `max_operators`."""
     import fast_downward
 
     buffer = io.StringIO()
     try:
         with contextlib.redirect_stdout(buffer):
-            fast_downward.pddl2sas(domain, problem, verbose=True, optimize=True)
+            result = fast_downward.pddl2sas(domain, problem, verbose=True, optimize=True)
     except BaseException as exc:  # SystemExit from the translator included
         raise _engine_error("translating the problem", exc) from None
     if "No relaxed solution" in buffer.getvalue():
         raise Rejected("goal_unreachable", "the goal cannot be reached even in the relaxed problem (fast-downward: no relaxed solution)")
+    sas = result[1] if isinstance(result, tuple) else result
+    operators = str(sas).count("\nbegin_operator")
+    if operators > max_operators:
+        raise Rejected("too_large", f"the game grounds to {operators} actions, more than the check's work budget of {max_operators}")
+    return operators
 
 
 def plan_and_replay(domain: str, grammar: str, problem: str, max_steps: int, seconds: dict[str, float]) -> list[str]:
@@ -152,12 +163,13 @@ def plan_and_replay(domain: str, grammar: str, problem: str, max_steps: int, sec
 
 
 def run(request: dict) -> dict:
+    """Check one game (the module docstring's three stages) -> the answer object."""
     seconds: dict[str, float] = {}
     start = time.monotonic()
-    translate(request["domain"], request["problem"])
+    operators = translate(request["domain"], request["problem"], int(request.get("max_operators", DEFAULT_MAX_OPERATORS)))
     seconds["translate"] = time.monotonic() - start
     plan = plan_and_replay(request["domain"], request["grammar"], request["problem"], int(request["max_steps"]), seconds)
-    return {"ok": True, "plan": plan, "seconds": {k: round(v, 3) for k, v in seconds.items()}}
+    return {"ok": True, "plan": plan, "operators": operators, "seconds": {k: round(v, 3) for k, v in seconds.items()}}
 
 
 def main(argv: list[str]) -> int:

@@ -15,7 +15,9 @@ The environment model writes one JSON object (see README, "Games written by the 
    `(define (problem N) (:domain alfred) (:objects ...) (:init ...) [(:goal ...)])`; every name
    matches the identifier whitelist and, for objects, receptacles and types, is an ALFRED class
    (`alfworld.gen.constants`); every `:init` fact is a predicate of alfworld's `alfred.pddl` with
-   the right number and types of arguments, all declared; counts stay under the caps below.
+   the right number and types of arguments, all declared; counts stay under the caps below;
+   the agent starts at exactly one location (`impossible_state` otherwise); the ground actions
+   estimated from the facts (`ground_estimate`) stay under `ESTIMATE_SLACK` x `MAX_OPERATORS`.
 2. **The goal is the plugin's.** It is `alfworld.gen.goal_library.gdict[task_type]['pddl']`
    filled in from `pddl_params`; a `:goal` written in the problem must say the same (compared as
    parsed lists, the order inside `and` ignored) and is then replaced by it. The goal text is
@@ -24,24 +26,36 @@ The environment model writes one JSON object (see README, "Games written by the 
    checked lists (`canonical_problem`).
 3. **Compile and plan in a child process** (`compile_and_plan`, running `game_worker.py`):
    own session, cwd and TMPDIR in a fresh scratch folder (removed afterwards), resource limits
-   (2 GiB address space, CPU seconds, 64 MiB files, 64 open files, no core file) and a wall
-   budget (`WORKER_TIMEOUT_S`, under the engine's 30 s plugin-call budget), after which its
-   process group is killed.
+   (2 GiB address space, CPU seconds, 64 MiB files, 64 open files, no core file). Its work
+   budget is deterministic: fast-downward's translation may ground at most `MAX_OPERATORS`
+   actions (`too_large` past it), so whether a game is accepted never depends on the machine's
+   load. The wall clock (`WORKER_TIMEOUT_S`, under the engine's 30 s plugin-call budget) is only
+   a safety net: past it the process group is killed and the outcome is `busy` ("retry later"),
+   which is not a verdict and is never remembered.
 
 An accepted game is stored content-addressed: `<store>/<sha256>/game.tw-pddl` (JSON with
 `pddl_domain`, `grammar`, `pddl_problem`, `solvable: true`, `walkthrough`) and
 `traj_data.json` (`task_type`, `pddl_params`, `turk_annotations.anns[0].task_desc`,
-`workbench.expert_plan`), written into a temporary folder that is renamed into place. The hash
-covers the canonical problem, the task type and the parameters; no other part of any path
-comes from model text. The store is the domain option `games_dir`, else
-`$WORKBENCH_ALFWORLD_GAMES`, else `$WORKBENCH_CACHE/alfworld-games`, else
+`workbench.expert_plan`, `workbench.seal`), written into a temporary folder that is renamed
+into place. The folder name is the hash of the canonical problem, the task type and the
+parameters; no other part of any path comes from model text. The seal is a sha256 over every
+field of both files; a store folder is trusted (`stored_game_dir`) only while its name, its
+seal, the plugin's own domain and grammar, and its plan all hold, so a game changed afterwards
+is refused by validation and checked again when its record comes back. The store is the domain
+option `games_dir`, else `$WORKBENCH_ALFWORLD_GAMES`, else `$WORKBENCH_CACHE/alfworld-games`, else
 `~/.cache/genenv-workbench/alfworld-games`. The episode task's `game_path` is the stored
 folder, so `games.game_from_path`, `AlfWorldInteraction`, scoring and `workbench serve` play it
 like any ALFWorld game.
 
+**Games played from files** (a served task file's, a data folder's): before the engine loads
+one, `check_game_to_play` gives it the same checks (module-level caps `SERVED_CAPS`, sized for
+ALFWorld's own scenes, the same work budget) and the same worker, outside the engine lock;
+built-in and sealed store games pass at once. A game that fails raises `GameUnavailable`.
+
 Rejection codes: `schema`, `task_type`, `too_long`, `pddl_error`, `bad_identifier`,
-`too_large`, `goal_mismatch` (static); `pddl_error`, `goal_unreachable`, `already_won`,
-`plan_too_long`, `expert_failed`, `too_large`, `timeout`, `game_error` (the worker).
+`too_large`, `goal_mismatch`, `impossible_state` (static); `pddl_error`, `goal_unreachable`,
+`already_won`, `plan_too_long`, `expert_failed`, `too_large`, `game_error` (the worker); and
+`busy`, the safety net's non-verdict.
 """
 
 from __future__ import annotations
@@ -71,11 +85,14 @@ from .games import GAME_FILE, MAX_STEPS, TASK_TYPES, TRAJ_FILE, GameRecord
 
 # --- Limits ------------------------------------------------------------------------------
 # The built-in games (data/json_2.1.1/builtin) have 2-4 objects, 3-5 receptacles, 4-6
-# locations, 4-7 types, 26-44 :init facts and 2.1-2.8 kB of problem text (2.2-2.9 kB as
-# rendered records); each checks in about 1 s. The caps allow games seven times as large:
-# a game at the object/receptacle/location caps checked in 3.8 s on a busy 2-core machine
-# (40/40/42 took 9.8 s, 80/40/82 took 24 s), well inside the worker's wall budget
-# (README, "Games written by the environment").
+# locations, 4-7 types, 26-44 :init facts, about 40 ground actions and 2.1-2.8 kB of problem
+# text (2.2-2.9 kB as rendered records); each checks in about 1 s. The caps allow games seven
+# times as large: a game at the object/receptacle/location caps grounds to about 2,700 actions
+# and checked in 4.0 s of CPU (40/40/42: 4,800 actions, 6.7 s; 80/40/82: 8,000 actions, 13.4 s).
+# Acceptance is decided by deterministic caps only: the counts below, checked in this process,
+# and the ground-action budget `MAX_OPERATORS` (estimated from the facts here, counted exactly
+# on fast-downward's translation in the worker). The worker's wall clock is a safety net: past
+# it the outcome is `busy` (retry later), never a verdict (README, "Games written by the environment").
 MAX_PROBLEM_CHARS = 20_000
 MAX_DEPTH = 12  # the deepest template goal (pick_two_obj) is 10 levels inside `define`
 MAX_NAME_CHARS = 80
@@ -85,9 +102,40 @@ MAX_LOCATIONS = 40
 MAX_TYPES = 60  # otype + rtype declarations
 MAX_FACTS = 500
 MAX_DECLARED = 400  # names read from :objects at all (ALFWorld's own problems declare every type; see `compact`)
-WORKER_TIMEOUT_S = 20.0  # must stay under the engine's plugin_timeout_s (30 s)
+MAX_OPERATORS = 5_000  # ground actions: the check's work budget (about 8 s of CPU for load and plan)
+ESTIMATE_SLACK = 2  # the in-process estimate may exceed MAX_OPERATORS this many times before the worker counts exactly
+WORKER_TIMEOUT_S = 20.0  # the wall-clock safety net; must stay under the engine's plugin_timeout_s (30 s)
 MAX_WORKER_ANSWER = 100_000
 MAX_CACHED_REJECTIONS = 512
+RETRY_CODES = ("busy", "game_error")  # outcomes that are not verdicts on the game: never remembered
+
+
+@dataclass(frozen=True)
+class Caps:
+    """The size caps a game is checked against: counts in `:objects` and `:init`, problem text,
+    and the ground-action budget of the worker's check."""
+
+    objects: int
+    receptacles: int
+    locations: int
+    types: int
+    facts: int
+    declared: int
+    problem_chars: int
+    operators: int
+
+
+def generated_caps() -> Caps:
+    """The caps of a game written by the environment model (the module constants, read now)."""
+    return Caps(MAX_OBJECTS, MAX_RECEPTACLES, MAX_LOCATIONS, MAX_TYPES, MAX_FACTS, MAX_DECLARED, MAX_PROBLEM_CHARS, MAX_OPERATORS)
+
+
+# A game served or played from a file (`check_game_to_play`): the same checks, the same worker
+# and the same work budget; the counts are sized for ALFWorld's own scenes (kitchens hold 40-70
+# objects and 20-40 receptacles, and declare every ALFRED type), which a generated game never needs.
+SERVED_CAPS = Caps(objects=100, receptacles=60, locations=80, types=300, facts=2_000, declared=1_000,
+                   problem_chars=300_000, operators=MAX_OPERATORS)
+MAX_CACHED_VERDICTS = 1_024
 
 STORE_ENV = "WORKBENCH_ALFWORLD_GAMES"
 CACHE_ENV = "WORKBENCH_CACHE"
@@ -335,7 +383,7 @@ def _check_name(name: str, kind: str) -> None:
         raise GameRejected("bad_identifier", f"agent {name[:40]!r} is not agent<digits> (e.g. agent1)")
 
 
-def _objects(section: list[Node]) -> list[tuple[str, str]]:
+def _objects(section: list[Node], caps: Caps) -> list[tuple[str, str]]:
     """`(:objects a b - type ...)` -> [(name, type)], every name typed, checked and unique."""
     objects: list[tuple[str, str]] = []
     pending: list[str] = []
@@ -359,8 +407,8 @@ def _objects(section: list[Node]) -> list[tuple[str, str]]:
             continue
         pending.append(item)
         i += 1
-        if len(pending) + len(objects) > MAX_DECLARED:
-            raise GameRejected("too_large", f"more than {MAX_DECLARED} names in :objects")
+        if len(pending) + len(objects) > caps.declared:
+            raise GameRejected("too_large", f"more than {caps.declared} names in :objects")
     if pending:
         raise GameRejected("pddl_error", f"{pending[0][:40]!r} in :objects has no type ('name - type')")
     seen: set[str] = set()
@@ -371,26 +419,58 @@ def _objects(section: list[Node]) -> list[tuple[str, str]]:
     return objects
 
 
-def _check_counts(objects: list[tuple[str, str]], n_facts: int) -> None:
+def _check_counts(objects: list[tuple[str, str]], n_facts: int, caps: Caps) -> None:
+    """Exactly one agent, and the object, receptacle, location, type and fact counts under `caps`."""
     counts = {kind: sum(1 for _n, k in objects if k == kind) for kind in OBJECT_TYPES}
     if counts["agent"] != 1:
         raise GameRejected("pddl_error", f"a game has exactly one agent, this one declares {counts['agent']}")
-    for kind, cap in (("object", MAX_OBJECTS), ("receptacle", MAX_RECEPTACLES), ("location", MAX_LOCATIONS)):
+    for kind, cap in (("object", caps.objects), ("receptacle", caps.receptacles), ("location", caps.locations)):
         if counts[kind] > cap:
             raise GameRejected("too_large", f"{counts[kind]} {kind}s, more than {cap}")
-    if counts["otype"] + counts["rtype"] > MAX_TYPES:
-        raise GameRejected("too_large", f"{counts['otype'] + counts['rtype']} otype/rtype declarations, more than {MAX_TYPES}")
-    if n_facts > MAX_FACTS:
-        raise GameRejected("too_large", f"{n_facts} :init facts, more than {MAX_FACTS}")
+    if counts["otype"] + counts["rtype"] > caps.types:
+        raise GameRejected("too_large", f"{counts['otype'] + counts['rtype']} otype/rtype declarations, more than {caps.types}")
+    if n_facts > caps.facts:
+        raise GameRejected("too_large", f"{n_facts} :init facts, more than {caps.facts}")
 
 
-def _init_facts(section: list[Node], types: dict[str, tuple[str, str]], compact: bool, dropped: list[str]) -> list[list[str]]:
+def _check_agent(objects: list[tuple[str, str]], init: list[list[str]]) -> None:
+    """The agent starts at exactly one location (`atLocation`): a world with the agent in two
+    places at once, or nowhere, is not a state the game can be in (`impossible_state`)."""
+    agent = next(name for name, kind in objects if kind == "agent").lower()
+    places = sorted({fact[2] for fact in init if fact[0].lower() == "atlocation" and fact[1].lower() == agent})
+    if len(places) != 1:
+        where = f"at {len(places)} locations at once ({', '.join(places[:4])})" if places else "at no location"
+        raise GameRejected("impossible_state", f"the agent is {where}; a game starts with exactly one (atLocation {agent} <location>) fact")
+
+
+def ground_estimate(objects: list[tuple[str, str]], init: list[list[str]]) -> int:
+    """About how many ground actions fast-downward's translator makes of a game, from its facts
+    alone (deterministic, in this process): every GotoLocation (each place the agent can stand x
+    each receptacle's place), and at each receptacle's place every pickupable object picked up,
+    put down, cleaned, heated or cooled there; plus one examine per object. Within a few percent
+    of the exact count on the built-in games and on games at the caps."""
+    at = [fact for fact in init if fact[0].lower() == "receptacleatlocation"]
+    places = {fact[2].lower() for fact in at} | {fact[2].lower() for fact in init if fact[0].lower() == "atlocation"}
+    pickupable = sum(1 for fact in init if fact[0].lower() == "pickupable")
+    return len(at) * (len(places) + 2 * pickupable) + len(objects)
+
+
+def _check_work(objects: list[tuple[str, str]], init: list[list[str]], caps: Caps) -> None:
+    """Refuse a game whose estimated grounding is far over the work budget before any worker
+    translates it (the worker counts exactly and applies `caps.operators` itself)."""
+    estimate = ground_estimate(objects, init)
+    if estimate > ESTIMATE_SLACK * caps.operators:
+        raise GameRejected("too_large", f"the game grounds to about {estimate} actions (estimated from its facts), "
+                                        f"more than the check's work budget of {caps.operators}")
+
+
+def _init_facts(section: list[Node], types: dict[str, tuple[str, str]], compact: bool, dropped: list[str], caps: Caps) -> list[list[str]]:
     """The checked `:init` facts, predicate and names in their declared spelling, duplicates
     removed. With `compact` (rendering ALFWorld's own games) numeric facts `(= ...)` are left out."""
     predicates = domain_predicates()
     facts: dict[tuple[str, ...], list[str]] = {}
-    if len(section) - 1 > MAX_FACTS and not compact:
-        raise GameRejected("too_large", f"{len(section) - 1} :init facts, more than {MAX_FACTS}")
+    if len(section) - 1 > caps.facts and not compact:
+        raise GameRejected("too_large", f"{len(section) - 1} :init facts, more than {caps.facts}")
     for fact in section[1:]:
         if isinstance(fact, list) and fact and fact[0] == "=" and compact:
             dropped.append(_inline(fact))
@@ -417,14 +497,17 @@ def _init_facts(section: list[Node], types: dict[str, tuple[str, str]], compact:
     return [facts[k] for k in sorted(facts, key=lambda k: (order[k[0]], k[1:]))]
 
 
-def check_problem(text: str, task_type: str, params: dict[str, Any], compact: bool = False) -> GameSpec:
+def check_problem(text: str, task_type: str, params: dict[str, Any] | None, compact: bool = False, caps: Caps | None = None) -> GameSpec:
     """The static checks of a problem text (module docstring, stage 1 and 2) -> a GameSpec
-    with the canonical problem and its content hash. `compact` (for rendering ALFWorld's own
-    games, never for model text) drops `(:metric ...)`, numeric facts and unused types."""
+    with the canonical problem and its content hash. `compact` (for ALFWorld's own games, never
+    for model text) drops `(:metric ...)`, numeric facts and unused types. `caps` defaults to
+    `generated_caps()`. `params` None (a game file played without its traj_data.json, compact
+    only) skips the goal checks: the problem's own goal is kept."""
+    caps = caps or generated_caps()
     if not isinstance(text, str):
         raise GameRejected("schema", "problem must be a string of PDDL")
-    if len(text) > MAX_PROBLEM_CHARS and not compact:
-        raise GameRejected("too_long", f"the problem is {len(text)} characters, more than {MAX_PROBLEM_CHARS}")
+    if len(text) > caps.problem_chars and not compact:
+        raise GameRejected("too_long", f"the problem is {len(text)} characters, more than {caps.problem_chars}")
     if not text.isascii():
         bad = next(ch for ch in text if not ch.isascii())
         raise GameRejected("pddl_error", f"the problem holds a non-ASCII character ({bad!r}); PDDL here is ASCII only")
@@ -453,13 +536,39 @@ def check_problem(text: str, task_type: str, params: dict[str, Any], compact: bo
     for key in (":objects", ":init"):
         if key not in sections:
             raise GameRejected("pddl_error", f"the problem has no ({key} ...) section")
-    objects = _objects(sections[":objects"])
+    objects = _objects(sections[":objects"], caps)
     if not compact:
-        _check_counts(objects, 0)
+        _check_counts(objects, 0, caps)
     dropped: list[str] = []
     types = {name.lower(): (name, kind) for name, kind in objects}
-    init = _init_facts(sections[":init"], types, compact, dropped)
-    goal, goal_text = goal_of(task_type, params)
+    init = _init_facts(sections[":init"], types, compact, dropped, caps)
+    if params is None:
+        if not compact:
+            raise GameRejected("schema", "a game record needs pddl_params")
+        goal, goal_text, wanted = sections.get(":goal", [":goal", ["and"]]), "", []
+    else:
+        goal, goal_text = goal_of(task_type, params)
+        wanted = _check_goal(sections, types, task_type, params, goal)
+    if compact:
+        used = {a.lower() for fact in init for a in fact[1:]} | {w.lower() for w in wanted}
+        kept = [(n, k) for n, k in objects if k not in ("otype", "rtype") or n.lower() in used]
+        dropped += [n for n, k in objects if (n, k) not in kept]
+        objects = kept
+    _check_counts(objects, len(init), caps)
+    _check_agent(objects, init)
+    _check_work(objects, init, caps)
+    order = {kind: i for i, kind in enumerate(OBJECT_TYPES)}
+    objects = sorted(objects, key=lambda nk: (order[nk[1]], nk[0].lower()))
+    spec = GameSpec(task_type, dict(params or {}), objects, init, goal, goal_text, dropped=dropped)
+    spec.problem = canonical_problem(spec)
+    if compact and len(spec.problem) > caps.problem_chars:
+        raise GameRejected("too_long", f"the compacted problem is {len(spec.problem)} characters, more than {caps.problem_chars}")
+    spec.key = content_key(spec)
+    return spec
+
+
+def _check_goal(sections: dict[str, list[Node]], types: dict[str, tuple[str, str]], task_type: str, params: dict[str, Any], goal: Node) -> list[str]:
+    """A written `:goal` is the plugin's goal, and the goal's types are declared; returns those type names."""
     if ":goal" in sections and _goal_form(sections[":goal"]) != _goal_form(goal):
         raise GameRejected("goal_mismatch", f"the :goal is not the {task_type} goal for these pddl_params; write this one (or none):\n{dump_sexpr(goal)}")
     look = task_type == "look_at_obj_in_light"
@@ -467,20 +576,7 @@ def check_problem(text: str, task_type: str, params: dict[str, Any], compact: bo
     for name, kind in zip(wanted, ("otype", "otype" if look else "rtype")):
         if types.get(name.lower(), (None, None))[1] != kind:
             raise GameRejected("pddl_error", f"the goal names {name}, which :objects does not declare as '{name} - {kind}'")
-    if compact:
-        used = {a.lower() for fact in init for a in fact[1:]} | {w.lower() for w in wanted}
-        kept = [(n, k) for n, k in objects if k not in ("otype", "rtype") or n.lower() in used]
-        dropped += [n for n, k in objects if (n, k) not in kept]
-        objects = kept
-    _check_counts(objects, len(init))
-    order = {kind: i for i, kind in enumerate(OBJECT_TYPES)}
-    objects = sorted(objects, key=lambda nk: (order[nk[1]], nk[0].lower()))
-    spec = GameSpec(task_type, params, objects, init, goal, goal_text, dropped=dropped)
-    spec.problem = canonical_problem(spec)
-    if compact and len(spec.problem) > MAX_PROBLEM_CHARS:
-        raise GameRejected("too_long", f"the compacted problem is {len(spec.problem)} characters, more than {MAX_PROBLEM_CHARS}")
-    spec.key = content_key(spec)
-    return spec
+    return wanted
 
 
 def canonical_problem(spec: GameSpec) -> str:
@@ -496,8 +592,7 @@ def canonical_problem(spec: GameSpec) -> str:
 
 def content_key(spec: GameSpec) -> str:
     """sha256 of the canonical problem, the task type and the parameters: the store folder name."""
-    payload = json.dumps({"task_type": spec.task_type, "pddl_params": spec.params, "problem": spec.problem}, sort_keys=True)
-    return hashlib.sha256(payload.encode("ascii")).hexdigest()
+    return record_key(spec.task_type, spec.params, spec.problem)
 
 
 def check_record(record: Any) -> GameSpec:
@@ -538,9 +633,56 @@ def store_root() -> Path:
     return (base / "alfworld-games").absolute()
 
 
+def record_key(task_type: Any, params: Any, problem: Any) -> str:
+    """sha256 of a game's task type, parameters and problem text: its store folder name."""
+    payload = json.dumps({"task_type": task_type, "pddl_params": params, "problem": problem}, sort_keys=True)
+    return hashlib.sha256(payload.encode("ascii")).hexdigest()
+
+
+def game_seal(game: dict[str, Any], traj: dict[str, Any]) -> str:
+    """sha256 over every field of a stored game's two files (the game file's domain, grammar,
+    problem, `solvable` and walkthrough; all of traj_data.json), the seal itself left out: a
+    field changed after the game was checked breaks the seal."""
+    extra = traj.get("workbench")
+    unsealed = dict(traj, workbench={k: v for k, v in extra.items() if k != "seal"}) if isinstance(extra, dict) else traj
+    payload = json.dumps({"game": game, "traj": unsealed}, sort_keys=True, ensure_ascii=True)
+    return hashlib.sha256(payload.encode("ascii")).hexdigest()
+
+
+def _stored_files(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(game file, traj_data.json) of a store folder, each read with the size cap."""
+    game = json.loads(games.read_capped(path / GAME_FILE))
+    traj = json.loads(games.read_capped(path / TRAJ_FILE))
+    if not isinstance(game, dict) or not isinstance(traj, dict):
+        raise ValueError("not JSON objects")
+    return game, traj
+
+
+def sealed_game_problem(path: Path) -> str | None:
+    """Why the store folder `path` does not hold the game the plugin checked and wrote, or None:
+    the folder name is the record's hash, the seal covers both files as they are, the domain and
+    grammar are the plugin's for that task type and parameters, and the walkthrough is the plan."""
+    try:
+        game, traj = _stored_files(path)
+        task_type, params = traj["task_type"], traj["pddl_params"]
+        if record_key(task_type, params, game["pddl_problem"]) != path.name:
+            return "its content hash is not its folder name"
+        extra = traj["workbench"]
+        if extra.get("seal") != game_seal(game, traj):
+            return "a file was changed after the game was checked (the seal does not match)"
+        domain, grammar = logic_texts()
+        if game["pddl_domain"] != domain or game["grammar"] != grammar.replace("UNKNOWN GOAL", goal_of(task_type, params)[1]):
+            return "its domain or grammar is not the one the plugin writes (another alfworld version?)"
+        if game.get("solvable") is not True or not game.get("walkthrough") or game["walkthrough"] != extra.get("expert_plan"):
+            return "it is not marked solvable with its checked plan"
+        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, UnicodeError, games.AlfWorldMissing) as exc:
+        return f"it cannot be read ({type(exc).__name__})"
+
+
 def stored_game_dir(game_path: str) -> Path | None:
     """The store folder a `game_path` names: `<store>/<sha256>` under the current store or one
-    used earlier in this process, holding a game whose content hash is its name; else None."""
+    used earlier in this process, holding the sealed game the plugin checked (`sealed_game_problem`); else None."""
     try:
         path = Path(game_path)
         if not path.is_absolute() or not _HASH.match(path.name):
@@ -548,15 +690,9 @@ def stored_game_dir(game_path: str) -> Path | None:
         roots = {store_root(), *_stores_used}
         if path.parent not in roots and path.parent.resolve() not in {r.resolve() for r in roots}:
             return None
-        traj = json.loads((path / TRAJ_FILE).read_text(encoding="utf-8"))
-        game = json.loads((path / GAME_FILE).read_text(encoding="utf-8"))
-        params = traj["pddl_params"]
-        payload = json.dumps({"task_type": traj["task_type"], "pddl_params": params, "problem": game["pddl_problem"]}, sort_keys=True)
-        if hashlib.sha256(payload.encode("ascii")).hexdigest() != path.name or not game.get("solvable"):
-            return None
-        return path
-    except (OSError, ValueError, KeyError, TypeError, UnicodeError):
+    except (OSError, ValueError):
         return None
+    return path if sealed_game_problem(path) is None else None
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -567,8 +703,9 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 def store_game(spec: GameSpec, plan: list[str], seconds: dict[str, Any] | None = None) -> Path:
-    """Write an accepted game into `<store>/<hash>/`: both files go into a temporary folder
-    in the store, which is then renamed into place (a reader sees the whole game or none)."""
+    """Write an accepted game into `<store>/<hash>/`, sealed (`game_seal`): both files go into a
+    temporary folder in the store, which is then renamed into place (a reader sees the whole game
+    or none). A folder of that name whose seal no longer holds is replaced."""
     root = store_root()
     target = root / spec.key
     if stored_game_dir(str(target)) is not None:
@@ -581,7 +718,7 @@ def store_game(spec: GameSpec, plan: list[str], seconds: dict[str, Any] | None =
         "solvable": True,
         "walkthrough": list(plan),
     }
-    traj = {
+    traj: dict[str, Any] = {
         "task_id": f"wb_gen_{spec.key[:12]}",
         "task_type": spec.task_type,
         "pddl_params": spec.params,
@@ -589,12 +726,14 @@ def store_game(spec: GameSpec, plan: list[str], seconds: dict[str, Any] | None =
         "workbench": {"goal": spec.goal_text, "expert_plan": list(plan), "source": "generated", "content_hash": spec.key,
                       "check_seconds": seconds or {}},
     }
+    traj["workbench"]["seal"] = game_seal(game, traj)
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
     try:
         _write_json(tmp / GAME_FILE, game)
         _write_json(tmp / TRAJ_FILE, traj)
         os.chmod(tmp, 0o755)
+        _discard_stale(target)
         try:
             os.replace(tmp, target)
         except OSError:
@@ -607,15 +746,34 @@ def store_game(spec: GameSpec, plan: list[str], seconds: dict[str, Any] | None =
     return target
 
 
+def _discard_stale(target: Path) -> None:
+    """Move a store folder whose seal no longer holds out of the way (renamed, then removed), so
+    the game checked again takes its place."""
+    if not target.exists() or stored_game_dir(str(target)) is not None:
+        return
+    stale = target.with_name(f".stale-{target.name[:16]}-{os.getpid()}-{threading.get_ident()}")
+    try:
+        os.replace(target, stale)
+    except OSError:
+        return  # another writer moved it first
+    shutil.rmtree(stale, ignore_errors=True)
+
+
 # --- The worker --------------------------------------------------------------------------
 
 
-def compile_and_plan(problem: str, grammar: str, timeout_s: float = WORKER_TIMEOUT_S, max_steps: int = MAX_STEPS) -> dict[str, Any]:
+def compile_and_plan(problem: str, grammar: str, timeout_s: float | None = None, max_steps: int = MAX_STEPS,
+                     domain: str | None = None, max_operators: int | None = None) -> dict[str, Any]:
     """Compile and solve one game in a child process (`game_worker.py`, module docstring of
-    both). Returns the worker's answer: `{"ok": True, "plan", "seconds"}` or
-    `{"ok": False, "code", "reason"}`; `timeout` when the wall budget ran out."""
-    domain, _grammar = logic_texts()
-    request = json.dumps({"domain": domain, "grammar": grammar, "problem": problem, "max_steps": max_steps}).encode("utf-8")
+    both), within the work budget `max_operators` (default `MAX_OPERATORS`) and the wall-clock
+    safety net `timeout_s` (default `WORKER_TIMEOUT_S`). Returns the worker's answer:
+    `{"ok": True, "plan", "operators", "seconds"}` or `{"ok": False, "code", "reason"}`; `busy`
+    (retry later) when the safety net stopped it before a verdict. `domain` defaults to alfworld's."""
+    timeout_s = WORKER_TIMEOUT_S if timeout_s is None else timeout_s
+    domain = domain if domain is not None else logic_texts()[0]
+    budget = MAX_OPERATORS if max_operators is None else max_operators
+    request = json.dumps({"domain": domain, "grammar": grammar, "problem": problem, "max_steps": max_steps,
+                          "max_operators": budget}).encode("utf-8")
     scratch = Path(tempfile.mkdtemp(prefix="workbench_alfworld_check_"))
     env = dict(os.environ)
     env.update({"TMPDIR": str(scratch), "TMP": str(scratch), "TEMP": str(scratch), "ALFWORLD_DATA": str(scratch / "alfworld_data"),
@@ -632,11 +790,11 @@ def compile_and_plan(problem: str, grammar: str, timeout_s: float = WORKER_TIMEO
             out, _err = proc.communicate(request, timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _kill_group(proc)  # not reaped yet, so its process group id is still its own
-            return {"ok": False, "code": "timeout", "reason": f"compiling and planning took more than {timeout_s:g} s (the game is too hard or too large)"}
+            return _busy(f"the check ran past its {timeout_s:g} s wall-clock safety net before reaching a verdict")
         if proc.returncode != 0 or not out:
             code = proc.returncode
             if code == -signal.SIGXCPU:
-                return {"ok": False, "code": "timeout", "reason": "the game checker ran out of CPU time"}
+                return _busy("the check ran out of CPU time before reaching a verdict")
             if code is not None and code < 0:
                 name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
                 return {"ok": False, "code": "too_large", "reason": f"the game engine died ({name}), most likely at the 2 GiB memory limit"}
@@ -653,6 +811,12 @@ def compile_and_plan(problem: str, grammar: str, timeout_s: float = WORKER_TIMEO
         if proc is not None and proc.returncode is None:  # an exception above, before the worker was reaped
             _kill_group(proc)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _busy(what: str) -> dict[str, Any]:
+    """The worker's non-verdict: the machine was too busy to finish a check within the work budget."""
+    return {"ok": False, "code": "busy", "reason": f"{what} (the machine is busy; the game is within the work budget "
+                                                  f"of {MAX_OPERATORS} ground actions): retry later"}
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -687,7 +851,8 @@ def episode_task(game_dir: Path, source: str = "generated") -> Task:
 
 
 def _remember(key: str, rejection: Rejection) -> Rejection:
-    if rejection.code not in ("timeout", "game_error"):  # those may pass on a quieter machine
+    """Remember a verdict for this process (by content hash); `busy` and `game_error` are not verdicts."""
+    if rejection.code not in RETRY_CODES:
         with _lock:
             _rejections[key] = rejection
             while len(_rejections) > MAX_CACHED_REJECTIONS:
@@ -698,7 +863,7 @@ def _remember(key: str, rejection: Rejection) -> Rejection:
 def parse_game_record(record: dict[str, Any], timeout_s: float | None = None) -> Task | Rejection:
     """A game record -> an episode task over the stored game, or why not (module docstring).
     A game already in the store is not compiled again; a rejected one is remembered (by hash)
-    for this process, except timeouts and worker failures."""
+    for this process, except `busy` (the wall-clock safety net) and worker failures."""
     if not games.alfworld_available():
         return Rejection("game_error", "checking a generated game needs alfworld: pip install alfworld textworld")
     try:
@@ -729,11 +894,100 @@ def parse_game_record(record: dict[str, Any], timeout_s: float | None = None) ->
         return exc.rejection()
 
 
+# --- Games played from files: the same checks before the engine loads them ----------------
+
+
+class GameUnavailable(RuntimeError):
+    """A game that may not be loaded in this process: refused by the checks of a generated game,
+    or not checked yet because the machine is busy (`retry`; the message then says "retry later")."""
+
+    def __init__(self, game: str, rejection: Rejection):
+        self.rejection = rejection
+        self.retry = rejection.code in RETRY_CODES
+        hint = "" if "retry later" in rejection.message else ("; retry later" if self.retry else "; choose another task")
+        super().__init__(f"game {game[:120]!r} cannot be played: {rejection.code}: {rejection.message}{hint}")
+
+
+_verdicts: "OrderedDict[str, Rejection | None]" = OrderedDict()  # content key -> None (accepted) or the rejection
+_checking: dict[str, threading.Lock] = {}
+
+
+def check_game_to_play(record: GameRecord, max_steps: int = MAX_STEPS) -> None:
+    """Refuse (`GameUnavailable`) to load `record`'s game in this process unless it passed the
+    checks of a generated game. A built-in game (shipped with the plugin) and a sealed store game
+    (checked when it was written) pass at once. Any other game (a served task file's, a data
+    folder's) gets, before the engine sees it: the file size cap; alfworld's own domain and
+    grammar (only the goal text is the game's, and it holds no grammar syntax); the static checks
+    of the problem with `SERVED_CAPS`; the worker (compile, plan, replay) with the same work
+    budget and wall-clock safety net. Verdicts are remembered by content for the process, `busy`
+    is not; a game is checked by one thread at a time, never under the engine lock."""
+    if record.id.startswith(games.BUILTIN_PREFIX) or stored_game_dir(str(record.trial_dir)) is not None:
+        return
+    name = record.game_path
+    try:
+        game = json.loads(games.read_capped(games.ensure_game_file(record)))
+        texts = tuple(game.get(k) for k in ("pddl_domain", "grammar", "pddl_problem")) if isinstance(game, dict) else ()
+    except (OSError, ValueError, RecursionError) as exc:
+        code = "too_large" if isinstance(exc, games.GameFileTooLarge) else "schema"
+        raise GameUnavailable(name, Rejection(code, f"the game file cannot be read: {str(exc)[:200]}")) from None
+    if len(texts) != 3 or not all(isinstance(t, str) for t in texts):
+        raise GameUnavailable(name, Rejection("schema", "the game file is not a JSON object with pddl_domain, grammar and pddl_problem strings"))
+    domain, grammar, problem = (str(t) for t in texts)
+    params = (record.traj_data or {}).get("pddl_params")
+    key = hashlib.sha256(json.dumps([domain, grammar, problem, record.task_type, params, max_steps],
+                                    sort_keys=True).encode("utf-8", "surrogatepass")).hexdigest()
+    with _lock:
+        lock = _checking.setdefault(key, threading.Lock())
+    with lock:  # a second session on the same game waits for the first check instead of repeating it
+        with _lock:
+            known, verdict = key in _verdicts, _verdicts.get(key)
+        if not known:
+            verdict = _check_texts(domain, grammar, problem, record.task_type, params, max_steps)
+            if verdict is None or verdict.code not in RETRY_CODES:
+                with _lock:
+                    _verdicts[key] = verdict
+                    while len(_verdicts) > MAX_CACHED_VERDICTS:
+                        _verdicts.popitem(last=False)
+    if verdict is not None:
+        raise GameUnavailable(name, verdict)
+
+
+def _check_texts(domain: str, grammar: str, problem: str, task_type: str, params: Any, max_steps: int) -> Rejection | None:
+    """The checks of `check_game_to_play` on a game's three texts: None when it may be played."""
+    try:
+        _check_logic(domain, grammar)
+        check_problem(problem, task_type, check_params(task_type, params) if params is not None else None, compact=True, caps=SERVED_CAPS)
+    except GameRejected as exc:
+        return exc.rejection()
+    answer = compile_and_plan(problem, grammar, max_steps=max_steps, domain=domain, max_operators=SERVED_CAPS.operators)
+    if not answer.get("ok"):
+        return Rejection(str(answer.get("code", "game_error")), str(answer.get("reason", ""))[:500])
+    return None
+
+
+_GOAL_SYNTAX = re.compile(r"[#{}\[\]<>|\\\"\n\r\x00]")
+
+
+def _check_logic(domain: str, grammar: str) -> None:
+    """The game's domain is alfworld's `alfred.pddl` (compared parsed: comments and spacing
+    aside) and its grammar is alfworld's `alfred.twl2` with only the goal text filled in, a
+    short text with no grammar syntax (`#`, braces, quotes, ...)."""
+    own_domain, own_grammar = logic_texts()
+    if parse_sexpr(domain, max_depth=50) != parse_sexpr(own_domain, max_depth=50):
+        raise GameRejected("pddl_error", "the game's pddl_domain is not alfworld's alfred.pddl; a game is played on the alfred domain only")
+    before, after = own_grammar.split("UNKNOWN GOAL", 1)
+    goal = grammar[len(before):len(grammar) - len(after)] if grammar.startswith(before) and grammar.endswith(after) else None
+    if goal is None or len(grammar) != len(before) + len(goal) + len(after):
+        raise GameRejected("schema", "the game's grammar is not alfworld's alfred.twl2 with the goal filled in")
+    if not goal.strip() or len(goal) > 300 or _GOAL_SYNTAX.search(goal) or not goal.isprintable():
+        raise GameRejected("schema", f"the goal text in the game's grammar ({goal[:60]!r}) must be 1-300 printable characters without grammar syntax")
+
+
 def _problem_text(record: GameRecord) -> str:
     game_file = record.trial_dir / GAME_FILE
     if game_file.exists():
-        return str(json.loads(game_file.read_text(encoding="utf-8"))["pddl_problem"])
-    return (record.trial_dir / games.PROBLEM_FILE).read_text(encoding="utf-8")
+        return str(json.loads(games.read_capped(game_file))["pddl_problem"])
+    return games.read_capped(record.trial_dir / games.PROBLEM_FILE)
 
 
 def game_record_of(task: Task) -> dict[str, Any] | None:

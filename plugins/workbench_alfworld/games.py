@@ -7,6 +7,9 @@
   `pddl_problem`) from a trial's `initial_state.pddl` + `traj_data.json`, with the domain and
   grammar shipped in the `alfworld` package and the goal written into the grammar, as
   alfworld's game generation does. The hand-written built-in problems are played this way.
+  Every game file read (`read_capped`) is refused past `MAX_GAME_FILE_BYTES` before it is read;
+  a game from a file that is not built-in is checked (`gamegen.check_game_to_play`) before the
+  engine loads it.
 * `start_env` opens a game with `textworld.start(..., wrappers=[AlfredDemangler(), AlfredInfos])`
   (plus `AlfredExpert` for the hand-coded expert), exactly the wrappers of `AlfredTWEnv.init_env`.
 * `AlfWorldInteraction` is the `Interaction` over one game; success is TextWorld's `won` flag
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import importlib.util
 import json
 import logging
@@ -63,6 +67,7 @@ TRAJ_FILE = "traj_data.json"
 PROBLEM_FILE = "initial_state.pddl"
 BUILTIN_ROOT = Path(__file__).parent / "data" / "json_2.1.1" / "builtin"
 BUILTIN_PREFIX = "builtin:"
+MAX_GAME_FILE_BYTES = 8 * 1024**2  # a game file, traj_data.json or initial_state.pddl; ALFWorld's own are well under 1 MB
 INTRO_HEADER = "-= Welcome to TextWorld, ALFRED! =-"
 _GOAL_IN_TEXT = re.compile(r"Your task is to:\s*(.+?)\.?\s*$", re.MULTILINE)
 _GOAL_IN_GRAMMAR = re.compile(r'"rhs":\s*"Your task is to:\s*([^"\\]*?)\.?"')
@@ -73,6 +78,10 @@ _engine_lock = threading.RLock()  # one thread at a time in TextWorld (see the m
 
 class AlfWorldMissing(RuntimeError):
     """alfworld / textworld (with fast-downward) are not installed."""
+
+
+class GameFileTooLarge(ValueError):
+    """A game file over `MAX_GAME_FILE_BYTES`, refused before it is read."""
 
 
 class ExpertFailed(RuntimeError):
@@ -139,10 +148,22 @@ class GameRecord:
         return self.id if self.id.startswith(BUILTIN_PREFIX) else str(self.trial_dir)
 
 
+def read_capped(path: Path, limit: int = MAX_GAME_FILE_BYTES) -> str:
+    """A game's text file as UTF-8; ValueError when it is over `limit` bytes, refused before it is read."""
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        data = fh.read(limit + 1) if size <= limit else b""
+    if size > limit or len(data) > limit:
+        raise GameFileTooLarge(f"{path}: {max(size, len(data))} bytes, more than the {limit} a game file may have")
+    return data.decode("utf-8")
+
+
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return json.loads(read_capped(path))
+    except GameFileTooLarge:
+        raise
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ValueError(f"{path}: cannot read JSON ({exc})") from exc
 
 
@@ -288,9 +309,14 @@ def ensure_game_file(record: GameRecord) -> Path:
 
 
 def _build_game_file(record: GameRecord) -> Path:
+    """The game file of a trial built into the temp folder, named by the game's id and a hash of
+    its trial folder and content: two trials with one id, or a trial changed since, never share a build."""
     domain_path, grammar_path = alfworld_logic_files()
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", record.id)
-    out_dir = _cache_dir() / safe
+    problem = read_capped(record.trial_dir / PROBLEM_FILE)
+    content = "\0".join([str(record.trial_dir.absolute()), record.goal, problem, json.dumps(record.traj_data or {}, sort_keys=True)])
+    digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", record.id)[:100]
+    out_dir = _cache_dir() / f"{safe}-{digest}"
     game_file = out_dir / GAME_FILE
     if game_file.exists():
         return game_file
@@ -299,7 +325,7 @@ def _build_game_file(record: GameRecord) -> Path:
     data = {
         "pddl_domain": domain_path.read_text(encoding="utf-8"),
         "grammar": grammar,
-        "pddl_problem": (record.trial_dir / PROBLEM_FILE).read_text(encoding="utf-8"),
+        "pddl_problem": problem,
         "solvable": True,
     }
     if record.expert_plan:

@@ -8,7 +8,7 @@ from typing import Any
 
 from workbench import Score, Task
 
-from . import games
+from . import gamegen, games
 from .actions import normalize_action, parse_action, parse_action_sequence
 from .data import MODES
 from .games import MAX_STEPS, AlfWorldInteraction, AlfWorldMissing, alfworld_available
@@ -34,6 +34,7 @@ def score_episode(spec: dict[str, Any], output: str) -> Score:
     if not alfworld_available():
         return Score(0.0, False, {"won": 0.0, "steps": 0.0}, error="scoring episodes needs alfworld: pip install alfworld textworld")
     record = games.game_from_path(spec["game_path"])
+    gamegen.check_game_to_play(record, max_steps=int(spec.get("max_steps", MAX_STEPS)))  # GameUnavailable: a fault, not a wrong reward
     result = games.replay_actions(record, actions, max_steps=int(spec.get("max_steps", MAX_STEPS)))
     won = bool(result["won"])
     return Score(float(won), won, {"won": float(won), "steps": float(result["steps"])})
@@ -61,10 +62,15 @@ def reference_output(task: Task) -> str | None:
 
 
 def make_interaction(task: Task) -> AlfWorldInteraction | None:
-    """The TextWorld game of an episode task (None for single-step tasks)."""
+    """The TextWorld game of an episode task (None for single-step tasks). A game that is not
+    built-in or sealed in the store is checked first, outside the engine lock, as a generated
+    game is (`gamegen.check_game_to_play`); one that fails raises `GameUnavailable`, so a
+    server answers with an error instead of an empty episode."""
     if task.spec.get("mode") != "episode":
         return None
     if not alfworld_available():
         raise AlfWorldMissing("ALFWorld episodes need alfworld and textworld: pip install alfworld textworld")
+    max_steps = int(task.spec.get("max_steps", MAX_STEPS))
     record = games.game_from_path(task.spec["game_path"])
-    return AlfWorldInteraction(record, max_steps=int(task.spec.get("max_steps", MAX_STEPS)))
+    gamegen.check_game_to_play(record, max_steps=max_steps)
+    return AlfWorldInteraction(record, max_steps=max_steps)
