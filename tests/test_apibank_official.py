@@ -19,6 +19,7 @@ from benchmark_data import benchmark_folder
 from fuzzing import cpu_seconds  # work done, not wall-clock: the default tier passes on a loaded machine
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_plugin_apibank import assert_same_as_by_hand, domain_aggregate  # Domain.aggregate, and the aggregate by hand
 
 import workbench_apibank as P
 from workbench_apibank.calls import damo_api_call
@@ -92,12 +93,15 @@ def test_damo_reader_equals_the_official_parser_on_random_text(extraction, text)
 def test_not_scorable_records_are_counted(executed):
     level2 = executed["level-2-api.json"]
     scores = [P.workbench_score(t, t.spec["expected_output"]) for t in level2]
-    metrics = P.workbench_aggregate(level2, scores)
+    metrics = domain_aggregate(level2, scores)  # the core's declared metrics, then the hook's
+    assert_same_as_by_hand(metrics, level2, scores)
     assert metrics["n_not_scorable"] == 45  # the ToolSearcher turns (a sentence-transformers model)
     assert {P.scoring.not_scorable_reason(t).split(":")[0] for t, s in zip(level2, scores) if s.metrics.get("not_scorable")} == {"ToolSearcher"}
     ran = [(t, s) for t, s in zip(level2, scores) if s.metrics.get("protocol_executed")]
-    ran_metrics = P.workbench_aggregate([t for t, _ in ran], [s for _, s in ran])
+    ran_metrics = domain_aggregate([t for t, _ in ran], [s for _, s in ran])
+    assert_same_as_by_hand(ran_metrics, [t for t, _ in ran], [s for _, s in ran])
     assert ran_metrics["paper_accuracy"] == ran_metrics["executed_accuracy"]  # the headline is the official rule here
+    assert ran_metrics.get("n_protocol_matching", 0) == 0 and ran_metrics.get("n_not_scorable", 0) == 0
     level1 = executed["level-1-api.json"]
     reasons = [P.scoring.not_scorable_reason(t) for t in level1]
     unscorable = [r for r in reasons if r]

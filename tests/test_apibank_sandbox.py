@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from fuzzing import cpu_seconds  # work done, not wall-clock: the default tier passes on a loaded machine
+from test_plugin_apibank import assert_same_as_by_hand, domain_aggregate  # Domain.aggregate, and the aggregate by hand
 
 import workbench_apibank as P
 from workbench_apibank.calls import Call, damo_api_call
@@ -231,8 +232,12 @@ def test_not_scorable_tasks_are_counted_not_guessed(tasks):
         assert needle in P.scoring.not_scorable_reason(task)
     all_tasks = list(tasks.values())
     scores = [P.workbench_score(t, t.spec["expected_output"]) for t in all_tasks]
-    metrics = P.workbench_aggregate(all_tasks, scores)
+    metrics = domain_aggregate(all_tasks, scores)  # the core's declared metrics, then the hook's
+    assert_same_as_by_hand(metrics, all_tasks, scores)
     assert metrics["n_protocol_executed"] == 3 and metrics["n_not_scorable"] == 2 and metrics["executed_accuracy"] == 1.0
+    assert metrics["executed_accuracy_level-1"] == metrics["executed_accuracy_strict"] == 1.0 and metrics["n_protocol_matching"] == 2
+    assert set(P.workbench_aggregate(all_tasks, scores)) == {"paper_accuracy", "executed_accuracy", "executed_accuracy_strict",
+                                                               "executed_accuracy_level-1", "executed_accuracy_strict_level-1"}
     section = P.workbench_report_section(all_tasks, [t.spec["expected_output"] for t in all_tasks], scores)
     assert "3 of 5 outputs scored by execution" in section.markdown
     assert sum(r["n"] for r in section.tables["not_scorable"]) == 2

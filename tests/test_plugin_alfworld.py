@@ -321,7 +321,49 @@ def test_validate_never_raises_on_garbage():
 # --- Aggregate and report ----------------------------------------------------------------
 
 
-def test_aggregate_and_report_section():
+def hand_aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
+    """The aggregate the plugin's hook computed by hand before the core aggregated its declared
+    metrics (issue 32 item 1), kept here to check that `Domain.aggregate` (the core's declared
+    metrics and the hook's `mean_steps_won`) gives the same numbers."""
+    def of_mode(mode):
+        pairs = [(t, s) for t, s in zip(tasks, scores) if t.spec.get("mode") == mode]
+        return [t for t, _ in pairs], [s for _, s in pairs]
+
+    def by_type(group_tasks, group_scores, prefix):
+        groups: dict[str, list[float]] = {}
+        for t, s in zip(group_tasks, group_scores):
+            groups.setdefault(str(t.spec.get("task_type")), []).append(s.success)
+        return {prefix + k: sum(v) / len(v) for k, v in sorted(groups.items())}
+
+    out: dict[str, float] = {"n": len({t.id for t in tasks})}
+    if scores:
+        out["accuracy"] = sum(s.success for s in scores) / len(scores)
+        out["parse_error_rate"] = sum(s.error is not None for s in scores) / len(scores)
+    step_tasks, step_scores = of_mode("step")
+    if step_scores:
+        out["n_step"] = len({t.id for t in step_tasks})
+        out["step_accuracy"] = sum(s.success for s in step_scores) / len(step_scores)
+        out["admissible_rate"] = sum(s.metrics.get("admissible", 0.0) for s in step_scores) / len(step_scores)
+        out.update(by_type(step_tasks, step_scores, "step_accuracy_"))
+    episode_tasks, episode_scores = of_mode("episode")
+    if episode_scores:
+        out["n_episode"] = len({t.id for t in episode_tasks})
+        out["success_rate"] = sum(s.success for s in episode_scores) / len(episode_scores)
+        won = [s.metrics.get("steps", 0.0) for s in episode_scores if s.success >= 1.0]
+        if won:
+            out["mean_steps_won"] = sum(won) / len(won)
+        out.update(by_type(episode_tasks, episode_scores, "success_rate_"))
+    return out
+
+
+def assert_same_as_by_hand(metrics: dict[str, float], tasks: list[Task], scores: list[Score]) -> None:
+    """`metrics` (`Domain.aggregate`) holds every number of `hand_aggregate` (a count of no
+    task left out, the plain total `n` kept) and, besides those, only per-rung entries."""
+    hand = {k: v for k, v in hand_aggregate(tasks, scores).items() if not (k.startswith("n_") and v == 0)}
+    assert {k: v for k, v in metrics.items() if "_rung" not in k} == pytest.approx(hand, rel=1e-12, abs=1e-12)
+
+
+def test_aggregate_and_report_section(domain):
     steps = builtin_step_tasks()
     episodes = alf.workbench_seed_tasks({"mode": "episode"})
     tasks = steps + episodes
@@ -332,7 +374,9 @@ def test_aggregate_and_report_section():
     scores[-n_episode:] = [Score(1.0, True, {"won": 1.0, "steps": 5.0}), Score(1.0, True, {"won": 1.0, "steps": 7.0}), Score(1.0, True, {"won": 1.0, "steps": 6.0})] + [
         Score(0.0, False, {"won": 0.0, "steps": 50.0})
     ] * (n_episode - 3)
-    metrics = alf.workbench_aggregate(tasks, scores)
+    metrics = domain.aggregate(tasks, scores)  # the core's declared metrics, then the hook's
+    assert alf.workbench_aggregate(tasks, scores) == {"mean_steps_won": 6.0}, "the hook returns only what no declaration says"
+    assert_same_as_by_hand(metrics, tasks, scores)
     step_correct = sum(s.success for s in scores[:n_step])
     assert metrics["n"] == n_step + n_episode and metrics["n_step"] == n_step and metrics["n_episode"] == n_episode == 6
     assert metrics["step_accuracy"] == pytest.approx(step_correct / n_step)
@@ -342,31 +386,38 @@ def test_aggregate_and_report_section():
     for task_type, value in by_episode_type.items():
         assert metrics[f"success_rate_{task_type}"] == value
     section = alf.workbench_report_section(tasks, outputs, scores)
-    assert section.title == "ALFWorld" and section.metrics == metrics
+    assert section.title == "ALFWorld" and section.metrics == {k: v for k, v in metrics.items() if "_rung" not in k}
     assert {row["task_type"] for row in section.tables["step_accuracy_by_task_type"]} == {t.spec["task_type"] for t in steps}
     assert sum(row["n"] for row in section.tables["success_rate_by_task_type"]) == n_episode
+    for row in section.tables["success_rate_by_task_type"]:
+        assert row["success_rate"] == metrics[f"success_rate_{row['task_type']}"]
     assert 1 <= len(section.failures) <= 5 and all("expected" in f for f in section.failures if f["id"].count("#"))
     assert "| step_accuracy |" in section.markdown
 
 
-def test_aggregate_empty():
-    assert alf.workbench_aggregate([], []) == {"n": 0}
+def test_aggregate_empty(domain):
+    assert domain.aggregate([], []) == {"n": 0}
+    assert alf.workbench_aggregate([], []) == {}
 
 
-def test_headline_is_present_in_both_modes_and_every_metric_is_declared():
+def test_headline_is_present_in_both_modes_and_every_metric_is_declared(domain):
     info = alf.workbench_domain_info()
     declared = {m.name for m in info.metrics}
     assert info.title == "ALFWorld" and info.headline == "accuracy"
     assert info.paper_reference == {"Qwen2.5-7B-Instruct (Base)": {"accuracy": 14.2}, "GenEnv 7B": {"accuracy": 54.5}}
     steps = builtin_step_tasks()
     step_scores = [alf.workbench_score(t, f"Action: {t.spec['next_action']}" if i % 3 else "Action: look") for i, t in enumerate(steps)]
-    step_metrics = alf.workbench_aggregate(steps, step_scores)
+    step_metrics = domain.aggregate(steps, step_scores)
+    assert_same_as_by_hand(step_metrics, steps, step_scores)
     assert step_metrics["accuracy"] == step_metrics["step_accuracy"] < 1.0 and "success_rate" not in step_metrics
+    assert "n_episode" not in step_metrics, "a count of no task is left out"
     episodes = alf.workbench_seed_tasks({"mode": "episode"})
     episode_scores = [Score(float(i % 2), bool(i % 2), {"won": float(i % 2), "steps": 9.0}) for i in range(len(episodes))]
-    episode_metrics = alf.workbench_aggregate(episodes, episode_scores)
+    episode_metrics = domain.aggregate(episodes, episode_scores)
+    assert_same_as_by_hand(episode_metrics, episodes, episode_scores)
     assert episode_metrics["accuracy"] == episode_metrics["success_rate"] == 0.5 and "step_accuracy" not in episode_metrics
-    assert set(step_metrics) | set(episode_metrics) <= declared
+    assert episode_metrics.get("n_step", 0) == 0
+    assert {k for k in set(step_metrics) | set(episode_metrics) if "_rung" not in k} <= declared
 
 
 def test_options_given_as_command_line_strings():

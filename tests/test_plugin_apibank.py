@@ -11,7 +11,7 @@ from benchmark_data import benchmark_folder
 from fuzzing import cpu_seconds  # work done, not wall-clock: the default tier passes on a loaded machine
 
 import workbench_apibank
-from workbench import AgentStats, Rejection, ReportSection, Task
+from workbench import AgentStats, Rejection, ReportSection, Score, Task
 from workbench.domain import Domain
 from workbench.registry import load_registry
 from workbench_apibank import scoring
@@ -284,8 +284,9 @@ def test_protocol_is_named_in_aggregate_and_report():
     tasks = all_fixture_tasks()
     outputs = [renders(t)["tool_call"] for t in tasks]
     scores = [P.workbench_score(t, o) for t, o in zip(tasks, outputs)]
-    metrics = P.workbench_aggregate(tasks, scores)
-    assert metrics["n_protocol_matching"] == 8 and metrics["n_protocol_executed"] == 0 and metrics["n_not_scorable"] == 0
+    metrics = domain_aggregate(tasks, scores)
+    assert_same_as_by_hand(metrics, tasks, scores)
+    assert metrics["n_protocol_matching"] == 8 and metrics.get("n_protocol_executed", 0) == 0 and metrics.get("n_not_scorable", 0) == 0
     assert metrics["accuracy_strict"] == metrics["accuracy_lenient"] == 1.0
     section = P.workbench_report_section(tasks, outputs, scores)
     assert section.markdown.startswith("Protocol: 0 of 8 outputs scored by execution") and "call policy: strict" in section.markdown
@@ -475,13 +476,69 @@ def test_environment_prompt():
 # --- Aggregate, report, registry ---------------------------------------------------------------------
 
 
+def domain_aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
+    """What `workbench eval` reports: the core's declared metrics, then the plugin's hook."""
+    return load_registry(allow=["workbench_apibank"]).domain("api_bank").aggregate(tasks, scores)
+
+
+def hand_aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
+    """The aggregate the plugin's hook computed by hand before the core aggregated its declared
+    metrics (issue 32 item 1), kept here to check that `Domain.aggregate` (the core's declared
+    metrics, the hook's `paper_accuracy` and `executed_accuracy*`) gives the same numbers."""
+    def mean(values):
+        values = list(values)
+        return sum(values) / len(values)
+
+    def of(group, suffix=""):
+        out = {f"accuracy{suffix}": mean(float(bool(s.correct)) for s in group)}
+        for name, key in (("accuracy_strict", "strict_match"), ("accuracy_lenient", "lenient_match"), ("toolrl_accuracy", "toolrl_match")):
+            if any(key in s.metrics for s in group):
+                out[name + suffix] = mean(s.metrics[key] for s in group if key in s.metrics)
+        executed = [s for s in group if s.metrics.get("protocol_executed")]
+        if executed:
+            out[f"executed_accuracy{suffix}"] = mean(s.metrics.get("lenient_match", 0.0) for s in executed)
+            out[f"executed_accuracy_strict{suffix}"] = mean(s.metrics.get("strict_match", 0.0) for s in executed)
+        return out
+
+    def distinct(keep):
+        return len({t.id for t, s in zip(tasks, scores) if keep(t, s)})
+
+    def level(task):
+        return str(task.spec.get("level", "unknown"))
+
+    out: dict[str, float] = {"n": distinct(lambda t, s: True)}
+    if not scores:
+        return out
+    out.update(of(scores))
+    out["paper_accuracy"] = mean(s.metrics["toolrl_match"] if "toolrl_match" in s.metrics else s.metrics.get("lenient_match", 0.0)
+                                 if s.metrics.get("protocol_executed") else float(bool(s.correct)) for s in scores)
+    out["name_accuracy"] = mean(s.metrics.get("name_match", 0.0) for s in scores)
+    out["parse_error_rate"] = mean(float(s.error is not None) for s in scores)
+    out["n_protocol_executed"] = distinct(lambda t, s: s.metrics.get("protocol_executed"))
+    out["n_protocol_matching"] = distinct(lambda t, s: not s.metrics.get("protocol_executed"))
+    out["n_not_scorable"] = distinct(lambda t, s: s.metrics.get("not_scorable"))
+    for lv in sorted({level(t) for t in tasks}):
+        out[f"n_{lv}"] = distinct(lambda t, s, lv=lv: level(t) == lv)
+        out.update(of([s for t, s in zip(tasks, scores) if level(t) == lv], f"_{lv}"))
+    return out
+
+
+def assert_same_as_by_hand(metrics: dict[str, float], tasks: list[Task], scores: list[Score]) -> None:
+    """`metrics` (`Domain.aggregate`) holds every number of `hand_aggregate` (a count of no
+    task left out, the plain total `n` kept) and, besides those, only per-rung entries."""
+    hand = {k: v for k, v in hand_aggregate(tasks, scores).items() if not (k.startswith("n_") and v == 0)}
+    assert {k: v for k, v in metrics.items() if "_rung" not in k} == pytest.approx(hand, rel=1e-12, abs=1e-12)
+
+
 def test_aggregate_and_report_section():
     tasks = all_fixture_tasks()
     outputs = [renders(t)["tool_call"] for t in tasks]
     outputs[0] = "nothing"
     outputs[1] = broken(tasks[1])["wrong_name"]
     scores = [P.workbench_score(t, o) for t, o in zip(tasks, outputs)]
-    metrics = P.workbench_aggregate(tasks, scores)
+    metrics = domain_aggregate(tasks, scores)
+    assert_same_as_by_hand(metrics, tasks, scores)
+    assert set(P.workbench_aggregate(tasks, scores)) == {"paper_accuracy"}, "the hook returns only what no declaration says"
     assert metrics["n"] == 8 and metrics["accuracy"] == pytest.approx(6 / 8)
     assert metrics["parse_error_rate"] == pytest.approx(1 / 8)
     levels = {t.spec["level"] for t in tasks[:2]}
@@ -490,7 +547,9 @@ def test_aggregate_and_report_section():
     assert metrics["toolrl_accuracy_level-3"] == 1.0 and "toolrl_accuracy" in metrics
     section = P.workbench_report_section(tasks, outputs, scores)
     assert isinstance(section, ReportSection) and section.title == "API-Bank"
+    assert section.metrics == {k: v for k, v in metrics.items() if "_rung" not in k}
     assert {r["level"] for r in section.tables["by_level"]} == {"level-1", "level-2", "level-3"}
+    assert all(r["accuracy"] == metrics[f"accuracy_{r['level']}"] and r["n"] == metrics[f"n_{r['level']}"] for r in section.tables["by_level"])
     kinds = {r["kind"]: r["n"] for r in section.tables["failure_kinds"]}
     assert kinds == {"correct": 6, "no_call": 1, "wrong_api": 1}
     assert len(section.failures) == 2 and section.failures[0]["id"] == tasks[0].id
@@ -504,14 +563,16 @@ def test_domain_info_declares_every_aggregate_metric_and_the_headline():
     outputs = [renders(t)["tool_call"] for t in tasks]
     outputs[0], outputs[-1] = "nothing", broken(tasks[-1])["wrong_name"]
     scores = [P.workbench_score(t, o) for t, o in zip(tasks, outputs)]
-    metrics = P.workbench_aggregate(tasks, scores)
+    metrics = {k: v for k, v in domain_aggregate(tasks, scores).items() if "_rung" not in k}
+    assert_same_as_by_hand(metrics, tasks, scores)
     assert "accuracy_generated" in metrics and set(metrics) <= declared, set(metrics) - declared
     assert info.title == "API-Bank" and info.headline == "paper_accuracy"
     # per task: ToolRL's rule where it applies (processed, generated), else the reward verdict
     verdicts = [s.metrics["toolrl_match"] if "toolrl_match" in s.metrics else float(s.correct) for s in scores]
     assert metrics["paper_accuracy"] == pytest.approx(sum(verdicts) / len(verdicts))
     processed = [(t, s) for t, s in zip(tasks, scores) if t.spec["format"] == "processed"]
-    alone = P.workbench_aggregate([t for t, _ in processed], [s for _, s in processed])
+    alone = domain_aggregate([t for t, _ in processed], [s for _, s in processed])
+    assert_same_as_by_hand(alone, [t for t, _ in processed], [s for _, s in processed])
     assert alone["paper_accuracy"] == alone["toolrl_accuracy"]
     assert info.paper_reference == {"Qwen2.5-7B-Instruct (Base)": {"paper_accuracy": 61.6}, "GenEnv 7B": {"paper_accuracy": 79.1}}
 

@@ -381,13 +381,48 @@ def test_environment_prompt_shows_examples_and_targets(fixture_tasks):
 # --- Aggregation and report -----------------------------------------------------------------------
 
 
+def domain_aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
+    """What `workbench eval` reports (the core's declared metrics, then the plugin's hook),
+    less the per-rung entries."""
+    whole = load_registry(allow=["workbench_bfcl"]).domain("bfcl").aggregate(tasks, scores)
+    return {k: v for k, v in whole.items() if "_rung" not in k}
+
+
+def hand_aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
+    """The aggregate the plugin's hook computed by hand before the core aggregated its declared
+    metrics (issue 32 item 1), kept here to check that `Domain.aggregate` (the core's declared
+    metrics, the hook's `category_mean_accuracy` and `multi_turn_episode_accuracy`) gives the
+    same numbers."""
+    out: dict[str, float] = {"n": len({t.id for t in tasks})}
+    if not scores:
+        return out
+    correct = [float(bool(s.correct)) for s in scores]
+    out["accuracy"] = sum(correct) / len(correct)
+    groups: dict[str, list[float]] = {}
+    for task, value in zip(tasks, correct):
+        groups.setdefault(str(task.spec.get("category", "unknown")), []).append(value)
+    per_category = {c: sum(v) / len(v) for c, v in sorted(groups.items())}
+    out.update({f"accuracy_{c}": value for c, value in per_category.items()})
+    out["category_mean_accuracy"] = sum(per_category.values()) / len(per_category)
+    out["parse_error_rate"] = sum(s.error is not None for s in scores) / len(scores)
+    episodes: dict[str, list[bool]] = {}
+    for task, s in zip(tasks, scores):
+        if task.spec.get("turn") is not None:
+            episodes.setdefault(f"{task.spec['category']}/{task.spec['record_id']}", []).append(bool(s.correct))
+    if episodes:
+        out["multi_turn_episode_accuracy"] = sum(all(turns) for turns in episodes.values()) / len(episodes)
+    return out
+
+
 def test_aggregate_and_report(fixture_tasks):
     tasks = list(fixture_tasks.values())
     outputs = [render_gold(t.spec) for t in tasks]
     outputs[0] = "[wrong_function()]"
     outputs[1] = "not a call at all"
     scores = [score(t, o) for t, o in zip(tasks, outputs)]
-    metrics = P.workbench_aggregate(tasks, scores)
+    metrics = domain_aggregate(tasks, scores)
+    assert metrics == pytest.approx(hand_aggregate(tasks, scores), rel=1e-12, abs=1e-12)
+    assert set(P.workbench_aggregate(tasks, scores)) == {"category_mean_accuracy", "multi_turn_episode_accuracy"}, "only what no declaration says"
     assert metrics["n"] == len(tasks)
     assert metrics["accuracy"] == pytest.approx((len(tasks) - 2) / len(tasks))
     assert metrics["accuracy_simple_python"] == pytest.approx(1 / 3)
@@ -402,7 +437,7 @@ def test_aggregate_and_report(fixture_tasks):
     assert rows["simple_python"] == {"category": "simple_python", "n": 3, "correct": 1, "accuracy": 0.3333, "parse_errors": 1}
     assert [f["id"] for f in section.failures] == [tasks[0].id, tasks[1].id]
     assert "wrong_func_name" in section.failures[0]["reason"] and section.failures[1]["reason"]
-    assert P.workbench_aggregate([], []) == {"n": 0}
+    assert domain_aggregate([], []) == {"n": 0} and P.workbench_aggregate([], []) == {}
 
 
 def test_domain_info_declares_every_aggregate_metric_and_the_paper_numbers(fixture_tasks):
@@ -411,7 +446,9 @@ def test_domain_info_declares_every_aggregate_metric_and_the_paper_numbers(fixtu
     tasks = list(fixture_tasks.values()) + [P.workbench_parse_task(_generated(), [])]
     outputs = [render_gold(t.spec) for t in tasks]
     outputs[0] = "not a call at all"
-    metrics = P.workbench_aggregate(tasks, [score(t, o) for t, o in zip(tasks, outputs)])
+    scores = [score(t, o) for t, o in zip(tasks, outputs)]
+    metrics = domain_aggregate(tasks, scores)
+    assert metrics == pytest.approx(hand_aggregate(tasks, scores), rel=1e-12, abs=1e-12)
     assert "accuracy_generated" in metrics and set(metrics) <= set(declared), set(metrics) - set(declared)
     assert info.title == "BFCL" and info.headline == "accuracy" and info.headline in metrics
     assert declared["parse_error_rate"].higher_is_better is False and declared["accuracy"].aggregation == "rate"

@@ -607,7 +607,11 @@ def _check_optional(c: _Checker, implemented: set[str], seeds: list[Task], info:
 def _check_declared_metrics(c: _Checker, info: DomainInfo, agg: dict[str, Any], own: bool) -> None:
     """The headline metric is a key of the aggregate (an error otherwise: reports would fall
     back to another metric); other declared metrics may be absent for these few tasks
-    (a per-category metric appears only when its category does), so they are only listed."""
+    (a per-category metric appears only when its category does), so they are only listed. A
+    `by` declaration ("accuracy_{value}") is present when some key of the aggregate is one of
+    its names ("accuracy_simple")."""
+    from workbench.aggregation import declared_metric
+
     name = "declared metrics in the aggregate"
     source = ("the core's aggregation of the declared metrics plus workbench_aggregate" if own
               else "the core's aggregation of the declared metrics (no workbench_aggregate hook)" if info.metrics
@@ -617,8 +621,16 @@ def _check_declared_metrics(c: _Checker, info: DomainInfo, agg: dict[str, Any], 
                      f"({sorted(agg)[:12]}); return it for every non-empty list of tasks")
         return
     declared = [m.name for m in info.metrics]
-    absent = [m for m in declared if m not in agg]
-    note = f"; {len(absent)} declared metrics absent for these tasks: {absent[:4]}" if absent else ""
+    keys_of: dict[int, int] = {}  # declaration (its position) -> the aggregate keys it gives
+    for key in agg:
+        metric = declared_metric(info.metrics, key)
+        if metric is not None:
+            i = next(i for i, m in enumerate(info.metrics) if m is metric)
+            keys_of[i] = keys_of.get(i, 0) + 1
+    absent = [m.name for i, m in enumerate(info.metrics) if i not in keys_of]
+    grouped = [f"{m.name} ({keys_of[i]} keys)" for i, m in enumerate(info.metrics) if m.by is not None and i in keys_of]
+    note = f"; one metric per value: {', '.join(grouped[:4])}" if grouped else ""
+    note += f"; {len(absent)} declared metrics absent for these tasks: {absent[:4]}" if absent else ""
     if declared or info.headline:
         c.report.add(name, "ok", f"{len(declared) - len(absent)} declared metrics present"
                      + (f", headline {info.headline!r}" if info.headline else "") + note)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench import MetricInfo, ReportSection, Score, Task, count_tasks, example_failures, grouped_means, mean
+from workbench import MetricInfo, ReportSection, Score, Task, count_tasks, example_failures
+from workbench.aggregation import aggregate_declared
 
 from .actions import safe_text
 from .games import TASK_TYPES
@@ -39,40 +40,22 @@ def _of_mode(tasks: list[Task], scores: list[Score], mode: str) -> tuple[list[Ta
     return [t for t, _ in pairs], [s for _, s in pairs]
 
 
-def _by_type(tasks: list[Task], scores: list[Score], prefix: str = "") -> dict[str, float]:
-    return grouped_means([str(t.spec.get("task_type")) for t in tasks], [s.success for s in scores], prefix)
-
-
 def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
-    """`accuracy`, step accuracy (single steps) and episode success rate (episodes), overall and per type.
-    The counts (`n`, `n_step`, `n_episode`) are distinct tasks, the rates are over every scored
-    output (a run's report passes each task once per attempt)."""
-    out: dict[str, float] = {"n": count_tasks(tasks)}
-    if scores:
-        out[HEADLINE] = mean(s.success for s in scores)
-        out["parse_error_rate"] = mean(float(s.error is not None) for s in scores)
-    step_tasks, step_scores = _of_mode(tasks, scores, "step")
-    if step_scores:
-        out["n_step"] = count_tasks(step_tasks)
-        out["step_accuracy"] = mean(s.success for s in step_scores)
-        out["admissible_rate"] = mean(s.metrics.get("admissible", 0.0) for s in step_scores)
-        out.update(sorted(_by_type(step_tasks, step_scores, "step_accuracy_").items()))
-    episode_tasks, episode_scores = _of_mode(tasks, scores, "episode")
-    if episode_scores:
-        out["n_episode"] = count_tasks(episode_tasks)
-        out["success_rate"] = mean(s.success for s in episode_scores)
-        won_steps = [s.metrics.get("steps", 0.0) for s in episode_scores if s.success >= 1.0]
-        if won_steps:
-            out["mean_steps_won"] = mean(won_steps)
-        out.update(sorted(_by_type(episode_tasks, episode_scores, "success_rate_").items()))
-    return out
+    """The numbers `Domain.aggregate` gives (less its per-rung entries), for the report section:
+    the core's aggregation of `METRICS` (`workbench.aggregation`), updated with the plugin's
+    `workbench_aggregate` (`mean_steps_won`). The counts (`n`, `n_step`, `n_episode`) are
+    distinct tasks, the rates are over every scored output (a run's report passes each task
+    once per attempt); a count of no task is left out."""
+    from . import workbench_aggregate  # the package imports this module before defining its hooks
+
+    return {**aggregate_declared(METRICS, tasks, scores), **workbench_aggregate(tasks, scores)}
 
 
-def _type_table(tasks: list[Task], scores: list[Score], mode: str, metric: str) -> list[dict[str, Any]]:
-    tasks, scores = _of_mode(tasks, scores, mode)
-    rates = _by_type(tasks, scores)
-    return [{"task_type": kind, "n": count_tasks(t for t in tasks if str(t.spec.get("task_type")) == kind), metric: rates[kind]}
-            for kind in TASK_TYPES if kind in rates]
+def _type_table(tasks: list[Task], scores: list[Score], mode: str, metric: str, metrics: dict[str, float]) -> list[dict[str, Any]]:
+    """Per task type of `mode`: its tasks and its rate, `metric`, read from the aggregate."""
+    tasks, _ = _of_mode(tasks, scores, mode)
+    return [{"task_type": kind, "n": count_tasks(t for t in tasks if t.spec.get("task_type") == kind), metric: metrics[f"{metric}_{kind}"]}
+            for kind in TASK_TYPES if f"{metric}_{kind}" in metrics]
 
 
 def report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -> ReportSection:
@@ -80,10 +63,10 @@ def report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -
     (for steps, with the expected action)."""
     metrics = aggregate(tasks, scores)
     tables: dict[str, list[dict[str, Any]]] = {}
-    step_table = _type_table(tasks, scores, "step", "step_accuracy")
+    step_table = _type_table(tasks, scores, "step", "step_accuracy", metrics)
     if step_table:
         tables["step_accuracy_by_task_type"] = step_table
-    episode_table = _type_table(tasks, scores, "episode", "success_rate")
+    episode_table = _type_table(tasks, scores, "episode", "success_rate", metrics)
     if episode_table:
         tables["success_rate_by_task_type"] = episode_table
     failures = example_failures(tasks, [safe_text(str(o)) for o in outputs], scores)

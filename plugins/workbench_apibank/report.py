@@ -10,10 +10,11 @@ verdict. On a set of one kind it equals `toolrl_accuracy`, `executed_accuracy` o
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from typing import Any
 
-from workbench import MetricInfo, ReportSection, Score, Task, count_tasks, example_failures, first_failures, grouped_means, mean
+from workbench import MetricInfo, ReportSection, Score, Task, example_failures, first_failures, grouped_means, mean
+from workbench.aggregation import aggregate_declared
 
 from .scoring import not_scorable_reason, policy_of
 
@@ -48,15 +49,13 @@ METRICS = [
 PAPER_REFERENCE = {"Qwen2.5-7B-Instruct (Base)": {HEADLINE: 61.6}, "GenEnv 7B": {HEADLINE: 79.1}}
 
 
-def _level(task: Task) -> str:
-    return str(task.spec.get("level", "unknown"))
-
-
 def _correct(score: Score) -> float:
     return float(bool(score.correct))
 
 
-def _paper_verdict(score: Score) -> float:
+def paper_verdict(score: Score) -> float:
+    """One output's `paper_accuracy` verdict: ToolRL's rule where the Score has it, else the
+    official executed rule (the lenient verdict) where the sandbox ran the call, else `correct`."""
     if "toolrl_match" in score.metrics:
         return score.metrics["toolrl_match"]
     if score.metrics.get("protocol_executed"):
@@ -64,59 +63,16 @@ def _paper_verdict(score: Score) -> float:
     return _correct(score)
 
 
-def _rate(scores: list[Score], key: str) -> float | None:
-    values = [s.metrics[key] for s in scores if key in s.metrics]
-    return mean(values) if values else None
-
-
-def _metrics_of(scores: list[Score], suffix: str = "") -> dict[str, float]:
-    """Accuracy (the reward verdict), both call policies, ToolRL's rule and the executed
-    protocol's official rule (lenient verdicts of executed tasks) for one group of scores."""
-    out: dict[str, float] = {f"accuracy{suffix}": mean(_correct(s) for s in scores)}
-    for name, key in (("accuracy_strict", "strict_match"), ("accuracy_lenient", "lenient_match"), ("toolrl_accuracy", "toolrl_match")):
-        rate = _rate(scores, key)
-        if rate is not None:
-            out[name + suffix] = rate
-    executed = [s for s in scores if s.metrics.get("protocol_executed")]
-    if executed:
-        out[f"executed_accuracy{suffix}"] = mean(s.metrics.get("lenient_match", 0.0) for s in executed)
-        out[f"executed_accuracy_strict{suffix}"] = mean(s.metrics.get("strict_match", 0.0) for s in executed)
-    return out
-
-
-def _by_level(tasks: list[Task], scores: list[Score]) -> dict[str, list[Score]]:
-    groups: dict[str, list[Score]] = defaultdict(list)
-    for task, score in zip(tasks, scores):
-        groups[_level(task)].append(score)
-    return dict(sorted(groups.items()))
-
-
-def _tasks_where(tasks: list[Task], scores: list[Score], keep: Any) -> int:
-    """Distinct tasks with an output for which `keep(task, score)` holds."""
-    return count_tasks(t for t, s in zip(tasks, scores) if keep(t, s))
-
-
 def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
-    """Accuracy overall and per level under each call policy and protocol, ToolRL's
-    paper-comparable accuracy, `paper_accuracy`, the parse-error rate, and how many tasks each
-    protocol scored (`n_protocol_executed`, `n_protocol_matching`, `n_not_scorable`). The counts
-    are distinct tasks, the rates are over every scored output (a run's report passes each task
-    once per attempt)."""
-    n = len(scores)
-    out: dict[str, float] = {"n": count_tasks(tasks)}
-    if not n:
-        return out
-    out.update(_metrics_of(scores))
-    out[HEADLINE] = mean(_paper_verdict(s) for s in scores)
-    out["name_accuracy"] = mean(s.metrics.get("name_match", 0.0) for s in scores)
-    out["parse_error_rate"] = mean(float(s.error is not None) for s in scores)
-    out["n_protocol_executed"] = _tasks_where(tasks, scores, lambda t, s: s.metrics.get("protocol_executed"))
-    out["n_protocol_matching"] = _tasks_where(tasks, scores, lambda t, s: not s.metrics.get("protocol_executed"))
-    out["n_not_scorable"] = _tasks_where(tasks, scores, lambda t, s: s.metrics.get("not_scorable"))
-    for level, group in _by_level(tasks, scores).items():
-        out[f"n_{level}"] = _tasks_where(tasks, scores, lambda t, s, level=level: _level(t) == level)
-        out.update(_metrics_of(group, f"_{level}"))
-    return out
+    """The numbers `Domain.aggregate` gives (less its per-rung entries), for the report section:
+    the core's aggregation of `METRICS` (`workbench.aggregation`: accuracy overall and per level
+    under each call policy, ToolRL's rule, the parse-error rate, how many tasks each protocol
+    scored), updated with the plugin's `workbench_aggregate` (`paper_accuracy` and the
+    `executed_accuracy*` rates). The counts are distinct tasks, the rates are over every scored
+    output (a run's report passes each task once per attempt); a count of no task is left out."""
+    from . import workbench_aggregate  # the package imports this module before defining its hooks
+
+    return {**aggregate_declared(METRICS, tasks, scores), **workbench_aggregate(tasks, scores)}
 
 
 def protocol_line(tasks: list[Task], scores: list[Score]) -> str:
@@ -152,10 +108,12 @@ def report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -
     """Metric table, per-level / per-API / failure-kind tables and up to 5 failures."""
     metrics = aggregate(tasks, scores)
     level_rows = []
-    for level, group in _by_level(tasks, scores).items():
-        row: dict[str, Any] = {"level": level, "n": _tasks_where(tasks, scores, lambda t, s, level=level: _level(t) == level)}
-        row.update(_metrics_of(group))
-        row["parse_error_rate"] = mean(float(s.error is not None) for s in group)
+    for level in sorted(LEVELS):  # the aggregate's per-level numbers, a row per level present
+        if f"n_{level}" not in metrics:
+            continue
+        row: dict[str, Any] = {"level": level, "n": metrics[f"n_{level}"]}
+        row.update((name, metrics[f"{name}_{level}"]) for name in _GROUP_RATES if f"{name}_{level}" in metrics)
+        row["parse_error_rate"] = mean(float(s.error is not None) for t, s in zip(tasks, scores) if t.spec.get("level") == level)
         level_rows.append(row)
     apis = [_api(t) for t in tasks]
     api_counts = Counter(_api(t) for t in {t.id: t for t in tasks}.values())  # distinct tasks per API

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from workbench import MetricInfo, ReportSection, Score, Task, count_tasks, example_failures, first_failures, grouped_means, mean
+from workbench import MetricInfo, ReportSection, Score, Task, count_tasks, example_failures, first_failures, mean
+from workbench.aggregation import aggregate_declared
 from workbench_bfcl.data import DEFAULT_CATEGORIES
 from workbench_bfcl.scoring import evaluate
 
@@ -46,31 +47,15 @@ def _correct(score: Score) -> float:
     return float(bool(score.correct))
 
 
-def _episodes(tasks: list[Task], scores: list[Score]) -> dict[str, list[bool]]:
-    episodes: dict[str, list[bool]] = defaultdict(list)
-    for task, score in zip(tasks, scores):
-        if task.spec.get("turn") is not None:
-            episodes[f"{task.spec['category']}/{task.spec['record_id']}"].append(bool(score.correct))
-    return episodes
-
-
 def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
-    """accuracy (all items), accuracy_<category>, category_mean_accuracy, parse_error_rate.
-    `n` counts distinct items, the rates are over every scored output (a run's report passes
-    each task once per attempt)."""
-    n = len(scores)
-    out: dict[str, float] = {"n": count_tasks(tasks)}
-    if not n:
-        return out
-    out[HEADLINE] = mean(_correct(s) for s in scores)
-    per_category = dict(sorted(grouped_means([_category(t) for t in tasks], [_correct(s) for s in scores]).items()))
-    out.update({f"accuracy_{category}": value for category, value in per_category.items()})
-    out["category_mean_accuracy"] = mean(per_category.values())
-    out["parse_error_rate"] = mean(float(s.error is not None) for s in scores)
-    episodes = _episodes(tasks, scores)
-    if episodes:
-        out["multi_turn_episode_accuracy"] = mean(float(all(turns)) for turns in episodes.values())
-    return out
+    """The numbers `Domain.aggregate` gives (less its per-rung entries), for the report section:
+    the core's aggregation of `METRICS` (`workbench.aggregation`: `n`, `accuracy`,
+    `accuracy_<category>`, `parse_error_rate`), updated with the plugin's `workbench_aggregate`
+    (`category_mean_accuracy`, `multi_turn_episode_accuracy`). `n` counts distinct items, the
+    rates are over every scored output (a run's report passes each task once per attempt)."""
+    from workbench_bfcl import workbench_aggregate  # the package imports this module before defining its hooks
+
+    return {**aggregate_declared(METRICS, tasks, scores), **workbench_aggregate(tasks, scores)}
 
 
 def report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -> ReportSection:

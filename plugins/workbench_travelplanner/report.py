@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench import MetricInfo, ReportSection, Score, Task, count_tasks, mean, rate
+from workbench import MetricInfo, ReportSection, Score, Task, count_tasks, rate
+from workbench.aggregation import aggregate_declared
 
 from .cities import APPROXIMATION, OFFICIAL
 from .evaluator import (
@@ -19,7 +20,6 @@ from .evaluator import (
     HARD_KEYS,
     PAPER_NAMES,
     applicable_hard_keys,
-    official_hard_total,
     verdicts,
 )
 
@@ -72,26 +72,16 @@ def undelivered(error: str, protocol: str = APPROXIMATION) -> Score:
 
 
 def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
-    """The six official rates over these items (eval.py's fixed denominators, 45 / 360 /
-    105 for train, are what these formulas give for the full splits). `n` counts distinct
+    """The numbers `Domain.aggregate` gives (less its per-rung entries), for the report section
+    and its breakdowns: the core's aggregation of `METRICS` (`workbench.aggregation`: `n`, the
+    four official shares of plans, `reward_mean`, `city_list_official`), updated with the
+    plugin's `workbench_aggregate` (the two micro rates; eval.py's fixed denominators, 45 / 360 /
+    105 for train, are what its formulas give for the full splits). `n` counts distinct
     queries; the rates are over every scored plan (a run's report passes each query once per
     attempt)."""
-    n = len(scores)
-    out: dict[str, float] = {"n": float(count_tasks(tasks))}
-    if n == 0:
-        return out
-    cs_true = sum(s.metrics.get(key, 0.0) for s in scores for key in COMMONSENSE_KEYS)
-    hard_true = sum(s.metrics.get(key, 0.0) for s in scores for key in HARD_KEYS)
-    hard_total = sum(official_hard_total(t.spec.get("query", {})) for t in tasks)
-    out[DELIVERY] = rate(sum(s.metrics.get("delivered", 0.0) for s in scores), n)
-    out[CS_MICRO] = rate(cs_true, 8 * n)
-    out[CS_MACRO] = rate(sum(s.metrics.get("commonsense_pass", 0.0) for s in scores), n)
-    out[HARD_MICRO] = rate(hard_true, hard_total)
-    out[HARD_MACRO] = rate(sum(s.metrics.get("hard_pass", 0.0) for s in scores), n)
-    out[FINAL] = rate(sum(s.metrics.get("final_pass", 0.0) for s in scores), n)
-    out["reward_mean"] = mean(s.reward for s in scores)
-    out[CITY_LIST_METRIC] = rate(sum(s.metrics.get(CITY_LIST_METRIC, 0.0) for s in scores), n)
-    return out
+    from . import workbench_aggregate  # the package imports this module before defining its hooks
+
+    return {**aggregate_declared(METRICS, tasks, scores), **workbench_aggregate(tasks, scores)}
 
 
 def protocol_table(scores: list[Score]) -> list[dict[str, Any]]:

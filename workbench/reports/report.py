@@ -344,13 +344,25 @@ def _rung_cell(count: Any, p_hat: Any) -> str | None:
 
 def section_tables(section: ReportSection, info: DomainInfo | None = None) -> list[Table]:
     """The tables of a plugin's report section; with its DomainInfo, the metric table says
-    how each declared metric aggregates and which direction is better."""
+    how each declared metric aggregates and which direction is better (a key of a `by`
+    declaration, such as `accuracy_ops1` of "accuracy_ops{value}", gets that declaration's,
+    its description naming the group)."""
+    from workbench.aggregation import declared_metric
+
     tables = []
-    declared = {m.name: m for m in info.metrics} if info is not None else {}
-    if declared:
-        rows = [[k, v] + ([declared[k].aggregation, "higher" if declared[k].higher_is_better else "lower",
-                           declared[k].description] if k in declared else [None, None, None])
-                for k, v in section.metrics.items()]
+    metrics_info = list(info.metrics) if info is not None else []
+    if metrics_info:
+        rows = []
+        for k, v in section.metrics.items():
+            m = declared_metric(metrics_info, k)
+            if m is None:
+                rows.append([k, v, None, None, None])
+                continue
+            description = m.description
+            if m.by is not None:  # the group's value is what the name template's {value} holds
+                prefix, suffix = m.name.split("{value}")
+                description = f"{description} ({m.by} = {k[len(prefix):len(k) - len(suffix)]})".lstrip()
+            rows.append([k, v, m.aggregation, "higher" if m.higher_is_better else "lower", description])
         if rows:
             tables.append(Table(["metric", "value", "aggregation", "better", "description"], rows, f"{section.title}: metrics"))
     else:
