@@ -54,7 +54,7 @@ def test_vllm_without_vllm_fails_before_any_model_is_loaded(make_config, tmp_pat
     def no_loading(*args, **kwargs):
         raise AssertionError("a model was loaded before the vLLM check")
 
-    monkeypatch.setattr("workbench.engine.loop.load_model", no_loading)
+    monkeypatch.setattr("workbench.engine.model_pair.load_model", no_loading)
     with pytest.raises(GenerationError, match=r"gpu.*extra|\[gpu\]") as info:
         CoEvolution(make_config(**override), tmp_path / "run")
     assert "CUDA" in str(info.value)

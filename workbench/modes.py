@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Generation = Literal["each_epoch", "up_front", "none"]
+Generation = Literal["each_epoch", "up_front", "none"]  # each one a task source: workbench.engine.task_sources.TASK_SOURCES
 
 
 @dataclass(frozen=True)

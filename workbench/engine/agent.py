@@ -15,6 +15,8 @@ mode) and syncs the agent's weights into it itself.
 A multi-turn domain (`DomainInfo.multi_turn`) passes `make_interaction`: its tasks with an
 interaction are then played as whole episodes inside the rollouts (`workbench.engine.episodes`,
 TRL's `rollout_func`), each attempt scored by the game's own outcome rather than `score_fn`.
+The trainer is TRL's `GRPOTrainer` subclassed for that, for skipping exact-zero-gradient
+micro-batches and for sampling with merged LoRA adapters (`workbench.engine.grpo_trainer`).
 """
 
 from __future__ import annotations
@@ -31,9 +33,7 @@ from workbench.config import AgentSettings
 from workbench.engine import distributed as dist
 from workbench.engine.episodes import Episode, EpisodeError, EpisodeRollout, EpisodeStats
 from workbench.engine.generation import check_cache_implementation
-from workbench.engine.lora_merge import LoraMerge
 from workbench.engine.models import checkpointing_arguments
-from workbench.engine.zero_advantage import ZeroAdvantageSkip
 from workbench.tasks import Interaction, Score, Task
 
 
@@ -116,7 +116,9 @@ class GRPOAgent:
         report: dict[str, Any] | None = None,
         make_interaction: Callable[[Task], Interaction | None] | None = None,
     ):
-        from trl import GRPOConfig, GRPOTrainer
+        from trl import GRPOConfig
+
+        from workbench.engine.grpo_trainer import AgentGRPOTrainer  # imports TRL's trainer: only when an agent is built
 
         self.settings = settings
         self.score_fn = score_fn
@@ -153,38 +155,23 @@ class GRPOAgent:
             # was loaded from a checkpoint, and the reference must stay the initial agent.
             model.config._name_or_path = reference_name_or_path
         placeholder = Dataset.from_list([{"prompt": [{"role": "user", "content": "x"}], "task_id": "_"}])
-        self.trainer = GRPOTrainer(
+        self.episodes = EpisodeRollout(make_interaction, settings.episode_turn_tokens) if make_interaction is not None else None
+        self.trainer = AgentGRPOTrainer(
             model=model,
-            reward_funcs=[self._reward],  # type: ignore[list-item]  # TRL types reward functions as returning list[float | None]
+            reward_funcs=[self._reward],
             args=args,
             train_dataset=placeholder,
             processing_class=tokenizer,
+            skip_zero_advantage=settings.skip_zero_advantage,
+            # TRL's vLLM path merges adapters itself
+            merge_lora=bool(settings.model.lora and settings.model.lora.merge_for_generation and not settings.use_vllm),
+            episodes=self.episodes,
         )
         self.trainer.model_accepts_loss_kwargs = False
         self.trainer.remove_callback(PrinterCallback)  # metrics go to metrics.jsonl, not stdout
         self.step_progress = StepProgress()  # the loop points its `report` at the run's progress events
         self.trainer.add_callback(self.step_progress)
-        self.zero_advantage = ZeroAdvantageSkip(enabled=settings.skip_zero_advantage)
-        self.zero_advantage.install(self.trainer)
-        if settings.model.lora and settings.model.lora.merge_for_generation and not settings.use_vllm:
-            self._merge_adapters_for_rollouts()
-        self.episodes: EpisodeRollout | None = None
-        if make_interaction is not None:
-            self.episodes = EpisodeRollout(make_interaction, settings.episode_turn_tokens)
-            self.episodes.install(self.trainer)
-
-    def _merge_adapters_for_rollouts(self) -> None:
-        """Sample the rollouts with the LoRA adapters merged (`workbench.engine.lora_merge`):
-        TRL 1.16 generates them in `GRPOTrainer._generate_single_turn` (the transformers path;
-        TRL's vLLM path merges adapters itself), so that call runs inside the merge."""
-        merger = LoraMerge()
-        generate = self.trainer._generate_single_turn
-
-        def generate_merged(*args: Any, **kwargs: Any) -> Any:
-            with merger.merged(self.trainer.model):
-                return generate(*args, **kwargs)
-
-        self.trainer._generate_single_turn = generate_merged  # type: ignore[method-assign]
+        self.zero_advantage = self.trainer.zero_advantage
 
     @property
     def model(self) -> Any:

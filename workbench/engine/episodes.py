@@ -25,12 +25,12 @@ function for the workbench:
   `steps`. p_hat is the share of won episodes, so the curriculum is unchanged.
 
 Tasks without an interaction (single-turn tasks of the same domain) are generated as TRL
-would, in one call. TRL hands `rollout_func` only the prompts, not their dataset rows, so
-`install` wraps the trainer's `_generate_and_score_completions` to keep the batch's rows
-(`task_id`); the rollout checks that they line up with the prompts. Under several processes
-every rank makes the same number of generate calls (a rank whose episodes are over generates
-a throw-away turn while another's still play), since generation can be collective (FSDP,
-vLLM server).
+would, in one call. TRL hands `rollout_func` only the prompts, not their dataset rows, so the
+agent's `GRPOTrainer` subclass (`workbench.engine.grpo_trainer`) keeps the batch's rows
+(`task_id`) in `EpisodeRollout.batch` around its `_generate_and_score_completions`; the rollout
+checks that they line up with the prompts. Under several processes every rank makes the same
+number of generate calls (a rank whose episodes are over generates a throw-away turn while
+another's still play), since generation can be collective (FSDP, vLLM server).
 """
 
 from __future__ import annotations
@@ -138,19 +138,15 @@ class EpisodeRollout:
 
     # -------------------------------------------------------------- wiring into the trainer
 
-    def install(self, trainer: Any) -> None:
-        """Make this the trainer's rollout function, and keep each batch's rows for it."""
-        original = trainer._generate_and_score_completions
-
-        def with_rows(inputs: list[dict[str, Any]]) -> Any:
-            self.rows = inputs
-            try:
-                return original(inputs)
-            finally:
-                self.rows = None
-
-        trainer._generate_and_score_completions = with_rows
-        trainer.rollout_func = self
+    @contextmanager
+    def batch(self, rows: list[dict[str, Any]]) -> Iterator[None]:
+        """Keep a generation batch's dataset rows while the trainer generates and scores it
+        (TRL hands the rollout function only the prompts)."""
+        self.rows = rows
+        try:
+            yield
+        finally:
+            self.rows = None
 
     # -------------------------------------------------------------- the rollout
 

@@ -8,13 +8,13 @@ term without the advantage is added: the KL penalty (`beta`), the entropy bonus 
 auxiliary loss. Its forward and backward passes are the agent phase's largest cost on long
 benchmark prompts (docs/real-model.md) and change nothing.
 
-`ZeroAdvantageSkip.install(trainer)` wraps the trainer's `compute_loss`: for such a micro-batch
-it returns a zero loss tied to one element of every trainable parameter instead of running the
-model. The backward pass then gives every trainable parameter a zero gradient, exactly as the
-full pass would (not `None`), so gradient clipping, AdamW's moments, weight decay and the step
-count behave as TRL's own step: the parameters after the optimizer step are the same, bit for
-bit (tests/test_zero_advantage.py). Only TRL's per-micro-batch logs of the skipped passes
-(entropy, clip ratios) are missing.
+The agent's `GRPOTrainer` subclass (`workbench.engine.grpo_trainer`) asks `ZeroAdvantageSkip.skip`
+in its `compute_loss`: for such a micro-batch it returns a zero loss tied to one element of every
+trainable parameter instead of running the model. The backward pass then gives every trainable
+parameter a zero gradient, exactly as the full pass would (not `None`), so gradient clipping,
+AdamW's moments, weight decay and the step count behave as TRL's own step: the parameters after
+the optimizer step are the same, bit for bit (tests/test_zero_advantage.py). Only TRL's
+per-micro-batch logs of the skipped passes (entropy, clip ratios) are missing.
 
 One process only: under DDP a rank that skips the forward leaves the gradient reducer
 unprepared while the other ranks reduce, so with several processes every micro-batch runs as
@@ -52,26 +52,23 @@ def zero_loss(model: Any) -> torch.Tensor:
 
 @dataclass
 class ZeroAdvantageSkip:
-    """Wraps a trainer's `compute_loss`; counts the training micro-batches it saw and those it
-    skipped. `enabled` False (the setting off, or several processes) counts without skipping."""
+    """Counts a trainer's training micro-batches and those it skipped. `enabled` False (the
+    setting off, or several processes: the module docstring) counts without skipping."""
 
     enabled: bool = True
     micro_batches: int = 0
     skipped: int = 0
 
-    def install(self, trainer: Any) -> None:
-        self.enabled = self.enabled and trainer.accelerator.num_processes == 1  # DDP's reducer: module docstring
-        compute_loss = trainer.compute_loss
-
-        def compute_loss_or_skip(model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-            if model.training:
-                self.micro_batches += 1
-                if self.enabled and has_exact_zero_gradient(trainer, inputs):
-                    self.skipped += 1
-                    return zero_loss(model)
-            return compute_loss(model, inputs, *args, **kwargs)
-
-        trainer.compute_loss = compute_loss_or_skip
+    def skip(self, trainer: Any, model: Any, inputs: dict[str, Any]) -> torch.Tensor | None:
+        """Count a training micro-batch; the zero loss to return instead of running the model,
+        or None to run it as TRL does (and always None outside training)."""
+        if not model.training:
+            return None
+        self.micro_batches += 1
+        if self.enabled and has_exact_zero_gradient(trainer, inputs):
+            self.skipped += 1
+            return zero_loss(model)
+        return None
 
     def reset(self) -> None:
         self.micro_batches = self.skipped = 0

@@ -1,0 +1,64 @@
+"""The agent's trainer: TRL's `GRPOTrainer` with the workbench's three changes, as one subclass.
+
+The project extends a trainer by subclassing it (`WeightedSFTTrainer` for the environment in
+`workbench.engine.rwr`); this is the agent's. Each change keeps TRL's own step and only adds
+to it, and each is off unless asked for:
+
+* `compute_loss`: a training micro-batch whose every advantage is 0 (an exact-zero gradient)
+  is not run; its zero loss comes from `ZeroAdvantageSkip` (`workbench.engine.zero_advantage`,
+  `agent.skip_zero_advantage`), which also counts the micro-batches;
+* `_generate_single_turn`: the rollouts are sampled with the LoRA adapters merged
+  (`workbench.engine.lora_merge`, `lora.merge_for_generation` on the transformers backend;
+  TRL's vLLM path merges adapters itself). TRL 1.16 samples every rollout there, the episode
+  turns of `workbench.engine.episodes` included;
+* `_generate_and_score_completions`: with an `EpisodeRollout` (a multi-turn domain), each
+  generation batch's dataset rows are kept for it while TRL generates the batch, since TRL
+  hands its `rollout_func` only the prompts. The rollout becomes the trainer's `rollout_func`
+  after TRL's `__init__`, as an attribute TRL reads at every batch.
+
+These override TRL 1.16's private methods; trl is pinned to 1.16.x for this reason
+(docs/how-it-works.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trl import GRPOTrainer
+
+from workbench.engine.episodes import EpisodeRollout
+from workbench.engine.lora_merge import LoraMerge
+from workbench.engine.zero_advantage import ZeroAdvantageSkip
+
+
+class AgentGRPOTrainer(GRPOTrainer):
+    """`GRPOTrainer` that skips exact-zero-gradient micro-batches, samples with merged LoRA
+    adapters and plays episodes, each as asked (module doc); TRL's arguments otherwise."""
+
+    def __init__(self, *args: Any, skip_zero_advantage: bool = False, merge_lora: bool = False,
+                 episodes: EpisodeRollout | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        # one process only: under DDP a rank that skips leaves the gradient reducer unprepared
+        self.zero_advantage = ZeroAdvantageSkip(enabled=skip_zero_advantage and self.accelerator.num_processes == 1)
+        self.lora_merge = LoraMerge() if merge_lora else None
+        self.episodes = episodes
+        if episodes is not None:
+            self.rollout_func = episodes
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # noqa: ANN001 (Trainer signature)
+        zero = self.zero_advantage.skip(self, model, inputs)
+        if zero is not None:
+            return zero
+        return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
+
+    def _generate_single_turn(self, *args: Any, **kwargs: Any) -> Any:
+        if self.lora_merge is None:
+            return super()._generate_single_turn(*args, **kwargs)
+        with self.lora_merge.merged(self.model):
+            return super()._generate_single_turn(*args, **kwargs)
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> Any:
+        if self.episodes is None:
+            return super()._generate_and_score_completions(inputs)
+        with self.episodes.batch(inputs):
+            return super()._generate_and_score_completions(inputs)
