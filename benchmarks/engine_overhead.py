@@ -12,13 +12,13 @@ checkpoint writing (which is disk I/O of model weights). Usage:
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
+
+from workbench.records import EpochRecord, read_epoch_records
 
 
-def split(record: dict) -> dict[str, float]:
-    t = record["time"]
-    gen_seconds = (record["gen_tokens"] / record["gen_tokens_per_s"]) if record.get("gen_tokens_per_s") else 0.0
+def split(record: EpochRecord) -> dict[str, float]:
+    t = record.time
+    gen_seconds = ((record.gen_tokens or 0) / record.gen_tokens_per_s) if record.gen_tokens_per_s else 0.0
     parse_validate = max(t.get("generate", 0.0) - gen_seconds, 0.0)
     phases = t.get("generate", 0.0) + t.get("agent", 0.0) + t.get("env_update", 0.0) + t.get("checkpoint", 0.0)
     bookkeeping = max(t["epoch"] - phases, 0.0)
@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("run_dir")
     parser.add_argument("--skip-first", type=int, default=1, help="epochs to skip (warm-up)")
     args = parser.parse_args()
-    records = [json.loads(line) for line in (Path(args.run_dir) / "metrics.jsonl").read_text().splitlines()]
+    records = read_epoch_records(args.run_dir)
     parts = [split(r) for r in records[args.skip_first :]]
     total = {k: sum(p[k] for p in parts) for k in parts[0]}
     engine = total["parse_validate"] + total["scoring"] + total["bookkeeping"]

@@ -24,7 +24,6 @@ Python) is time with no FLOPs, which is the point of the ratio.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -75,22 +74,23 @@ def phase_tokens(run_dir: Path, epoch: int, tokenizer: Any, n: int, lora: bool, 
     tokens are the epoch record's `agent_tokens` (TRL's count of prompt and completion tokens); the
     environment's are its prompts and generations in the epoch file."""
     from workbench.engine.generation import chat_prompt
+    from workbench.records import read_epoch_records, read_epoch_rows
 
-    rows = [json.loads(line) for line in (run_dir / "epochs" / f"epoch_{epoch:04d}.jsonl").read_text().splitlines() if line.strip()]
-    record = next(r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if r["epoch"] == epoch)
+    rows = read_epoch_rows(run_dir, epoch)
+    record = next(r for r in read_epoch_records(run_dir) if r.epoch == epoch)
     train_passes = (2 if lora else 3) + (1 if checkpointing else 0)
     # the prompts of the candidates that parsed (a rejected one's context is not kept) stand for all of them
-    prompts = [_tokens(tokenizer, chat_prompt(tokenizer, c)) for row in rows if (c := (row.get("task") or {}).get("env_context"))]
+    prompts = [_tokens(tokenizer, chat_prompt(tokenizer, c)) for row in rows if (c := (row.task or {}).get("env_context"))]
     prompt_mean = sum(prompts) / len(prompts) if prompts else 0.0
-    generated = float(record.get("gen_tokens") or 0)
-    candidates = max(1, record.get("candidates") or 0)
+    generated = float(record.gen_tokens or 0)
+    candidates = max(1, record.candidates or 0)
     env_tokens = candidates * prompt_mean + generated
     env_mean = env_tokens / candidates
-    micro = record.get("agent_micro_batches") or {}
+    micro = record.agent_micro_batches or {}
     trained_share = 1.0 - micro.get("skipped_zero_advantage", 0) / micro["micro_batches"] if micro.get("micro_batches") else 1.0
-    rollout = float(record.get("agent_tokens") or 0)
-    sequences = max(1, record["agent_tasks"] * n)
-    examples = (record.get("env_update") or {}).get("examples") or 0
+    rollout = float(record.agent_tokens or 0)
+    sequences = max(1, record.agent_tasks * n)
+    examples = (record.env_update or {}).get("examples") or 0
     return {
         "generate": {"tokens": env_tokens, "length": env_mean},
         "agent": {"tokens": rollout * (1 + train_passes * trained_share), "length": rollout / sequences},

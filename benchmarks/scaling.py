@@ -3,7 +3,7 @@
 Runs the same small genenv config on the demo's tiny models twice through the real CLI:
 `python -m workbench run` (1 process) and `accelerate launch --multi_gpu --num_processes N
 -m workbench run` (N processes; on a CPU-only machine torchrun starts N CPU/gloo ranks: the
-models sit on the CPU). Reads `time.epoch` from each run's metrics.jsonl and prints the mean
+models sit on the CPU). Reads `time.epoch` from each run's epoch records and prints the mean
 epoch time (the first epoch, which includes one-off set-up, is reported apart) and the ratio.
 
 Both runs get the same number of CPU threads in total (1 process x T threads versus N
@@ -20,7 +20,6 @@ Usage: python benchmarks/scaling.py [--processes 2] [--epochs 3] [--threads 2] [
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import socket
 import subprocess
@@ -28,6 +27,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from workbench.records import EpochRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
@@ -53,7 +56,7 @@ def write_config(folder: Path, models: str | None, epochs: int) -> Path:
     cfg.pool.history_per_epoch = 4
     cfg.curriculum.k_min = 1.0  # every scored task trains the environment: both trainers are timed
     cfg.domain_options = {"count": 48}
-    path = folder / "config.yaml"
+    path = folder / "scaling.yaml"
     path.write_text(cfg.to_yaml())
     return path
 
@@ -64,7 +67,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run(config: Path, out: Path, processes: int, threads: int) -> tuple[float, list[dict]]:
+def run(config: Path, out: Path, processes: int, threads: int) -> tuple[float, list[EpochRecord]]:
     env = {**os.environ, "OMP_NUM_THREADS": str(max(1, threads // processes)), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
     if processes == 1:
         cmd = [sys.executable, "-m", "workbench", "run", str(config), "--out", str(out)]
@@ -77,15 +80,16 @@ def run(config: Path, out: Path, processes: int, threads: int) -> tuple[float, l
     wall = time.perf_counter() - start
     if done.returncode:
         sys.exit(f"{processes}-process run failed:\n{done.stderr[-3000:]}")
-    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    return wall, metrics
+    from workbench.records import read_epoch_records
+
+    return wall, read_epoch_records(out)
 
 
-def summary(metrics: list[dict]) -> dict:
-    times = [m["time"]["epoch"] for m in metrics]
+def summary(metrics: list[EpochRecord]) -> dict:
+    times = [m.time["epoch"] for m in metrics]
     later = times[1:] or times
-    phases = {k: sum(m["time"].get(k, 0.0) for m in metrics[1:] or metrics) / len(later) for k in ("generate", "agent", "env_update", "checkpoint")}
-    return {"first_epoch_s": times[0], "epoch_s": sum(later) / len(later), "phases_s": phases, "tasks_trained": [m["agent_tasks"] for m in metrics]}
+    phases = {k: sum(m.time.get(k, 0.0) for m in metrics[1:] or metrics) / len(later) for k in ("generate", "agent", "env_update", "checkpoint")}
+    return {"first_epoch_s": times[0], "epoch_s": sum(later) / len(later), "phases_s": phases, "tasks_trained": [m.agent_tasks for m in metrics]}
 
 
 def main() -> int:

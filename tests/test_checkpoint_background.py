@@ -216,7 +216,7 @@ KILLED_SCRIPT = textwrap.dedent(
             return real_write(run_dir, epoch, fill, keep=keep)
         def fill_then_hang(folder):
             fill(folder)  # every file written into the temporary folder: then the process is killed
-            print("WRITING", flush=True)
+            sys.stdout.write("WRITING\\n"); sys.stdout.flush()  # one write: print() sends the newline apart, and the main thread's line can land between
             time.sleep(600)
         return real_write(run_dir, epoch, fill_then_hang, keep=keep)
 
@@ -225,7 +225,7 @@ KILLED_SCRIPT = textwrap.dedent(
     run.step()
     run.wait_for_checkpoint()
     run.step()
-    print("STEPPED", flush=True)
+    sys.stdout.write("STEPPED\\n"); sys.stdout.flush()
     time.sleep(600)
     """
 )

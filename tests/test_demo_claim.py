@@ -52,7 +52,8 @@ def _run_folder(root: Path, name: str, mode: str, p_hats: list[list[float]]) -> 
     """A run folder with a config (alpha 0.5, k_min 0.3) and one metrics record per epoch."""
     folder = root / name
     (folder / "epochs").mkdir(parents=True)
-    (folder / "config.yaml").write_text(f"domain: arithmetic\nmode: {mode}\nepochs: {len(p_hats)}\ncurriculum:\n  alpha: 0.5\n  k_min: 0.3\n")
+    (folder / "config.yaml").write_text(f"domain: arithmetic\nmode: {mode}\nepochs: {len(p_hats)}\ncurriculum:\n  alpha: 0.5\n  k_min: 0.3\n"
+                                        "agent: {model: {name_or_path: a}}\nenv: {model: {name_or_path: e}}\n")
     records = [{"epoch": e, "mode": mode, "p_hat": ps, "p_hat_mean": sum(ps) / len(ps)} for e, ps in enumerate(p_hats, 1)]
     (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return folder

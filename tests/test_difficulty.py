@@ -277,7 +277,7 @@ def test_the_epoch_record_counts_the_valid_generated_tasks_per_rung(make_config,
         "unrated": 1,
     }
     assert record["plugin_faults"].get("task_difficulty:plugin_error") == 1, "the faulting hook is counted in this epoch"
-    assert read_epoch_records(tmp_path / "run") == [record]
+    assert [r.to_dict() for r in read_epoch_records(tmp_path / "run")] == [record]
     summary = (tmp_path / "run" / "report.md").read_text()
     assert "| mean rung |" in summary and "| 1.750 |" in summary
     table = difficulty_table(load_run(tmp_path / "run"))

@@ -20,8 +20,9 @@ def test_real_records_have_exactly_the_declared_fields_and_nested_keys_are_descr
     run = CoEvolution(config, tmp_path / "run")  # sampling settings that give the tiny model a few valid tasks
     record = run.step()
     assert list(record) == field_names(EpochRecord)
-    assert read_epoch_records(tmp_path / "run") == [record]
-    helps = {name: f.metadata["help"] for name, f in EpochRecord.__dataclass_fields__.items()}
+    (read,) = read_epoch_records(tmp_path / "run")
+    assert read.to_dict() == record and read.extra == {}, "the reader gives back the record, every key declared"
+    helps = {name: EpochRecord.__dataclass_fields__[name].metadata["help"] for name in field_names(EpochRecord)}
     for key in ("novelty", "time", "agent_micro_batches", "difficulty"):
         missing = [sub for sub in record[key] if f"`{sub}`" not in helps[key]]
         assert not missing, f"EpochRecord.{key}'s help does not name {missing}"
@@ -38,4 +39,4 @@ def test_the_docs_tables_are_the_generated_ones(record_class):
     assert section is not None, f"{DOC.name} lost its generated {record_class.__name__} table"
     assert section == fields_markdown(record_class), "docs/how-it-works.md is stale: run `python -m workbench.records --write-docs`"
     assert section.count("\n| `") == len(field_names(record_class))
-    assert all("|" not in f.metadata["help"] for f in record_class.__dataclass_fields__.values()), "a '|' breaks the table"
+    assert all("|" not in record_class.__dataclass_fields__[name].metadata["help"] for name in field_names(record_class)), "a '|' breaks the table"

@@ -11,6 +11,7 @@ import shutil
 
 import pytest
 
+from workbench.config import ConfigError
 from workbench.export import ExportError, export_run, parse_epochs, task_from_row
 from workbench.tasks import read_jsonl, write_jsonl
 
@@ -168,7 +169,7 @@ def test_bad_inputs_are_clear_errors(run_dir, tmp_path, capsys):
     with pytest.raises(ExportError, match=r"epoch_0002.jsonl:\d+: not valid JSON"):
         export_run(broken, tmp_path / "x.jsonl")
     (broken / "config.yaml").write_text("domain: [unclosed\n")
-    with pytest.raises(ExportError, match="config.yaml is not valid YAML"):
+    with pytest.raises(ConfigError, match="broken/config.yaml' is not valid YAML"):  # read_config's error, naming the file
         export_run(broken, tmp_path / "x.jsonl")
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "f").write_text("x")

@@ -32,7 +32,8 @@ def make_run(folder: Path, epochs: dict[int, list[dict]], d_env: list[dict] | No
     """A run folder as the engine lays it out (config, epoch files, d_env, checkpoint folders)."""
     (folder / "epochs").mkdir(parents=True)
     (folder / "pools").mkdir()
-    (folder / "config.yaml").write_text("domain: arithmetic\nmode: genenv\nenv: {model: {name_or_path: e}}\n" + config)
+    (folder / "config.yaml").write_text("domain: arithmetic\nmode: genenv\nagent: {model: {name_or_path: a}}\nenv: {model: {name_or_path: e}}\n"
+                                        + config)
     for epoch, tasks in epochs.items():
         (folder / "epochs" / f"epoch_{epoch:04d}.jsonl").write_text("".join(json.dumps({"task": t, "valid": True}) + "\n" for t in tasks))
     if d_env is None:

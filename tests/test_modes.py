@@ -14,9 +14,11 @@ from workbench.engine.loop import CoEvolution
 from workbench.export import RunCurriculum
 from workbench.modes import MODES, Mode
 
+BASE = {"agent": {"model": {"name_or_path": "a"}}, "env": {"model": {"name_or_path": "e"}}, "teacher": {"name_or_path": "t"}}
+
 
 def test_every_mode_in_the_table_is_a_valid_config_and_nothing_else_is():
-    base = {"agent": {"model": {"name_or_path": "a"}}, "env": {"model": {"name_or_path": "e"}}, "teacher": {"name_or_path": "t"}}
+    base = BASE
     for name in MODES:
         assert from_dict({**base, "mode": name}).mode == name
     with pytest.raises(ConfigError, match=r"unknown|use one of genenv, random, static, teacher, seeds.*did you mean 'genenv'"):
@@ -48,13 +50,13 @@ def test_a_new_baseline_is_one_table_entry(make_config, tmp_path, monkeypatch):
     record = run.step()
     assert record["env_update"] is None
     assert all(torch.equal(a, b) for a, b in zip(env_before, params(run.env_updater.model)))
-    assert RunCurriculum(tmp_path, {"mode": "replay"}, [], [], {}).env_checkpoint(2) is None  # the base model wrote every epoch
+    assert RunCurriculum(tmp_path, from_dict({**BASE, "mode": "replay"}), [], [], {}).env_checkpoint(2) is None  # the base model wrote every epoch
     assert modes.mode_label("replay") == "Replay" and modes.mode_label("gone") == "gone"
 
 
 def test_export_provenance_follows_whether_the_mode_trains_the_environment(tmp_path):
     def run(mode: str) -> RunCurriculum:
-        return RunCurriculum(tmp_path, {"mode": mode}, [], [], {})
+        return RunCurriculum(tmp_path, from_dict({**BASE, "mode": mode}), [], [], {})
 
     assert run("genenv").env_checkpoint(3) == "checkpoints/epoch_0002/env"
     assert [run(m).env_checkpoint(3) for m in ("random", "static", "teacher", "seeds")] == [None] * 4

@@ -23,7 +23,7 @@ from workbench import curriculum
 from workbench.config import ConfigError, CurriculumSettings
 from workbench.engine.invariants import check_run_folder
 from workbench.novelty import NoveltyTracker, novelty_report
-from workbench.records import env_records, read_env_records, read_epoch_records, read_epoch_rows
+from workbench.records import EpochFileRow, EpochRecord, env_records, read_env_records, read_epoch_records, read_epoch_rows
 from workbench.tasks import Task
 
 # Epoch 1: slot 1 copies a seed exactly, slot 2 repeats slot 0, slot 7 is a near copy of a seed.
@@ -66,13 +66,13 @@ def _run(cfg, run_dir, texts, resume=False, calls=0):
     return run
 
 
-def _codes(row: dict) -> list[str]:
-    return [r["code"] for r in row["rejections"]]
+def _codes(row: EpochFileRow) -> list[str]:
+    return [r["code"] for r in row.rejections]
 
 
-def _comparable(record: dict) -> dict:
+def _comparable(record: EpochRecord) -> dict:
     """A metrics record without what depends on the clock."""
-    return {k: v for k, v in record.items() if k not in ("time", "gen_tokens_per_s", "checkpoint_write")}
+    return {k: v for k, v in record.to_dict().items() if k not in ("time", "gen_tokens_per_s", "checkpoint_write")}
 
 
 @pytest.fixture(scope="module")
@@ -124,20 +124,20 @@ def test_a_repeat_and_seed_copies_are_drawn_again_and_the_replaced_ones_kept_as_
     assert r.first["novelty"]["distinct"] == r.first["novelty"]["novel"] == 8, "every copy was replaced by a new task"
     assert r.stats.prompts == 13, "the generator's counters add up the rounds"
     rows = read_epoch_rows(r.root / "run", 1)
-    assert [row["redraw_round"] for row in rows] == [0] * 8 + [1] * 3 + [2] * 2, "rows in the order drawn"
+    assert [row.redraw_round for row in rows] == [0] * 8 + [1] * 3 + [2] * 2, "rows in the order drawn"
     assert [_codes(row) for row in rows] == [
         [], ["redrawn_copy"], ["redrawn_copy"], [], [], [], [], ["redrawn_copy"],
         [], ["redraw_still_copy"], ["parse_error"], [], [],
     ]
     seed_copy, repeat, near_copy = rows[1], rows[2], rows[7]
-    assert seed_copy["task"] is not None and seed_copy["duplicate_of"] is None and not seed_copy["valid"]
-    assert "copies seed task" in seed_copy["rejections"][0]["message"] and "exact, similarity 1.00" in seed_copy["rejections"][0]["message"]
-    assert f"replaced by {rows[8]['task']['id']}, drawn in redraw round 1" in seed_copy["rejections"][0]["message"]
-    assert f"repeats {rows[0]['task']['id']} of this epoch" in repeat["rejections"][0]["message"]
-    assert "drawn in redraw round 2" in repeat["rejections"][0]["message"]
-    assert "copies seed task" in near_copy["rejections"][0]["message"] and "(near, similarity" in near_copy["rejections"][0]["message"]
-    assert all(row["valid"] == (not row["rejections"]) for row in rows)
-    valid_prompts = {row["task"]["prompt"] for row in rows if row["valid"]}
+    assert seed_copy.task is not None and seed_copy.duplicate_of is None and not seed_copy.valid
+    assert "copies seed task" in seed_copy.rejections[0]["message"] and "exact, similarity 1.00" in seed_copy.rejections[0]["message"]
+    assert f"replaced by {rows[8].task['id']}, drawn in redraw round 1" in seed_copy.rejections[0]["message"]
+    assert f"repeats {rows[0].task['id']} of this epoch" in repeat.rejections[0]["message"]
+    assert "drawn in redraw round 2" in repeat.rejections[0]["message"]
+    assert "copies seed task" in near_copy.rejections[0]["message"] and "(near, similarity" in near_copy.rejections[0]["message"]
+    assert all(row.valid == (not row.rejections) for row in rows)
+    valid_prompts = {row.task["prompt"] for row in rows if row.valid}
     assert len(valid_prompts) == 8 and not any("3 + 3" in p or "97 * 52" in p for p in valid_prompts)
 
 
@@ -149,8 +149,8 @@ def test_copies_of_earlier_epochs_are_not_redrawn_and_a_repeat_of_a_redraw_is_se
     novelty = r.second["novelty"]
     assert (novelty["valid"], novelty["distinct"], novelty["history_exact"], novelty["history_near"], novelty["novel"]) == (8, 8, 1, 1, 6)
     rows = read_epoch_rows(r.root / "run", 2)
-    assert rows[0]["valid"] and rows[6]["valid"], "history copies stay: only repeats and seed copies are redrawn"
-    assert "repeats" in rows[9]["rejections"][0]["message"] and rows[9]["task"]["prompt"] == rows[8]["task"]["prompt"]
+    assert rows[0].valid and rows[6].valid, "history copies stay: only repeats and seed copies are redrawn"
+    assert "repeats" in rows[9].rejections[0]["message"] and rows[9].task["prompt"] == rows[8].task["prompt"]
 
 
 def test_the_invariants_hold_and_d_env_records_carry_the_novelty_class(redraw_runs):
@@ -158,9 +158,9 @@ def test_the_invariants_hold_and_d_env_records_carry_the_novelty_class(redraw_ru
     counts = check_run_folder(r.root / "run", r.cfg.agent.num_generations)
     assert counts["epoch_0001"]["valid_distinct"] == 8 and counts["epoch_0002"]["valid_distinct"] == 8
     d_env = read_env_records(r.root / "run")
-    kinds = [rec["novelty"] for rec in d_env if rec["epoch"] == 2]
+    kinds = [rec.novelty for rec in d_env if rec.epoch == 2]
     assert sorted(kinds) == ["history_exact", "history_near"] + ["novel"] * 6
-    assert all(rec["novelty"] == "novel" for rec in d_env if rec["epoch"] == 1)
+    assert all(rec.novelty == "novel" for rec in d_env if rec.epoch == 1)
 
 
 def test_a_resumed_run_writes_the_records_of_an_uninterrupted_one(redraw_runs):
@@ -181,7 +181,7 @@ def test_the_redraw_is_bounded_and_every_task_is_kept(make_config_module, tmp_pa
     assert record["rejections"] == {"redraw_still_copy": 16} and record["rejection_rate"] == 0.0
     assert record["novelty"]["seed_exact"] == 1 and record["novelty"]["distinct"] == 1
     rows = read_epoch_rows(tmp_path / "run", 1)
-    assert [row["valid"] for row in rows] == [True] * 8 + [False] * 16
+    assert [row.valid for row in rows] == [True] * 8 + [False] * 16
     check_run_folder(tmp_path / "run", cfg.agent.num_generations)
 
 
@@ -218,7 +218,7 @@ def test_the_redraw_is_off_by_default_and_then_changes_nothing(make_config_modul
     tasks = [c.task for c in run.last_candidates]
     assert record["novelty"] == novelty_report(tasks, run.seeds).to_dict(), "the copies are measured as before"
     rows = read_epoch_rows(tmp_path / "run", 1)
-    assert [row["redraw_round"] for row in rows] == [0] * 8 and rows[2]["duplicate_of"] == rows[0]["task"]["id"]
+    assert [row.redraw_round for row in rows] == [0] * 8 and rows[2].duplicate_of == rows[0].task["id"]
 
 
 COPY_EPOCH_1 = ["Task: 3 + 3", "Task: 987 * 654 - 321", "Task: 97 * 52 + 71", "Task: 4321 - 1234 * 2",
@@ -238,15 +238,15 @@ def test_copy_weight_0_keeps_copies_out_of_rwr(make_config_module, tmp_path):
     records = [run.step(), run.step()]
     d_env = read_env_records(tmp_path / "run")
     for epoch, record, examples in zip((1, 2), records, updates):
-        mine = [rec for rec in d_env if rec["epoch"] == epoch]
-        assert len(mine) == 8 and all(rec["in_band"] for rec in mine)
-        assert {rec["text"]: rec["novelty"] for rec in mine if rec["novelty"] != "novel"} == COPIES[epoch]
-        copies = [rec for rec in mine if rec["novelty"] != "novel"]
-        kept = [rec for rec in mine if rec["novelty"] == "novel"]
-        assert all(rec["weight"] == 0.0 for rec in copies)
-        assert [rec["weight"] for rec in kept] == pytest.approx(curriculum.rwr_weights([rec["r_env"] for rec in kept], cfg.curriculum.rwr_lambda))
+        mine = [rec for rec in d_env if rec.epoch == epoch]
+        assert len(mine) == 8 and all(rec.in_band for rec in mine)
+        assert {rec.text: rec.novelty for rec in mine if rec.novelty != "novel"} == COPIES[epoch]
+        copies = [rec for rec in mine if rec.novelty != "novel"]
+        kept = [rec for rec in mine if rec.novelty == "novel"]
+        assert all(rec.weight == 0.0 for rec in copies)
+        assert [rec.weight for rec in kept] == pytest.approx(curriculum.rwr_weights([rec.r_env for rec in kept], cfg.curriculum.rwr_lambda))
         assert record["in_band_for_env"] == len(kept)
-        assert sorted(ex.completion for ex in examples) == sorted(rec["text"] for rec in kept), "no copy reaches RWR"
+        assert sorted(ex.completion for ex in examples) == sorted(rec.text for rec in kept), "no copy reaches RWR"
         assert sum(ex.weight for ex in examples) == pytest.approx(len(kept)), "weights normalised over the kept ones"
         assert record["env_update"]["examples"] == len(kept)
     check_run_folder(tmp_path / "run", cfg.agent.num_generations)

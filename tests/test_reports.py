@@ -116,7 +116,8 @@ def test_report_from_one_demo_run(runs, tmp_path, registry):
 def _fake_run(root, domain, tasks, attempts_per_task, output="no idea"):
     """A run folder holding one epoch whose valid tasks were each attempted several times."""
     root.mkdir()
-    (root / "config.yaml").write_text(f"domain: {domain.name}\nmode: genenv\nepochs: 1\n")
+    (root / "config.yaml").write_text(f"domain: {domain.name}\nmode: genenv\nepochs: 1\nagent: {{model: {{name_or_path: a}}}}\n"
+                                      "env: {model: {name_or_path: e}}\n")
     (root / "metrics.jsonl").write_text(json.dumps({"epoch": 1, "mode": "genenv", "p_hat": [0.0] * len(tasks)}) + "\n")
     (root / "epochs").mkdir()
     rows = [{"valid": True, "task": t.to_dict(),

@@ -147,6 +147,9 @@ def test_an_episode_pays_its_reward_once(registry, arithmetic):
     assert env.state.total_reward == 1.0
 
 
+MODELS = "agent: {model: {name_or_path: a}}\nenv: {model: {name_or_path: e}}\n"  # a run config names both models
+
+
 def test_run_folder_and_bad_sources(arithmetic, tmp_path):
     from workbench.serve import ServeError, load_tasks
 
@@ -154,12 +157,12 @@ def test_run_folder_and_bad_sources(arithmetic, tmp_path):
         load_tasks(arithmetic, tmp_path / "missing.jsonl")
     run = tmp_path / "run"
     (run / "epochs").mkdir(parents=True)
-    (run / "config.yaml").write_text("domain: bamboogle\n")
+    (run / "config.yaml").write_text("domain: bamboogle\n" + MODELS)
     seed = arithmetic.seed_tasks({})[0]
     write_jsonl(run / "epochs" / "epoch_0001.jsonl", [{"task": Task("arithmetic", "Compute 1 + 1.", {"answer": 2}).to_dict(), "valid": True}])
     with pytest.raises(ServeError, match="'bamboogle' run, not 'arithmetic'"):
         load_tasks(arithmetic, run)
-    (run / "config.yaml").write_text("domain: arithmetic\n")
+    (run / "config.yaml").write_text("domain: arithmetic\n" + MODELS)
     assert [t.prompt for t in load_tasks(arithmetic, run)] == ["Compute 1 + 1."]
     assert seed.domain == "arithmetic"
 

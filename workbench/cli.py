@@ -31,6 +31,7 @@ from typing import Any
 
 from workbench.errors import InternalError, WorkbenchError
 from workbench.modes import INTERACTIVE_MODES
+from workbench.run_layout import RunLayout
 
 
 class UsageError(WorkbenchError):
@@ -161,18 +162,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     run = CoEvolution(config, out, progress=lambda m: print(f"[demo] {m}", flush=True))
     _run_tracked(run, config.epochs)
-    print(f"[demo] done in {time.perf_counter() - start:.0f}s; summary: {out / 'report.md'}")
-    print(f"[demo] continue it with: workbench run {out / 'config.yaml'} --out {out} --resume --epochs {config.epochs + 2}")
+    layout = RunLayout(out)
+    print(f"[demo] done in {time.perf_counter() - start:.0f}s; summary: {layout.report_path}")
+    print(f"[demo] continue it with: workbench run {layout.config_path} --out {out} --resume --epochs {config.epochs + 2}")
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from workbench.config import load_config
     from workbench.engine.loop import CoEvolution
+    from workbench.run_layout import read_config
 
-    config = load_config(args.config)
+    config = read_config(args.config)
     if args.epochs is not None:
         config = dataclasses.replace(config, epochs=args.epochs)  # validated: --epochs 0 is an error
     out = Path(args.out or Path(args.config).resolve().parent)
@@ -195,7 +197,6 @@ def _check_resumable(out: Path) -> None:
     """`--resume` needs a run folder with a usable checkpoint; a mistyped folder must not
     silently start a new run."""
     from workbench.engine.checkpoint import latest_checkpoint
-    from workbench.run_layout import RunLayout
 
     if not out.is_dir():
         raise UsageError(f"--resume: run folder {str(out)!r} does not exist; check the path, or drop --resume to start a new run")
@@ -317,9 +318,9 @@ def _jsonl_dicts(path: Path, need: str | None = None) -> int:
 
 
 def _check_report_sources(paths: list[str]) -> None:
-    """Refuse, naming the file, report sources whose files are damaged (one line, not a traceback)."""
-    from workbench.config import read_yaml_mapping
-    from workbench.reports.sources import is_eval_dir, is_run_dir
+    """Refuse, naming the file, report sources whose files are damaged (one line, not a traceback):
+    a run folder's config (`read_config`) and epoch records, an evaluation folder (`EvalLayout.check`)."""
+    from workbench.eval_layout import EvalLayout
 
     for raw in paths:
         path = Path(raw)
@@ -327,44 +328,35 @@ def _check_report_sources(paths: list[str]) -> None:
             raise FileNotFoundError(f"report source {raw!r} does not exist")
         if not path.is_dir():
             raise UsageError(f"report source {raw!r} is a file; pass a run folder or an evaluation folder")
-        folders = [path] if (is_run_dir(path) or is_eval_dir(path)) else sorted(p.parent for p in path.glob("*/aggregate.json"))
+        folders = [path] if (RunLayout(path).is_run() or EvalLayout(path).is_eval()) else EvalLayout.folders_in(path)
         if not folders:
             raise UsageError(
-                f"report source {raw!r} is neither a run folder (config.yaml + metrics.jsonl) nor an evaluation "
-                "folder (aggregate.json + scores.jsonl), nor a folder of evaluation folders"
+                f"report source {raw!r} is neither a run folder ({RunLayout.describe()}) nor an evaluation "
+                f"folder ({EvalLayout.describe()}), nor a folder of evaluation folders"
             )
         for folder in folders:
-            if is_run_dir(folder):
-                read_yaml_mapping(folder / "config.yaml", "run config")
-                if not _jsonl_dicts(folder / "metrics.jsonl"):
+            run = RunLayout(folder)
+            if run.is_run():
+                run.read_config()
+                if not _jsonl_dicts(run.metrics_path):
                     raise UsageError(
-                        f"run folder {str(folder)!r} has no completed epoch yet ({folder / 'metrics.jsonl'} is empty), so there "
+                        f"run folder {str(folder)!r} has no completed epoch yet ({run.metrics_path} is empty), so there "
                         "is nothing to report; wait for its first epoch to finish, or leave the folder out of the report"
                     )
-            if (folder / "aggregate.json").exists():
-                try:
-                    aggregate = json.loads((folder / "aggregate.json").read_text(encoding="utf-8"))
-                except (ValueError, UnicodeDecodeError) as exc:
-                    raise UsageError(f"{folder / 'aggregate.json'}: not valid JSON ({exc})") from None
-                if not isinstance(aggregate, dict):
-                    raise UsageError(f"{folder / 'aggregate.json'}: must hold a JSON object, not {type(aggregate).__name__}")
-                _jsonl_dicts(folder / "scores.jsonl", "id")
-                if (folder / "predictions.jsonl").exists():
-                    _jsonl_dicts(folder / "predictions.jsonl", "id")
+            if EvalLayout(folder).aggregate_path.exists():
+                EvalLayout(folder).check()
 
 
 def _report_paths(sources: list[str], out: str) -> tuple[Path, Path]:
     """(HTML, Markdown) paths of a combined report. The Markdown goes beside the HTML file, but
-    never over a run folder's own summary `report.md`: then it is named `<name>.html.md`."""
-    from workbench.reports.sources import is_run_dir
-
+    never over a run folder's own summary (`RunLayout.report_path`): then it is named `<name>.html.md`."""
     html_path = Path(out)
     if html_path.suffix.lower() not in (".html", ".htm"):
         html_path = html_path.with_suffix(".html")
     if html_path.is_dir():
         raise UsageError(f"--out {out!r} is a folder; give the HTML file to write, e.g. {str(html_path / 'report.html')!r}")
     md_path = html_path.with_suffix(".md")
-    if md_path.exists() and is_run_dir(md_path.parent):
+    if md_path.exists() and RunLayout(md_path.parent).is_run():
         md_path = html_path.with_name(html_path.name + ".md")
     return html_path, md_path
 

@@ -24,6 +24,7 @@ import yaml
 
 from workbench import modes
 from workbench.errors import WorkbenchError
+from workbench.run_layout import RunLayout
 
 
 class ConfigError(WorkbenchError, ValueError):
@@ -493,7 +494,8 @@ def from_dict(data: dict[str, Any]) -> RunConfig:
         return dacite.from_dict(RunConfig, data, config=dacite.Config(strict=True, cast=[tuple]))
     except dacite.UnexpectedDataError as exc:
         keys = sorted(exc.keys)
-        raise ConfigError(f"unknown config key(s) {keys}{_suggest(keys[0], _all_field_names())}") from None
+        raise ConfigError(f"unknown config key(s) {keys}{_suggest(keys[0], _all_field_names())}; remove or rename them "
+                          "(`workbench config-help` lists every field)") from None
     except dacite.WrongTypeError as exc:
         raise ConfigError(
             f"config field {exc.field_path} has type {type(exc.value).__name__} ({exc.value!r}); expected {_type_name(exc.field_type)}"
@@ -562,16 +564,17 @@ def read_yaml_mapping(path: str | Path, what: str = "config file") -> dict[str, 
     expand past MAX_YAML_NODES nodes (an alias bomb). Errors are ConfigError naming the file."""
     path = Path(path)
     if not path.exists():
-        raise ConfigError(f"{what} {str(path)!r} does not exist")
+        raise ConfigError(f"{what} {str(path)!r} does not exist; check the path (`workbench config-help` lists every field a config may set)")
     if path.is_dir():
-        hint = f"; did you mean {str(path / 'config.yaml')!r}?" if (path / "config.yaml").exists() else ""
+        in_folder = RunLayout(path).config_path
+        hint = f"; did you mean {str(in_folder)!r}?" if in_folder.exists() else "; give the YAML file itself"
         raise ConfigError(f"{what} {str(path)!r} is a folder, not a YAML file{hint}")
     if path.stat().st_size > MAX_CONFIG_BYTES:
         raise ConfigError(f"{what} {str(path)!r} is {path.stat().st_size} bytes; a config is at most {MAX_CONFIG_BYTES} bytes")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{what} {str(path)!r} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise ConfigError(f"{what} {str(path)!r} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
@@ -584,7 +587,7 @@ def read_yaml_mapping(path: str | Path, what: str = "config file") -> dict[str, 
             )
         data = loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{what} {str(path)!r} is not valid YAML: {exc}") from None
+        raise ConfigError(f"{what} {str(path)!r} is not valid YAML (fix it where the parser points): {exc}") from None
     except RecursionError:
         raise ConfigError(f"{what} {str(path)!r} is nested too deeply to be a config") from None
     except ConfigError as exc:
@@ -596,17 +599,17 @@ def read_yaml_mapping(path: str | Path, what: str = "config file") -> dict[str, 
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{what} {str(path)!r} must hold a mapping of config keys at the top level, not a {type(data).__name__}")
+        raise ConfigError(f"{what} {str(path)!r} must hold a mapping of config keys at the top level (`key: value` lines), "
+                          f"not a {type(data).__name__}")
     return data
 
 
 def load_config(path: str | Path) -> RunConfig:
-    """Load a YAML run config; every error is a ConfigError naming the file (and field)."""
-    data = read_yaml_mapping(path)
-    try:
-        return from_dict(data)
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+    """Load a YAML run config: `workbench.run_layout.read_config`, the one parser (every error a
+    ConfigError naming the file, the field and the fix)."""
+    from workbench.run_layout import read_config
+
+    return read_config(path)
 
 
 def help_text(cls: type = RunConfig, prefix: str = "") -> str:

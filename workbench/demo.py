@@ -603,7 +603,7 @@ def check_new_run_folder(out: Path) -> None:
         epoch = max(done)
         raise DemoError(
             f"run folder {str(out)!r} already holds a run (checkpoint of epoch {epoch}); choose a new --out folder, "
-            f"or continue that run with `workbench run {out / 'config.yaml'} --out {out} --resume` (add --epochs N to extend it)"
+            f"or continue that run with `workbench run {RunLayout(out).config_path} --out {out} --resume` (add --epochs N to extend it)"
         )
 
 

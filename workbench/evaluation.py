@@ -8,9 +8,9 @@ Running a model is here too (reports only read what it writes, and never import 
 engine): `evaluate_model` generates on an official data file, `evaluate_tasks` on a list
 of tasks (for example a plugin's built-in samples), and `model_generate` turns a model
 folder or hub id into the `generate(messages_batch) -> outputs` function both take. Both
-write an **evaluation folder**: `tasks.jsonl`, `predictions.jsonl`, `scores.jsonl` and
-`aggregate.json` (`{"benchmark", "model", **aggregate}`, the model as named by the caller),
-the layout `workbench.reports.sources.load_eval` reads.
+write an **evaluation folder** through `workbench.eval_layout.EvalLayout`, its one owner: the
+tasks, the predictions, the per-item scores and the aggregate (with the benchmark and the model
+as named by the caller), which `workbench.reports.sources.load_eval` reads back.
 
 Scoring refuses to pretend: a duplicate prediction id is an error naming the id and file,
 prediction ids that match no task are reported, and when nothing could be scored (no
@@ -28,7 +28,8 @@ from typing import Any, Callable
 
 from workbench.domain import Domain
 from workbench.errors import WorkbenchError
-from workbench.tasks import Score, Task, atomic_write_text, read_jsonl, write_jsonl
+from workbench.eval_layout import EvalLayout, score_row
+from workbench.tasks import Score, Task, read_jsonl, write_jsonl
 
 
 class PredictionsError(WorkbenchError, ValueError):
@@ -47,7 +48,7 @@ class EvalResult:
     model: str | None = None  # the model that wrote the outputs, as named by the caller
 
     def rows(self) -> list[dict[str, Any]]:
-        return [{"id": t.id, **s.to_dict()} for t, s in zip(self.tasks, self.scores)]
+        return [score_row(t.id, s) for t, s in zip(self.tasks, self.scores)]
 
 
 def read_predictions(domain: Domain, path: str | Path) -> dict[str, str]:
@@ -135,14 +136,9 @@ def write_scores(result: EvalResult, out: str | Path) -> None:
 
 
 def write_eval_folder(result: EvalResult, benchmark: str, out_dir: str | Path) -> None:
-    """An evaluation folder: tasks, predictions, per-item scores and the aggregate (with the
-    benchmark and model names), each file written atomically."""
-    out = Path(out_dir)
-    write_jsonl(out / "tasks.jsonl", [t.to_dict() for t in result.tasks])
-    write_jsonl(out / "predictions.jsonl", [{"id": t.id, "output": o} for t, o in zip(result.tasks, result.outputs)])
-    write_scores(result, out / "scores.jsonl")
-    aggregate = {"benchmark": benchmark, "model": result.model, **result.aggregate}
-    atomic_write_text(out / "aggregate.json", json.dumps(aggregate, indent=2, default=str))
+    """An evaluation folder (`EvalLayout.write`): tasks, predictions, per-item scores and the
+    aggregate (with the benchmark and model names), each file written atomically."""
+    EvalLayout(out_dir).write(benchmark, result.model, result.tasks, result.outputs, result.scores, result.aggregate)
 
 
 Generate = Callable[[list[list[dict[str, str]]]], list[str]]

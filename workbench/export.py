@@ -19,11 +19,12 @@ Formats:
     ground_truth: <the spec as JSON>}`, `extra_info` (task id, provenance).
 `task_from_row(row)` turns a row of any format back into a `Task` the plugin can score.
 
-What it reads from a run folder (defensively: missing files and fields are tolerated):
-`config.yaml` (domain, mode, env/agent model), `epochs/epoch_NNNN.jsonl` (rows with `task`,
-`valid`, `duplicate_of`), `pools/d_env.jsonl` (`task_id`, `epoch`, `p_hat`, `r_env`,
-`in_band`, `weight`), `pools/d_train.jsonl` (seed tasks, and generated tasks of runs without
-epoch files), `checkpoints/epoch_NNNN/env`.
+What it reads from a run folder (paths: `workbench.run_layout.RunLayout`; records read back
+into types by `workbench.records`, defensively: missing files and fields are tolerated): the
+config (domain, mode, env/agent model; `read_config`, whose errors are ConfigErrors naming the
+file), the epoch files (`EpochFileRow`s: `task`, `valid`, `duplicate_of`), D_env (`EnvRecord`s:
+`task_id`, `epoch`, `p_hat`, `r_env`, `in_band`, `weight`), D_train (seed tasks, and generated
+tasks of runs without epoch files) and each checkpoint's `env` model folder.
 
 What an old or hand-edited run folder cannot put in a dataset is refused with an `ExportError`
 naming the task, the field and the file to fix: text that is not valid Unicode (a lone
@@ -45,13 +46,12 @@ import re
 import secrets
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
-import yaml
-
+from workbench.config import RunConfig
 from workbench.errors import WorkbenchError
 from workbench.modes import MODES
-from workbench.records import read_env_records, read_epoch_records, read_epoch_rows
+from workbench.records import EnvRecord, read_env_records, read_epoch_records, read_epoch_rows
 from workbench.run_layout import RunLayout
 from workbench.tasks import Task, read_jsonl, write_jsonl
 from workbench.textsafety import find_bad_text
@@ -95,15 +95,21 @@ def _task(data: Any) -> Task | None:
         return None
 
 
-def _read(path: Path, read: Callable[[], list[dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
-    """The objects of a JSON Lines file of the run folder (by `read`, a `workbench.records`
-    reader, when given); a malformed line is an ExportError naming the file and line."""
+_T = TypeVar("_T")
+
+
+def _read(path: Path, read: Callable[[], list[_T]]) -> list[_T]:
+    """The records of a JSON Lines file of the run folder, by `read` (a `workbench.records`
+    reader); a malformed line is an ExportError naming the file and line."""
     try:
-        if read is not None:
-            return read()
-        return [r for r in read_jsonl(path) if isinstance(r, dict)] if path.exists() else []
+        return read()
     except ValueError as exc:  # a malformed line (names file and line) or bytes that are not UTF-8
         raise ExportError(f"cannot read {path}: {exc}") from None
+
+
+def _objects(path: Path) -> list[dict[str, Any]]:
+    """The objects of a JSON Lines file (none when it does not exist)."""
+    return [r for r in read_jsonl(path) if isinstance(r, dict)] if path.exists() else []
 
 
 @dataclasses.dataclass
@@ -111,35 +117,36 @@ class RunCurriculum:
     """What a run folder holds about its tasks: generated tasks by epoch, seeds, env records."""
 
     run_dir: Path
-    config: dict[str, Any]
+    config: RunConfig
     generated: list[tuple[int, Task]]  # (epoch it was generated in, task), first appearance order
     seeds: list[Task]
-    env_records: dict[tuple[str, int], dict[str, Any]]  # (task id, epoch) -> d_env record
+    env_records: dict[tuple[str, int], EnvRecord]  # (task id, epoch) -> d_env record
     missing: list[str] = dataclasses.field(default_factory=list)  # completed epochs whose epoch file is missing or short
 
     @property
     def domain(self) -> str:
-        return str(self.config.get("domain") or "")
+        return self.config.domain or ""
 
     def model(self, role: str) -> str | None:
-        section = self.config.get(role) or {}
-        return ((section.get("model") or {}) if isinstance(section, dict) else {}).get("name_or_path")
+        """The `agent` or `env` model's name or path."""
+        settings = self.config.agent if role == "agent" else self.config.env
+        return settings.model.name_or_path or None
 
     def generator_model(self) -> str | None:
         """The model that wrote the generated tasks: the teacher in `teacher` mode, else the env model."""
-        mode = MODES.get(str(self.config.get("mode")))
-        if mode is not None and mode.generator == "teacher" and isinstance(self.config.get("teacher"), dict):
-            return self.config["teacher"].get("name_or_path")
+        mode = MODES.get(self.config.mode)
+        if mode is not None and mode.generator == "teacher" and self.config.teacher is not None:
+            return self.config.teacher.name_or_path
         return self.model("env")
 
     def env_checkpoint(self, epoch: int | None) -> str | None:
         """The checkpoint whose environment model generated epoch `epoch`'s tasks (None = the base
         model: epoch 1, and every epoch of the modes that never train the environment). The path is
         relative to the run folder; it may have been pruned since (keep_checkpoints)."""
-        mode = MODES.get(str(self.config.get("mode")))
+        mode = MODES.get(self.config.mode)
         if not epoch or epoch <= 1 or (mode is not None and not mode.trains_env):
             return None
-        return f"checkpoints/epoch_{epoch - 1:04d}/env"
+        return self._relative(RunLayout(self.run_dir).checkpoint(epoch - 1).model_dir("env"))
 
     def env_checkpoint_note(self, epoch: int | None) -> str | None:
         """Why `env_checkpoint(epoch)` is not on disk: "pruned" (keep_checkpoints removed it) or
@@ -147,16 +154,24 @@ class RunCurriculum:
         checkpoint = self.env_checkpoint(epoch)
         if checkpoint is None or epoch is None or (self.run_dir / checkpoint).is_dir():
             return None
-        every = self.config.get("checkpoint_every")
+        every = self.config.checkpoint_every
         if isinstance(every, int) and every > 1 and (epoch - 1) % every:
             return f"never saved (checkpoint_every: {every})"
         return "pruned"
 
+    def _relative(self, path: Path) -> str:
+        return path.relative_to(self.run_dir).as_posix()
+
     def task_file(self, epoch: int | None) -> str:
         """The run file a task row comes from, for error messages."""
-        if epoch is not None and RunLayout(self.run_dir).epoch_path(epoch).exists():
-            return f"epochs/epoch_{epoch:04d}.jsonl"
-        return "pools/d_train.jsonl"
+        layout = RunLayout(self.run_dir)
+        if epoch is not None and layout.epoch_path(epoch).exists():
+            return self._relative(layout.epoch_path(epoch))
+        return self._relative(layout.d_train_path)
+
+    def env_record_file(self) -> str:
+        """The run file the env records come from, for error messages."""
+        return self._relative(RunLayout(self.run_dir).d_env_path)
 
 
 def load_run(run_dir: str | Path) -> RunCurriculum:
@@ -165,19 +180,13 @@ def load_run(run_dir: str | Path) -> RunCurriculum:
     if not run_dir.is_dir():
         raise ExportError(f"run folder {str(run_dir)!r} does not exist")
     layout = RunLayout(run_dir)
-    config_path = layout.config_path
-    if not config_path.exists():
-        raise ExportError(f"{run_dir} has no config.yaml, so it is not a workbench run folder (see `workbench run --out`)")
-    try:
-        config = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, ValueError) as exc:
-        raise ExportError(f"{config_path} is not valid YAML: {exc}") from None
-    if not isinstance(config, dict):
-        raise ExportError(f"{config_path} does not hold a run config mapping")
+    if not layout.config_path.exists():
+        raise ExportError(f"{run_dir} has no {layout.config_path.name}, so it is not a workbench run folder (see `workbench run --out`)")
+    config = layout.read_config()
 
-    env_records: dict[tuple[str, int], dict[str, Any]] = {}
+    env_records: dict[tuple[str, int], EnvRecord] = {}
     for record in _read(layout.d_env_path, lambda: read_env_records(run_dir)):
-        tid, epoch = record.get("task_id"), record.get("epoch")
+        tid, epoch = record.task_id, record.epoch
         if isinstance(tid, str) and isinstance(epoch, int):
             env_records[(tid, epoch)] = record
 
@@ -186,13 +195,13 @@ def load_run(run_dir: str | Path) -> RunCurriculum:
     numbered = layout.epoch_files()
     for number, path in numbered:
         for row in _read(path, lambda: read_epoch_rows(run_dir, number)):  # noqa: B023 - called at once
-            task = _task(row.get("task"))
-            if task is None or not row.get("valid", False) or row.get("duplicate_of") or task.id in seen:
+            task = _task(row.task)
+            if task is None or not row.valid or row.duplicate_of or task.id in seen:
                 continue
             seen.add(task.id)
             generated.append((number, task))
 
-    d_train = [t for t in (_task(d) for d in _read(layout.d_train_path)) if t is not None]
+    d_train = [t for t in (_task(d) for d in _read(layout.d_train_path, lambda: _objects(layout.d_train_path))) if t is not None]
     if not numbered:  # older layouts: generated tasks from the pool, their epoch from d_env
         first_epoch: dict[str, int] = {}
         for tid, epoch in sorted(env_records, key=lambda k: k[1]):
@@ -203,12 +212,13 @@ def load_run(run_dir: str | Path) -> RunCurriculum:
                 generated.append((first_epoch.get(task.id, 0), task))
     seeds = [t for t in d_train if t.source == "seed"]
     if not generated and not seeds:
-        raise ExportError(f"{run_dir} holds no tasks yet (no epochs/epoch_*.jsonl, no pools/d_train.jsonl): run an epoch first")
+        raise ExportError(f"{run_dir} holds no tasks yet (no epoch files in {layout.epochs_dir.name}/, no "
+                          f"{layout.d_train_path.relative_to(layout.path).as_posix()}): run an epoch first")
     return RunCurriculum(run_dir, config, generated, seeds, env_records, _missing_epochs(run_dir, layout, numbered))
 
 
 def _missing_epochs(run_dir: Path, layout: RunLayout, numbered: list[tuple[int, Path]]) -> list[str]:
-    """One line per completed epoch (metrics.jsonl) whose epoch file is missing, unreadable or
+    """One line per completed epoch (an epoch record) whose epoch file is missing, unreadable or
     holds fewer rows than the epoch's candidates: its generated tasks cannot all be exported
     (`workbench run --resume` restores such a file from the last checkpoint's copy)."""
     try:
@@ -218,7 +228,7 @@ def _missing_epochs(run_dir: Path, layout: RunLayout, numbered: list[tuple[int, 
     files = dict(numbered)
     lines = []
     for record in records:
-        epoch, candidates = record.get("epoch"), record.get("candidates")
+        epoch, candidates = record.epoch, record.candidates
         if not isinstance(epoch, int):
             continue
         path = files.get(epoch)
@@ -258,7 +268,7 @@ def curriculum_rows(
     first, last = epochs
     rows = []
     base = {
-        "env_model": run.generator_model(), "agent_model": run.model("agent"), "mode": run.config.get("mode"),
+        "env_model": run.generator_model(), "agent_model": run.model("agent"), "mode": run.config.mode,
         "plugin": domain.name, "plugin_version": domain.info.version,
     }
     selected: list[tuple[int | None, Task]] = []
@@ -267,11 +277,12 @@ def curriculum_rows(
     for made_in, task in run.generated:
         if (first is not None and made_in < first) or (last is not None and made_in > last):
             continue
-        if in_band_only and run.env_records.get((task.id, made_in), {}).get("in_band") is not True:
+        record = run.env_records.get((task.id, made_in))
+        if in_band_only and (record is None or record.in_band is not True):
             continue
         selected.append((made_in, task))
     for epoch, task in selected:
-        record = run.env_records.get((task.id, epoch), {}) if epoch is not None else {}
+        record = run.env_records.get((task.id, epoch)) if epoch is not None else None
         note = run.env_checkpoint_note(epoch)
         rows.append({
             "id": task.id,
@@ -283,10 +294,10 @@ def curriculum_rows(
             "spec": task.spec,
             "meta": task.meta,
             "epoch": epoch,
-            "p_hat": record.get("p_hat"),
-            "r_env": record.get("r_env"),
-            "in_band": record.get("in_band"),
-            "rwr_weight": record.get("weight"),
+            "p_hat": record.p_hat if record else None,
+            "r_env": record.r_env if record else None,
+            "in_band": record.in_band if record else None,
+            "rwr_weight": record.weight if record else None,
             "env_checkpoint": None if note else run.env_checkpoint(epoch),
             "env_checkpoint_note": note,
             **base,
@@ -319,7 +330,7 @@ def _check_row(run: RunCurriculum, row: dict[str, Any]) -> None:
     for key, (kinds, expected) in _ROW_TYPES.items():
         value = row[key]
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            where = "pools/d_env.jsonl" if key in ("p_hat", "r_env", "rwr_weight", "in_band") else run.task_file(epoch)
+            where = run.env_record_file() if key in ("p_hat", "r_env", "rwr_weight", "in_band") else run.task_file(epoch)
             raise ExportError(f"{what} has {key} {_short(value)} ({type(value).__name__}), expected {expected}; fix or remove it in {where}")
     fields = ("id", "prompt", "system", "spec", "meta", "source", "messages", "env_model", "agent_model")
     problem = next((p for p in (find_bad_text(row[key], key) for key in fields) if p is not None), None) or find_bad_text(row)

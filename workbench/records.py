@@ -10,7 +10,12 @@ its value in `build_epoch_record`.
 
 Each record has one writer (`build_epoch_record`, `env_records`, `epoch_file_rows`, called by
 the loop and the run folder) and one reader (`read_epoch_records`, `read_env_records`,
-`read_epoch_rows`, used by the run folder, the invariant check, reports and export).
+`read_epoch_rows`, used by the run folder, the invariant check, reports and export). The
+readers return the dataclasses, so mypy checks every field a reader's caller uses: a key of an
+old or newer folder that is not declared is kept in the record's `extra` (and written back by
+`to_dict`), and a declared field the line lacks is None (and left out again by `to_dict`, so a
+line read and written back is the line it was). `EpochRecord.from_dict` reads a
+record that arrives as a dict (an engine event) the same way.
 
 The record stays a plain dict on disk and in events (what trackers, listeners and old run
 folders know); `EpochRecord` is its schema, and `build_epoch_record` returns
@@ -28,7 +33,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Iterable, Mapping, TypeVar
 
 from workbench import curriculum
 from workbench.aggregation import difficulty_summary
@@ -40,11 +45,41 @@ def _f(help: str) -> Any:
     return field(default=None, metadata={"help": help})
 
 
+_R = TypeVar("_R", bound="_Record")
+
+
+@dataclass
 class _Record:
-    """What the three records share: a JSON line's dict, its fields in declaration order."""
+    """What the three records share: a JSON line's dict, its fields in declaration order, and
+    `extra`, the keys of a line that the record does not declare (an old or newer folder's),
+    kept so that reading and writing a line back loses nothing. `extra` is no field of the
+    record's schema: `field_names`, the docs table and `to_dict` leave its name out."""
+
+    extra: dict[str, Any] = field(default_factory=dict, kw_only=True, repr=False, metadata={"extra": True})
+    # Declared fields the line it was read from lacked (None here, and left out again by `to_dict`
+    # while they stay None), so a record read and written back is the line it was.
+    _absent: ClassVar[frozenset[str]] = frozenset()
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        """The JSON line: the declared fields in order, then the undeclared keys it was read with."""
+        declared = {f.name: getattr(self, f.name) for f in _declared(type(self))}
+        return {**{k: v for k, v in declared.items() if not (v is None and k in self._absent)}, **self.extra}
+
+    @classmethod
+    def from_dict(cls: type[_R], data: Mapping[str, Any]) -> _R:
+        """A record from its JSON line: a declared field the line lacks is None, a key the record
+        does not declare goes to `extra`. Values are taken as they are (a hand-edited folder may
+        hold a string where a number belongs: the caller that cares checks)."""
+        names = {f.name for f in _declared(cls)}
+        record = cls(**{k: v for k, v in data.items() if k in names})
+        record.extra = {k: v for k, v in data.items() if k not in names}
+        record._absent = frozenset(names - set(data))  # type: ignore[misc]  # per record, not the class's
+        return record
+
+
+def _declared(cls: type) -> list[dataclasses.Field[Any]]:
+    """A record class's declared fields, in order (`extra` left out)."""
+    return [f for f in dataclasses.fields(cls) if not f.metadata.get("extra")]
 
 
 @dataclass
@@ -127,7 +162,7 @@ class EpochRecord(_Record):
 
 def field_names(cls: type | None = None) -> list[str]:
     """The declared fields of a record class (default EpochRecord), in order."""
-    return [f.name for f in dataclasses.fields(cls or EpochRecord)]
+    return [f.name for f in _declared(cls or EpochRecord)]
 
 
 @dataclass
@@ -223,26 +258,32 @@ def epoch_file_rows(candidates: list[Any], attempts: dict[str, list[Any]]) -> li
 RECORDS: list[type] = [EpochRecord, EnvRecord, EpochFileRow]
 
 
-def _records(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a JSON Lines file (none when it does not exist; a line that is valid
-    JSON but not an object, from a hand-edited folder, is skipped; a malformed line raises
+def read_records(path: Path, cls: type[_R]) -> list[_R]:
+    """The records of a JSON Lines file as `cls` (none when it does not exist; a line that is
+    valid JSON but not an object, from a hand-edited folder, is skipped; a malformed line raises
     ValueError naming the file and line)."""
-    return [r for r in read_jsonl(path) if isinstance(r, dict)] if path.exists() else []
+    return [cls.from_dict(r) for r in read_jsonl(path) if isinstance(r, dict)] if path.exists() else []
 
 
-def read_epoch_records(run_dir: str | Path) -> list[dict[str, Any]]:
-    """A run folder's `metrics.jsonl` records (EpochRecord lines): the one reader."""
-    return _records(RunLayout(run_dir).metrics_path)
+def read_epoch_records(run_dir: str | Path) -> list[EpochRecord]:
+    """A run folder's `metrics.jsonl` records: the one reader."""
+    return read_records(RunLayout(run_dir).metrics_path, EpochRecord)
 
 
-def read_env_records(run_dir: str | Path) -> list[dict[str, Any]]:
-    """A run folder's `pools/d_env.jsonl` records (EnvRecord lines): the one reader."""
-    return _records(RunLayout(run_dir).d_env_path)
+def read_env_records(run_dir: str | Path) -> list[EnvRecord]:
+    """A run folder's `pools/d_env.jsonl` records: the one reader."""
+    return read_records(RunLayout(run_dir).d_env_path, EnvRecord)
 
 
-def read_epoch_rows(run_dir: str | Path, epoch: int) -> list[dict[str, Any]]:
-    """One epoch file's rows (EpochFileRow lines): the one reader."""
-    return _records(RunLayout(run_dir).epoch_path(epoch))
+def read_epoch_rows(run_dir: str | Path, epoch: int) -> list[EpochFileRow]:
+    """One epoch file's rows: the one reader."""
+    return read_records(RunLayout(run_dir).epoch_path(epoch), EpochFileRow)
+
+
+def epoch_records(records: Iterable[EpochRecord | Mapping[str, Any]]) -> list[EpochRecord]:
+    """Epoch records as `EpochRecord`s, whether read from a folder or received as dicts (the
+    engine's events, the dashboard's state): what the figures and tables take."""
+    return [r if isinstance(r, EpochRecord) else EpochRecord.from_dict(r) for r in records]
 
 
 def _mean(values: list[Any]) -> float | None:
@@ -335,7 +376,7 @@ def fields_markdown(cls: type) -> str:
     """The docs' table of a record's fields, from its declaration, between its markers."""
     start, end = _markers(cls)
     rows = ["| field | meaning |", "|---|---|"]
-    for f in dataclasses.fields(cls):
+    for f in _declared(cls):
         rows.append(f"| `{f.name}` | {f.metadata['help']} |")
     return "\n".join([start, *rows, end])
 

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from workbench.errors import WorkbenchError
+from workbench.run_layout import RunLayout
 from workbench.tasks import Task, read_jsonl
 
 log = logging.getLogger(__name__)
@@ -154,7 +155,7 @@ def load_tasks(domain: Any, source: str | Path | None = None, options: dict[str,
         path = Path(source)
         if not path.exists():
             raise ServeError(f"--tasks {str(path)!r} does not exist; pass a run folder, a JSON Lines file of tasks or a benchmark file")
-        if path.is_dir() and (path / "config.yaml").exists():
+        if path.is_dir() and RunLayout(path).config_path.exists():
             from workbench.export import load_run
 
             run = load_run(path)

@@ -42,11 +42,12 @@ import numpy as np
 import torch
 
 from workbench.errors import WorkbenchError
-from workbench.run_layout import CHECKPOINT_COMPLETE
+from workbench.run_layout import CHECKPOINT_COMPLETE, CHECKPOINT_MANIFEST, CHECKPOINTS_LATEST, RunLayout
 from workbench.tasks import atomic_write_text, restore_plain_modes
 
-LATEST = "LATEST"
-MANIFEST = "MANIFEST.json"
+# The names are workbench.run_layout's; these aliases are this module's vocabulary.
+LATEST = CHECKPOINTS_LATEST
+MANIFEST = CHECKPOINT_MANIFEST
 COMPLETE = CHECKPOINT_COMPLETE
 # Files above this size (7B weight shards, their optimizer state) are checked by size only:
 # hashing runs at a few hundred MB/s, and truncation, the realistic damage, changes the size.
@@ -62,7 +63,7 @@ class CheckpointError(WorkbenchError, RuntimeError):
 
 
 def checkpoint_dir(run_dir: Path, epoch: int) -> Path:
-    return run_dir / "checkpoints" / f"epoch_{epoch:04d}"
+    return RunLayout(run_dir).checkpoint_dir(epoch)
 
 
 def _folders(root: Path) -> list[Path]:
@@ -184,10 +185,10 @@ def write_checkpoint(run_dir: Path, epoch: int, fill: Callable[[Path], None], ke
     """Create the checkpoint of `epoch`: `fill(tmp_dir)` writes its contents, the manifest
     records them, then it is renamed into place and LATEST updated. Older checkpoints beyond
     `keep` are removed."""
-    root = run_dir / "checkpoints"
+    root = RunLayout(run_dir).checkpoints_dir
     root.mkdir(parents=True, exist_ok=True)
     final = checkpoint_dir(run_dir, epoch)
-    tmp = root / f".epoch_{epoch:04d}.tmp"
+    tmp = root / f".{final.name}.tmp"
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
@@ -263,7 +264,7 @@ def latest_checkpoint(run_dir: Path, verify: bool = True) -> Path | None:
     None. A damaged one is skipped with a warning naming the file, and the previous one is
     used; so is a `LATEST` that cannot be read. Leftover temporary files and folders are
     removed (this runs when a run starts or resumes)."""
-    root = run_dir / "checkpoints"
+    root = RunLayout(run_dir).checkpoints_dir
     if not root.is_dir():
         return None
     _remove_temporaries(root)

@@ -97,24 +97,26 @@ def check_run_folder(run_dir: str | Path, n: int) -> dict[str, Any]:
         rates: dict[str, float] = {}
         seen: set[str] = set()
         for row in read_epoch_rows(run_dir, epoch):
-            if not row["valid"] or row.get("duplicate_of"):
+            if not row.valid or row.duplicate_of:
                 continue
-            tid = row["task"]["id"]
+            if row.task is None:
+                raise InvariantError(f"{path}: a valid generation has no task")
+            tid = row.task["id"]
             if tid in seen:
                 raise InvariantError(f"{path}: two valid generated tasks share the id {tid!r}")
             seen.add(tid)
-            attempts = row["attempts"]
+            attempts = row.attempts or []
             if len(attempts) != n:
                 raise InvariantError(f"{path}: valid task {tid!r} has {len(attempts)} attempts, expected {n}")
             rates[tid] = sum(a["success"] for a in attempts) / n
-        records = [r for r in d_env if r["epoch"] == epoch]
+        records = [r for r in d_env if r.epoch == epoch]
         for record in records:
-            tid = record["task_id"]
+            tid = record.task_id
             if tid not in rates:
-                raise InvariantError(f"{run_dir}/pools/d_env.jsonl: epoch {epoch} record for task {tid!r} has no valid task in {path.name}")
-            if not math.isclose(record["p_hat_task"], rates[tid], abs_tol=1e-9):
+                raise InvariantError(f"{folder.d_env_path}: epoch {epoch} record for task {tid!r} has no valid task in {path.name}")
+            if not math.isclose(record.p_hat_task, rates[tid], abs_tol=1e-9):
                 raise InvariantError(
-                    f"{run_dir}/pools/d_env.jsonl: task {tid!r} has p_hat {record['p_hat_task']} but {path.name} gives {rates[tid]}"
+                    f"{folder.d_env_path}: task {tid!r} has p_hat {record.p_hat_task} but {path.name} gives {rates[tid]}"
                 )
         counts[path.stem] = {"valid_distinct": len(seen), "env_records": len(records)}
     return counts

@@ -1,7 +1,8 @@
 """The run folder: every file a GenEnv run writes, and what its checkpoints hold.
 
-`RunFolder` is the one owner of a run folder's layout; the epoch loop
-(`workbench.engine.loop`) decides when to write, this module decides what and where:
+`RunFolder` is the one owner of a run folder's files; the epoch loop
+(`workbench.engine.loop`) decides when to write, this module decides what, and
+`workbench.run_layout` (`RunLayout`, `CheckpointLayout`) where:
 
     config.yaml                 the run's configuration (rewritten only when it changes)
     metrics.jsonl               one record per completed epoch, written once per epoch, after
@@ -48,8 +49,8 @@ import torch
 
 from workbench.engine import checkpoint as ckpt
 from workbench.engine.checkpoint_writer import BackgroundWriter, model_snapshot
-from workbench.records import epoch_file_rows, read_epoch_records
-from workbench.run_layout import RunLayout
+from workbench.records import EpochRecord, epoch_file_rows, read_epoch_records
+from workbench.run_layout import CheckpointLayout, RunLayout
 from workbench.tasks import AgentStats, Task, atomic_write_text, read_jsonl, write_jsonl
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ class RunFolder(RunLayout):
         """The `agent` or `env` model folder inside a checkpoint."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, got {role!r}")
-        return checkpoint / role
+        return CheckpointLayout(checkpoint).model_dir(role)
 
     # ------------------------------------------------------------------ live files
 
@@ -104,7 +105,7 @@ class RunFolder(RunLayout):
     def write_metrics(self, records: list[dict[str, Any]]) -> None:
         write_jsonl(self.metrics_path, records)
 
-    def read_metrics(self) -> list[dict[str, Any]]:
+    def read_metrics(self) -> list[EpochRecord]:
         return read_epoch_records(self.path)
 
     def write_pools(self, d_train: Iterable[Task], d_env: list[dict[str, Any]]) -> None:
@@ -188,11 +189,12 @@ class RunFolder(RunLayout):
         """What writes a checkpoint's contents into a folder; `weights` (role: state dict)
         replaces the models' live weights (a host copy, for the background writer)."""
 
-        def fill(folder: Path) -> None:
+        def fill(path: Path) -> None:
+            folder = CheckpointLayout(path)
             for role, (model, tokenizer) in models.items():
                 copied = {"state_dict": weights[role]} if weights else {}
-                model.save_pretrained(self.model_dir(folder, role), **copied)
-                tokenizer.save_pretrained(self.model_dir(folder, role))
+                model.save_pretrained(self.model_dir(path, role), **copied)
+                tokenizer.save_pretrained(self.model_dir(path, role))
             torch.save(
                 {
                     "agent_optimizer": state.agent_optimizer,
@@ -200,35 +202,35 @@ class RunFolder(RunLayout):
                     "rng": state.rng if state.rng is not None else ckpt.rng_state(),
                     "engine_rng": state.engine_rng,
                 },
-                folder / "trainer_state.pt",
+                folder.trainer_state_path,
             )
-            write_jsonl(folder / "history.jsonl", [t.to_dict() for t in state.history])
-            write_jsonl(folder / "static_pool.jsonl", [t.to_dict() for t in state.static_pool])
-            write_jsonl(folder / "d_env.jsonl", state.d_env)
+            write_jsonl(folder.history_path, [t.to_dict() for t in state.history])
+            write_jsonl(folder.static_pool_path, [t.to_dict() for t in state.static_pool])
+            write_jsonl(folder.d_env_path, state.d_env)
             s = state.stats
             stats = {"epoch": s.epoch, "p_hat_mean": s.p_hat_mean, "frac_in_band": s.frac_in_band,
                      "recent": [[t.to_dict(), p] for t, p in s.recent]}
-            atomic_write_text(folder / "state.json", json.dumps(
+            atomic_write_text(folder.state_path, json.dumps(
                 {"epoch": state.epoch, "stats": stats, "epochs_without_valid": state.epochs_without_valid, "threads": state.threads}))
-            self._copy_epoch_files(folder / "epochs", state.epoch)
+            self._copy_epoch_files(folder, state.epoch)
             if seal is not None:
                 seal()
-            write_jsonl(folder / "metrics.jsonl", state.metrics)
+            write_jsonl(folder.metrics_path, state.metrics)
 
         return fill
 
-    def _copy_epoch_files(self, target: Path, epoch: int) -> None:
+    def _copy_epoch_files(self, checkpoint: CheckpointLayout, epoch: int) -> None:
         """Put copies of the live epoch files of epochs 1..`epoch` into a checkpoint (written
         once, in their epoch, and never again, so a copy taken now stays right); a missing one is
         warned. Copies, never hard links: the live files are ones users open, and an in-place
         write to a linked file (`: > file`, `cp` over it, an editor) would change every
         checkpoint's copy with it."""
-        target.mkdir(parents=True, exist_ok=True)
+        checkpoint.epochs_dir.mkdir(parents=True, exist_ok=True)
         missing = []
         for number in range(1, epoch + 1):
             live = self.epoch_path(number)
             try:
-                shutil.copyfile(live, target / live.name)
+                shutil.copyfile(live, checkpoint.epoch_copy(number))
             except FileNotFoundError:
                 missing.append(live.name)
         if missing:
@@ -239,11 +241,11 @@ class RunFolder(RunLayout):
         epoch 1..`epoch` that is missing or differs from its copy; returns (restored, lost):
         the epochs restored, and those whose file is missing with no copy to restore it from.
         Both are warned, naming the files."""
-        saved = checkpoint / "epochs" if checkpoint is not None else None
+        saved = CheckpointLayout(checkpoint) if checkpoint is not None else None
         restored, lost = [], []
         for number in range(1, epoch + 1):
             live = self.epoch_path(number)
-            copy_ = saved / live.name if saved is not None else None
+            copy_ = saved.epoch_copy(number) if saved is not None else None
             if copy_ is None or not copy_.is_file():
                 if not live.exists():
                     lost.append(number)
@@ -264,27 +266,28 @@ class RunFolder(RunLayout):
         """The state saved in checkpoint `folder` (its metrics cover epochs 1..N, else
         CheckpointError). The metrics are the live metrics.jsonl's records of epochs 1..N
         where it has exactly those (they carry the final timings), else the checkpoint's."""
-        state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
+        contents = CheckpointLayout(folder)
+        state = json.loads(contents.state_path.read_text(encoding="utf-8"))
         epoch = int(state["epoch"])
-        saved = list(read_jsonl(folder / "metrics.jsonl"))
+        saved = list(read_jsonl(contents.metrics_path))  # the engine's own records, as it wrote them
         expected = list(range(1, epoch + 1))
         if [r.get("epoch") for r in saved] != expected:
             raise ckpt.CheckpointError(
                 f"checkpoint {folder}: metrics.jsonl holds epochs {[r.get('epoch') for r in saved]}, "
                 f"expected 1..{epoch}; the checkpoint is damaged"
             )
-        try:
-            live = [r for r in self.read_metrics() if r.get("epoch", 0) <= epoch]
+        try:  # the live records back as the dicts the loop keeps (undeclared keys included)
+            live = [r.to_dict() for r in self.read_metrics() if (r.epoch or 0) <= epoch]
         except ValueError:  # a metrics.jsonl torn by a crash: the checkpoint's copy is whole
             live = []
         s = state["stats"]
-        trainer = torch.load(folder / "trainer_state.pt", weights_only=False)
+        trainer = torch.load(contents.trainer_state_path, weights_only=False)
         return RunState(
             epoch=epoch,
             metrics=live if [r.get("epoch") for r in live] == expected else saved,
-            history=[Task.from_dict(d) for d in read_jsonl(folder / "history.jsonl")],
-            static_pool=[Task.from_dict(d) for d in read_jsonl(folder / "static_pool.jsonl")],
-            d_env=list(read_jsonl(folder / "d_env.jsonl")),
+            history=[Task.from_dict(d) for d in read_jsonl(contents.history_path)],
+            static_pool=[Task.from_dict(d) for d in read_jsonl(contents.static_pool_path)],
+            d_env=list(read_jsonl(contents.d_env_path)),
             stats=AgentStats(s["epoch"], s["p_hat_mean"], s["frac_in_band"], alpha, [(Task.from_dict(t), p) for t, p in s["recent"]]),
             epochs_without_valid=int(state.get("epochs_without_valid", 0)),
             engine_rng=trainer["engine_rng"],
@@ -302,7 +305,7 @@ class RunFolder(RunLayout):
         if folder is None:
             return None
         try:
-            threads = json.loads((folder / "state.json").read_text(encoding="utf-8")).get("threads")
+            threads = json.loads(CheckpointLayout(folder).state_path.read_text(encoding="utf-8")).get("threads")
         except (OSError, ValueError, AttributeError):
             return None
         return threads if isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1 else None
@@ -323,4 +326,4 @@ def _names(folder: RunFolder, epochs: list[int]) -> str:
 
 def completed_epochs(checkpoint: Path) -> int:
     """The number of completed epochs a checkpoint holds."""
-    return int(json.loads((checkpoint / "state.json").read_text(encoding="utf-8"))["epoch"])
+    return int(json.loads(CheckpointLayout(checkpoint).state_path.read_text(encoding="utf-8"))["epoch"])

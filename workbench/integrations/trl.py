@@ -42,6 +42,7 @@ from workbench.domain import Domain
 from workbench.export import HF_DATASET_FILES, curriculum_rows, load_run, parse_epochs
 from workbench.integrations._rows import IntegrationError, domain_named, task_of
 from workbench.registry import Registry
+from workbench.run_layout import RunLayout
 from workbench.tasks import Task, read_jsonl
 
 # Keywords TRL 1.16 passes to a reward function that are not dataset columns.
@@ -140,7 +141,7 @@ def trl_dataset(
     path = Path(source)
     if not path.exists():
         raise IntegrationError(f"{path} does not exist; pass a run folder or a file or folder written by `workbench export`")
-    is_run = path.is_dir() and (path / "config.yaml").is_file()
+    is_run = path.is_dir() and RunLayout(path).config_path.is_file()
     if not is_run and (epochs is not None or in_band_only or include_seeds):
         raise IntegrationError(f"{path} is an export, not a run folder: choose epochs, in-band tasks and seeds when exporting "
                                "(`workbench export RUN --epochs A:B --in-band-only --include-seeds`), or pass the run folder")
@@ -153,7 +154,8 @@ def trl_dataset(
         return Dataset.from_list([_trl_row(r) for r in rows])
     if path.is_dir():
         if not all((path / name).is_file() for name in HF_DATASET_FILES):
-            raise IntegrationError(f"{path} is a folder but neither a run folder (config.yaml) nor an hf export (dataset_info.json)")
+            raise IntegrationError(f"{path} is a folder but neither a run folder ({RunLayout(path).config_path.name}) nor an hf export "
+                                   f"({', '.join(HF_DATASET_FILES)})")
         dataset = load_from_disk(str(path))
         return dataset if "reward_model" in dataset.column_names else _trl_columns(dataset)
     if path.suffix == ".parquet":

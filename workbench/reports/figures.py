@@ -1,6 +1,7 @@
 """Matplotlib figures of a co-evolution run, shared by the HTML report and the notebook UI.
 
-Every function takes plain metrics records (the rows of `metrics.jsonl`) and returns a
+Every function takes epoch records (`workbench.records.EpochRecord`, as a run folder's reader
+returns them, or the same records as dicts, as the engine's events carry them) and returns a
 `matplotlib.figure.Figure` built with the object-oriented API (no pyplot state), so it is
 safe to call from a worker thread. `figure_png` / `figure_data_uri` turn a figure into
 bytes or a base64 `data:` URI for embedding in a self-contained HTML file.
@@ -22,16 +23,18 @@ import io
 import math
 import textwrap
 from collections import Counter
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from workbench.modes import MODES
+from workbench.records import EpochRecord, epoch_records
 from workbench.reports.summary import metric_value
 
-Metrics = Sequence[dict[str, Any]]
+Metrics = Sequence[EpochRecord | Mapping[str, Any]]  # what the public functions take
+Records = Sequence[EpochRecord]
 RUN_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
 DPI = 120
 NO_EPOCH_YET = "no epoch finished yet"
@@ -51,12 +54,12 @@ def figure_data_uri(fig: Figure, dpi: int = DPI) -> str:
     return "data:image/png;base64," + base64.b64encode(figure_png(fig, dpi)).decode("ascii")
 
 
-def _series(metrics: Metrics, key: str) -> tuple[list[int], list[float]]:
+def _series(records: Records, key: str) -> tuple[list[int], list[float]]:
     xs, ys = [], []
-    for m in metrics:
+    for m in records:
         value = metric_value(m, key)
         if isinstance(value, (int, float)):
-            xs.append(int(m["epoch"]))
+            xs.append(int(m.epoch))
             ys.append(float(value))
     return xs, ys
 
@@ -73,10 +76,10 @@ def _band(ax: Any, alpha: float | None, k_min: float | None) -> None:
     ax.axhline(alpha, color="#2ca02c", lw=1, ls="--")
 
 
-def _epoch_axis(ax: Any, metrics: Metrics = ()) -> None:
+def _epoch_axis(ax: Any, records: Records = ()) -> None:
     """Epochs are whole numbers: integer ticks only, and at least half an epoch of margin so a
     single epoch gets one tick instead of a fractional scale."""
-    epochs = [int(m["epoch"]) for m in metrics if "epoch" in m]
+    epochs = [int(m.epoch) for m in records if m.epoch is not None]
     if epochs:
         ax.set_xlim(min(epochs) - 0.5, max(epochs) + 0.5)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
@@ -131,24 +134,25 @@ def env_not_updated_note(metrics: Metrics) -> str:
     """Why the environment has no update figures (KL, loss) in these epochs, from the records:
     `env_update` is None when the mode never trains it (random, static) or, in genenv mode,
     when no generated task landed in the band (nothing to learn from)."""
-    if not metrics:
+    records = epoch_records(metrics)
+    if not records:
         return NO_EPOCH_YET
-    missing = [m for m in metrics if m.get("env_update") is None and m.get("env_kl") is None]
+    missing = [m for m in records if m.env_update is None and m.env_kl is None]
     if not missing:
         return ""
-    modes = {str(m["mode"]) for m in metrics if m.get("mode") is not None}
+    modes = {str(m.mode) for m in records if m.mode is not None}
     if modes and all(m in MODES and not MODES[m].trains_env for m in modes):
         return f"environment not trained in {'/'.join(sorted(modes))} mode"
-    epochs = [int(m["epoch"]) for m in missing if "epoch" in m]
-    where = "this epoch" if len(metrics) == 1 else f"in epoch{'s' if len(epochs) > 1 else ''} {_epoch_list(epochs)}"
-    why = "no in-band tasks" if all(m.get("in_band_for_env", 0) == 0 for m in missing) else "no update"
+    epochs = [int(m.epoch) for m in missing if m.epoch is not None]
+    where = "this epoch" if len(records) == 1 else f"in epoch{'s' if len(epochs) > 1 else ''} {_epoch_list(epochs)}"
+    why = "no in-band tasks" if all(not m.in_band_for_env for m in missing) else "no update"
     return f"environment not updated {where}: {why}"
 
 
-def _env_gaps(metrics: Metrics) -> tuple[list[int], str]:
+def _env_gaps(records: Records) -> tuple[list[int], str]:
     """Epochs without an environment update and a short legend label saying why."""
-    epochs = [int(m["epoch"]) for m in metrics if m.get("env_update") is None and m.get("env_kl") is None and "epoch" in m]
-    note = env_not_updated_note(metrics)
+    epochs = [int(m.epoch) for m in records if m.env_update is None and m.env_kl is None and m.epoch is not None]
+    note = env_not_updated_note(records)
     return epochs, "not updated: " + note.split(": ", 1)[-1] if note else ""
 
 
@@ -176,20 +180,21 @@ def _epoch_list(epochs: list[int]) -> str:
 def plot_p_hat(ax: Any, metrics: Metrics, alpha: float | None, k_min: float | None, color: str = "#1f77b4", label: str | None = None) -> None:
     """Per-task p_hat of each epoch as dots, their mean as a line, and the run's alpha band
     (left out while `alpha`/`k_min` are unknown)."""
+    records = epoch_records(metrics)
     _band(ax, alpha, k_min)
-    for m in metrics:
-        values = m.get("p_hat") or []
-        ax.scatter([m["epoch"]] * len(values), values, s=8, color=color, alpha=0.35)
-    xs, ys = _series(metrics, "p_hat_mean")
+    for m in records:
+        values = m.p_hat or []
+        ax.scatter([int(m.epoch)] * len(values), values, s=8, color=color, alpha=0.35)
+    xs, ys = _series(records, "p_hat_mean")
     if xs:
         ax.plot(xs, ys, marker="o", color=color, label=label or "p_hat mean")
     ax.set_ylim(-0.05, 1.05)
     ax.set_title("p_hat of generated tasks vs alpha band", fontsize=9)
-    if not metrics:
+    if not records:
         ax.text(0.5, 0.5, NO_EPOCH_YET, ha="center", va="center", transform=ax.transAxes, color="#888", fontsize=8)
     if alpha is not None and k_min is not None:
         _legend(ax, loc="upper left")
-    _epoch_axis(ax, metrics)
+    _epoch_axis(ax, records)
 
 
 def plot_line(ax: Any, metrics: Metrics, keys: Sequence[tuple[str, str]], title: str,
@@ -200,19 +205,20 @@ def plot_line(ax: Any, metrics: Metrics, keys: Sequence[tuple[str, str]], title:
     text of a key that has no value while another key of the panel has (e.g. env loss when
     the environment was never updated); `gaps` = (epochs, label) marks epochs that have no
     value with grey crosses (e.g. the epochs without environment update)."""
+    records = epoch_records(metrics)
     drawn: list[float] = []
     for key, label in keys:
-        xs, ys = _series(metrics, key)
+        xs, ys = _series(records, key)
         if xs:
             ax.plot(xs, ys, marker="o", label=label)
             drawn += ys
         elif missing_label and key in missing_label:
             ax.plot([], [], color="#888", label=missing_label[key])
     if not drawn:
-        _empty(ax, title, empty_note or (NO_EPOCH_YET if not metrics else f"not recorded in {len(metrics)} epoch(s)"))
+        _empty(ax, title, empty_note or (NO_EPOCH_YET if not records else f"not recorded in {len(records)} epoch(s)"))
         return
     ax.set_title(title, fontsize=9)
-    _epoch_axis(ax, metrics)
+    _epoch_axis(ax, records)
     _value_axis(ax, drawn)
     if gaps and gaps[0]:
         _mark_gaps(ax, *gaps)
@@ -222,18 +228,19 @@ def plot_line(ax: Any, metrics: Metrics, keys: Sequence[tuple[str, str]], title:
 
 def plot_rejections(ax: Any, metrics: Metrics) -> None:
     """Stacked bars: rejected generations per epoch by reason code."""
-    codes = sorted({code for m in metrics for code in (m.get("rejections") or {})})
-    if not metrics or not codes:
-        _empty(ax, "rejections by reason", NO_EPOCH_YET if not metrics else "no generation rejected")
+    records = epoch_records(metrics)
+    codes = sorted({code for m in records for code in (m.rejections or {})})
+    if not records or not codes:
+        _empty(ax, "rejections by reason", NO_EPOCH_YET if not records else "no generation rejected")
         return
-    epochs = [m["epoch"] for m in metrics]
-    bottom = [0] * len(metrics)
+    epochs = [m.epoch for m in records]
+    bottom = [0] * len(records)
     for code in codes:
-        counts = [(m.get("rejections") or {}).get(code, 0) for m in metrics]
+        counts = [(m.rejections or {}).get(code, 0) for m in records]
         ax.bar(epochs, counts, bottom=bottom, label=code)
         bottom = [b + c for b, c in zip(bottom, counts)]
     ax.set_title("rejections by reason", fontsize=9)
-    _epoch_axis(ax, metrics)
+    _epoch_axis(ax, records)
     _value_axis(ax)
     # The legend goes in a band above the tallest bar, never over one: up to three codes a
     # row, and the y axis extended by the rows' height (about 8% of the panel each).
@@ -249,23 +256,24 @@ def dashboard_figure(metrics: Metrics, alpha: float | None = None, k_min: float 
     None = not known yet, no band drawn), R_env, agent reward, rejections, task length,
     env KL, losses, and the in-band, rejected and novel shares (novel: valid tasks that copy
     neither a seed nor an earlier epoch's task, `workbench.novelty`)."""
+    records = epoch_records(metrics)
     fig = Figure(figsize=(13, 5.6))
     axes = fig.subplots(2, 4)
-    env_note = env_not_updated_note(metrics)
-    plot_p_hat(axes[0, 0], metrics, alpha, k_min)
-    plot_line(axes[0, 1], metrics, [("r_env_mean", "R_env")], "R_env (mean)",
-              empty_note=None if not metrics else "no generated task scored")
-    plot_line(axes[0, 2], metrics, [("agent_reward_mean", "agent reward")], "agent reward (mean)")
-    plot_rejections(axes[0, 3], metrics)
-    plot_line(axes[1, 0], metrics, [("task_length_mean", "task length")], "task length (chars)",
-              empty_note=None if not metrics else "no valid generated task yet")
-    env_updated = any(m.get("env_loss") is not None for m in metrics)
-    gaps = _env_gaps(metrics)
-    plot_line(axes[1, 1], metrics, [("env_kl", "env KL")], "env KL to initial", empty_note=env_note, gaps=gaps)
-    plot_line(axes[1, 2], metrics, [("agent_loss", "agent"), ("env_loss", "env")], "losses",
+    env_note = env_not_updated_note(records)
+    plot_p_hat(axes[0, 0], records, alpha, k_min)
+    plot_line(axes[0, 1], records, [("r_env_mean", "R_env")], "R_env (mean)",
+              empty_note=None if not records else "no generated task scored")
+    plot_line(axes[0, 2], records, [("agent_reward_mean", "agent reward")], "agent reward (mean)")
+    plot_rejections(axes[0, 3], records)
+    plot_line(axes[1, 0], records, [("task_length_mean", "task length")], "task length (chars)",
+              empty_note=None if not records else "no valid generated task yet")
+    env_updated = any(m.env_loss is not None for m in records)
+    gaps = _env_gaps(records)
+    plot_line(axes[1, 1], records, [("env_kl", "env KL")], "env KL to initial", empty_note=env_note, gaps=gaps)
+    plot_line(axes[1, 2], records, [("agent_loss", "agent"), ("env_loss", "env")], "losses",
               missing_label=None if env_updated or not env_note else {"env_loss": "env: " + env_note.removeprefix("environment ")},
               gaps=(gaps[0], "env " + gaps[1]) if env_updated else None)
-    plot_line(axes[1, 3], metrics, [("frac_in_band", "in band"), ("rejection_rate", "rejected"), ("novelty.novel_share", "novel")],
+    plot_line(axes[1, 3], records, [("frac_in_band", "in band"), ("rejection_rate", "rejected"), ("novelty.novel_share", "novel")],
               "in-band / rejected / novel share")
     for ax in axes.flat:
         ax.tick_params(labelsize=7)
@@ -283,18 +291,19 @@ def comparison_figure(runs: Sequence[tuple[str, Metrics, float, float]]) -> Figu
     ax_p, ax_r, ax_len, ax_rej = fig.subplots(1, 4)
     for alpha, k_min in dict.fromkeys((r[2], r[3]) for r in runs):  # each distinct band once
         _band(ax_p, alpha, k_min)
-    for i, (label, metrics, _alpha, _k) in enumerate(runs):
+    per_run = [(label, epoch_records(metrics)) for label, metrics, _alpha, _k in runs]
+    for i, (label, records) in enumerate(per_run):
         color = RUN_COLORS[i % len(RUN_COLORS)]
         for ax, key in [(ax_p, "p_hat_mean"), (ax_r, "agent_reward_mean"), (ax_rej, "rejection_rate")]:
-            xs, ys = _series(metrics, key)
+            xs, ys = _series(records, key)
             ax.plot(xs, ys, marker="o", color=color, label=label)
-        xs, ys = _series(metrics, "task_length_mean")
+        xs, ys = _series(records, "task_length_mean")
         if ys and ys[0]:
             ax_len.plot(xs, [100.0 * (y / ys[0] - 1.0) for y in ys], marker="o", color=color, label=label)
     titles = ["p_hat mean vs alpha band", "agent reward (mean)", "task length growth (% vs epoch 1)", "rejection rate"]
     for ax, title in zip((ax_p, ax_r, ax_len, ax_rej), titles):
         ax.set_title(title, fontsize=9)
-        _epoch_axis(ax, [m for _label, metrics, _a, _k in runs for m in metrics])
+        _epoch_axis(ax, [m for _label, records in per_run for m in records])
         ax.tick_params(labelsize=7)
     for ax in (ax_r, ax_len):
         _value_axis(ax, [y for line in ax.get_lines() for y in line.get_ydata()])
@@ -320,15 +329,16 @@ def p_hat_curve_figure(runs: Sequence[tuple[str, Metrics, float | None, float | 
     for alpha, k_min in dict.fromkeys((r[2], r[3]) for r in runs):  # each distinct band once
         _band(ax, alpha, k_min)
     width = 0.5 / max(1, len(runs))  # each run's dots in its own slice of the epoch
-    for i, (label, metrics, _alpha, _k) in enumerate(runs):
+    per_run = [(label, epoch_records(metrics)) for label, metrics, _alpha, _k in runs]
+    for i, (label, records) in enumerate(per_run):
         color = RUN_COLORS[i % len(RUN_COLORS)]
         shift = (i - (len(runs) - 1) / 2) * width
-        for m in metrics:
-            values = [v for v in (m.get("p_hat") or []) if isinstance(v, (int, float))]
-            ax.scatter([int(m["epoch"]) + shift] * len(values), values, s=6, color=color, alpha=0.2, linewidths=0)
-        xs, ys = _series(metrics, "p_hat_mean")
+        for m in records:
+            values = [v for v in (m.p_hat or []) if isinstance(v, (int, float))]
+            ax.scatter([int(m.epoch) + shift] * len(values), values, s=6, color=color, alpha=0.2, linewidths=0)
+        xs, ys = _series(records, "p_hat_mean")
         ax.plot(xs, ys, marker="o", color=color, label=label)
-    all_metrics = [m for _label, metrics, _a, _k in runs for m in metrics]
+    all_metrics = [m for _label, records in per_run for m in records]
     ax.set_ylim(-0.05, 1.05)
     ax.set_ylabel("p_hat (share of attempts solved)", fontsize=8)
     ax.set_title(P_HAT_CURVE_TITLE, fontsize=9)
@@ -344,6 +354,6 @@ def p_hat_curve_figure(runs: Sequence[tuple[str, Metrics, float | None, float | 
 def rejection_totals(metrics: Metrics) -> Counter:
     """Rejected generations summed over epochs, by reason code."""
     total: Counter = Counter()
-    for m in metrics:
-        total.update(m.get("rejections") or {})
+    for m in epoch_records(metrics):
+        total.update(m.rejections or {})
     return total

@@ -145,7 +145,7 @@ class Report:
 
 
 def _row_label(run: RunSource) -> str:
-    return f"{mode_label(run.config.get('mode'))} (ours: {run.path.name})"
+    return f"{mode_label(run.config.mode)} (ours: {run.path.name})"
 
 
 NOT_EVALUATED = "not evaluated"  # a run's cell under its own domain while it has no evaluation folder of it
@@ -153,7 +153,7 @@ NOT_EVALUATED = "not evaluated"  # a run's cell under its own domain while it ha
 
 def _run_domain_title(run: RunSource, infos: dict[str, DomainInfo]) -> str:
     """The column title of the domain a run trained on (its DomainInfo title, else its name)."""
-    name = str(run.config.get("domain") or "?")
+    name = run.config.domain or "?"
     info = _info_for(name, infos)
     return info.title if info is not None else name
 
@@ -232,7 +232,7 @@ def comparison_note(runs: Sequence[RunSource], infos: dict[str, DomainInfo] | No
         return None
     by_domain: dict[str, list[RunSource]] = {}
     for run in missing:
-        by_domain.setdefault(str(run.config.get("domain") or "?"), []).append(run)
+        by_domain.setdefault(run.config.domain or "?", []).append(run)
     parts = []
     for name, group in by_domain.items():
         info = _info_for(name, infos)
@@ -282,10 +282,10 @@ def p_hat_tail_note(run: RunSource, last: int = P_HAT_TAIL_EPOCHS) -> str:
     """One sentence under the first figure: the run's mean p_hat over its generated tasks of the
     last `last` epochs and the share of them in its band."""
     tail = run.metrics[-last:]
-    values = [float(p) for m in tail for p in (m.get("p_hat") or []) if isinstance(p, (int, float))]
+    values = [float(p) for m in tail for p in (m.p_hat or []) if isinstance(p, (int, float))]
     if not values:
         return f"{run.label}: no generated task scored in its last {len(tail)} epoch(s)."
-    epochs = [int(m["epoch"]) for m in tail if "epoch" in m]
+    epochs = [int(m.epoch) for m in tail if m.epoch is not None]
     span = f"epoch {epochs[0]}" if len(set(epochs)) == 1 else f"epochs {epochs[0]}-{epochs[-1]}"
     inside = sum(abs(p - run.alpha) <= run.k_min + 1e-9 for p in values) / len(values)
     return (f"{run.label}: mean p_hat {sum(values) / len(values):.2f} over the {len(values)} generated tasks of {span} "
@@ -293,7 +293,7 @@ def p_hat_tail_note(run: RunSource, last: int = P_HAT_TAIL_EPOCHS) -> str:
 
 
 def epoch_table(run: RunSource) -> Table:
-    rows = [[metric_value(m, key) for key, _ in COLUMNS] + [m.get("rejection_rate")] for m in run.metrics]
+    rows = [[metric_value(m, key) for key, _ in COLUMNS] + [m.rejection_rate] for m in run.metrics]
     return Table([title for _, title in COLUMNS] + ["rejected"], rows, f"Per-epoch curriculum figures of {run.label}")
 
 
@@ -307,7 +307,7 @@ NOVELTY_COLUMNS = [
 def novelty_table(run: RunSource) -> Table | None:
     """Per epoch, how many distinct valid tasks copy a seed or an earlier epoch's task (exactly
     or nearly) and how many are novel (`workbench.novelty`); None for a run without the field."""
-    rows = [[m.get("epoch")] + [m["novelty"].get(key) for key, _ in NOVELTY_COLUMNS] for m in run.metrics if m.get("novelty")]
+    rows = [[m.epoch] + [m.novelty.get(key) for key, _ in NOVELTY_COLUMNS] for m in run.metrics if m.novelty]
     if not rows:
         return None
     caption = (f"Novelty of the generated tasks of {run.label}: each distinct valid task counted once, as a copy of a seed, "
@@ -320,15 +320,14 @@ def novelty_table(run: RunSource) -> Table | None:
 def difficulty_table(run: RunSource) -> Table | None:
     """Per epoch, the distinct valid generated tasks on each difficulty rung and their mean p_hat
     (`EpochRecord.difficulty`); None for a run whose domain rates no difficulty."""
-    records = [m for m in run.metrics if isinstance(m.get("difficulty"), dict)]
-    if not records:
+    rated = [(m, m.difficulty) for m in run.metrics if isinstance(m.difficulty, dict)]
+    if not rated:
         return None
-    rungs = sorted({int(k) for m in records for k in m["difficulty"].get("rungs", {}) if str(k).isdigit()})
+    rungs = sorted({int(k) for _m, d in rated for k in d.get("rungs", {}) if str(k).isdigit()})
     rows = []
-    for m in records:
-        d = m["difficulty"]
+    for m, d in rated:
         counts, p_hat = d.get("rungs", {}), d.get("p_hat_by_rung", {})
-        rows.append([m.get("epoch"), d.get("mean")] + [_rung_cell(counts.get(str(k)), p_hat.get(str(k))) for k in rungs]
+        rows.append([m.epoch, d.get("mean")] + [_rung_cell(counts.get(str(k)), p_hat.get(str(k))) for k in rungs]
                     + [d.get("unrated")])
     caption = (f"Difficulty of the generated tasks of {run.label}: distinct valid tasks per rung (the domain's "
                "`workbench_task_difficulty`, higher is harder) and, in brackets, their mean p_hat. A mean rung that "
@@ -460,9 +459,8 @@ def render_report(paths: Sequence[str | Path], registry: Any = None, title: str 
         for i, run in enumerate(runs):
             doc.heading(f"Run {run.label}", 3)
             cfg = run.config
-            doc.para(f"domain {cfg.get('domain')}, mode {cfg.get('mode')}, {len(run.metrics)} of {cfg.get('epochs')} epochs; "
-                     f"agent {cfg.get('agent', {}).get('model', {}).get('name_or_path')}; "
-                     f"environment {cfg.get('env', {}).get('model', {}).get('name_or_path')}")
+            doc.para(f"domain {cfg.domain}, mode {cfg.mode}, {len(run.metrics)} of {cfg.epochs} epochs; "
+                     f"agent {cfg.agent.model.name_or_path}; environment {cfg.env.model.name_or_path}")
             doc.figure(f"run{i + 1}.png", dashboard_figure(run.metrics, run.alpha, run.k_min), f"{run.label}: all curves")
             doc.table(epoch_table(run))
             novelty = novelty_table(run)
@@ -477,7 +475,7 @@ def render_report(paths: Sequence[str | Path], registry: Any = None, title: str 
                                 f"{run.label}: rejected generations by reason (all epochs)"))
             if run.task_section is not None:
                 doc.heading(run.task_section.title, 4)
-                for table in section_tables(run.task_section, _info_for(str(cfg.get("domain", "")), infos)):
+                for table in section_tables(run.task_section, _info_for(cfg.domain, infos)):
                     doc.table(table)
             else:
                 doc.para(f"{run.label}: no valid generated task was attempted by the agent in any epoch yet, "

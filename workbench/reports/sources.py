@@ -1,12 +1,16 @@
 """Read what a report is built from: run folders and evaluation folders.
 
-A **run folder** (written by `CoEvolution`, layout in `workbench.engine.run_folder`) holds
-`config.yaml`, `metrics.jsonl` and `epochs/epoch_NNNN.jsonl`; evaluation folders inside it
-under `eval/<benchmark>/` are picked up as that run's benchmark results. An **evaluation
-folder** (written by `workbench eval`, `workbench.evaluation.evaluate_model` or
-`evaluate_tasks`) holds `predictions.jsonl`, `scores.jsonl`, `aggregate.json` (with the
-benchmark and model names) and `tasks.jsonl`; older ones may lack the tasks and the model.
-Each benchmark section comes from the domain plugin's own `report_section` hook.
+A **run folder** (written by `CoEvolution`, layout in `workbench.run_layout`) holds its
+config, its epoch records and its epoch files; evaluation folders inside it under
+`eval/<benchmark>/` are picked up as that run's benchmark results. An **evaluation folder**
+(written by `workbench eval`, `workbench.evaluation.evaluate_model` or `evaluate_tasks`; its
+files are `workbench.eval_layout.EvalLayout`'s) holds the predictions, the scores, the
+aggregate (with the benchmark and model names) and the tasks; older ones may lack the tasks
+and the model. Each benchmark section comes from the domain plugin's own `report_section` hook.
+
+Everything is read back into types: the config as a `RunConfig` (`workbench.run_layout.read_config`),
+the epoch records as `EpochRecord`s and the epoch files' rows as `EpochFileRow`s
+(`workbench.records`), an evaluation folder as an `EvalFolder`.
 
 This module only reads files: it never imports the engine, and running a model to write an
 evaluation folder is `workbench.evaluation`'s job.
@@ -14,18 +18,17 @@ evaluation folder is `workbench.evaluation`'s job.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from workbench.config import RunConfig
+from workbench.eval_layout import EvalLayout, ScoredItem, read_score
 from workbench.plugin_support import count_tasks, example_failures
-from workbench.records import read_epoch_records, read_epoch_rows
+from workbench.records import EpochRecord, read_epoch_records, read_epoch_rows
 from workbench.run_layout import RunLayout
-from workbench.tasks import ReportSection, Score, Task, read_jsonl
+from workbench.tasks import ReportSection, Score, Task
 
 log = logging.getLogger(__name__)
 
@@ -46,22 +49,22 @@ class RunSource:
     """One co-evolution run folder."""
 
     path: Path
-    config: dict[str, Any]
-    metrics: list[dict[str, Any]]
+    config: RunConfig
+    metrics: list[EpochRecord]
     evals: list[EvalSource] = field(default_factory=list)
     task_section: ReportSection | None = None
 
     @property
     def label(self) -> str:
-        return f"{self.path.name} ({self.config.get('mode', '?')})"
+        return f"{self.path.name} ({self.config.mode})"
 
     @property
     def alpha(self) -> float:
-        return float(self.config.get("curriculum", {}).get("alpha", 0.5))
+        return float(self.config.curriculum.alpha)
 
     @property
     def k_min(self) -> float:
-        return float(self.config.get("curriculum", {}).get("k_min", 0.1))
+        return float(self.config.curriculum.k_min)
 
 
 def is_run_dir(path: Path) -> bool:
@@ -69,7 +72,7 @@ def is_run_dir(path: Path) -> bool:
 
 
 def is_eval_dir(path: Path) -> bool:
-    return (path / "aggregate.json").exists() and (path / "scores.jsonl").exists()
+    return EvalLayout(path).is_eval()
 
 
 def _domain(registry: Any, name: str) -> Any:
@@ -79,60 +82,47 @@ def _domain(registry: Any, name: str) -> Any:
         return None
 
 
-def _score(record: dict[str, Any]) -> Score:
-    """A Score from a scores.jsonl row or an epoch file's attempt; a missing or out-of-range
-    reward (a file from another writer) is read as 0 or clamped into [0, 1]."""
-    return Score.from_dict({**record, "reward": min(1.0, max(0.0, float(record.get("reward") or 0.0)))})
-
-
-def _scores(rows: list[dict[str, Any]]) -> list[Score]:
-    return [_score(r) for r in rows]
-
-
-def _fallback_section(title: str, aggregate: dict[str, Any], tasks_by_id: dict[str, Task], rows: list[dict[str, Any]],
+def _fallback_section(title: str, aggregate: dict[str, Any], tasks_by_id: dict[str, Task], items: list[ScoredItem],
                       outputs: dict[str, str]) -> ReportSection:
     failures: list[dict[str, Any]] = []
-    for r in rows:
-        if (r.get("correct") is False or (r.get("correct") is None and (r.get("reward") or 0) < 1)) and len(failures) < 5:
-            task = tasks_by_id.get(str(r["id"]))
-            failures.append({"id": r["id"], "prompt": task.prompt[:300] if task else "",
-                             "output": outputs.get(str(r["id"]), "")[:300], "error": r.get("error")})
+    for item in items:
+        score = item.score
+        if (score.correct is False or (score.correct is None and score.reward < 1)) and len(failures) < 5:
+            task = tasks_by_id.get(item.id)
+            failures.append({"id": item.id, "prompt": task.prompt[:300] if task else "",
+                             "output": outputs.get(item.id, "")[:300], "error": score.error})
     metrics = {k: v for k, v in aggregate.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     return ReportSection(title=title, metrics=metrics, failures=failures)
 
 
 def load_eval(path: str | Path, registry: Any = None) -> EvalSource:
     """An evaluation folder, with the domain's report section when its tasks can be found."""
-    path = Path(path)
-    aggregate = json.loads((path / "aggregate.json").read_text(encoding="utf-8"))
-    benchmark = str(aggregate.get("benchmark") or path.name)
-    rows = list(read_jsonl(path / "scores.jsonl"))
-    outputs: dict[str, str] = {}
-    if (path / "predictions.jsonl").exists():
-        outputs = {str(r["id"]): r.get("output", "") for r in read_jsonl(path / "predictions.jsonl")}
+    folder = EvalLayout(path).read()
+    benchmark = folder.benchmark
+    items = folder.scores
     domain = _domain(registry, benchmark)
     tasks_by_id: dict[str, Task] = {}
-    if (path / "tasks.jsonl").exists():
-        tasks_by_id = {t.id: t for t in (Task.from_dict(d) for d in read_jsonl(path / "tasks.jsonl"))}
+    if folder.tasks is not None:
+        tasks_by_id = {t.id: t for t in folder.tasks}
     elif domain is not None:
         try:  # evaluations of the built-in samples: the ids match the seed tasks
             tasks_by_id = {t.id: t for t in domain.seed_tasks({})}
         except Exception:
             tasks_by_id = {}
-    matched = [r for r in rows if str(r["id"]) in tasks_by_id]
+    matched = [item for item in items if item.id in tasks_by_id]
     section = None
-    if domain is not None and rows and len(matched) == len(rows):
-        tasks = [tasks_by_id[str(r["id"])] for r in rows]
+    if domain is not None and items and len(matched) == len(items):
+        tasks = [tasks_by_id[item.id] for item in items]
         try:
-            section = domain.report_section(tasks, [outputs.get(str(r["id"]), "") for r in rows], _scores(rows))
+            section = domain.report_section(tasks, [folder.outputs.get(item.id, "") for item in items], [item.score for item in items])
         except Exception as exc:  # a plugin's report bug must not lose the numbers
             log.warning("report_section of %s raised %s; using the generic section", benchmark, exc)
     if section is None:
-        section = _fallback_section(benchmark, aggregate, tasks_by_id, rows, outputs)
-    return EvalSource(benchmark, path, aggregate, section, aggregate.get("model"))
+        section = _fallback_section(benchmark, folder.aggregate, tasks_by_id, items, folder.outputs)
+    return EvalSource(benchmark, folder.path, folder.aggregate, section, folder.model)
 
 
-def _run_task_section(path: Path, config: dict[str, Any], metrics: list[dict[str, Any]], registry: Any) -> ReportSection | None:
+def _run_task_section(path: Path, config: RunConfig, metrics: list[EpochRecord], registry: Any) -> ReportSection | None:
     """The domain's report section over the agent's attempts at the last epoch's tasks.
 
     The plugin gets one entry per attempt (its rates are over attempts, which weight every task
@@ -140,27 +130,29 @@ def _run_task_section(path: Path, config: dict[str, Any], metrics: list[dict[str
     passed round-robin (every task's first attempt, then every second one, ...), so a plugin
     listing the first few failures lists different tasks; a failing task still listed twice is
     kept once. The title says how many tasks and attempts the section covers."""
-    domain = _domain(registry, config.get("domain", ""))
+    domain = _domain(registry, config.domain)
     if domain is None:
         return None
     for record in reversed(metrics):  # the latest epoch with attempted valid tasks
-        epoch = record["epoch"]
+        epoch = record.epoch
         per_task: list[tuple[Task, list[dict[str, Any]]]] = []
         for row in read_epoch_rows(path, epoch):
-            if not row.get("valid") or not row.get("task") or not row.get("attempts"):
+            if not row.valid or not row.task or not row.attempts:
                 continue
-            per_task.append((Task.from_dict(row["task"]), list(row["attempts"])))
+            per_task.append((Task.from_dict(row.task), list(row.attempts)))
         if per_task:
             break
     else:
         return None
-    tasks, outputs, scores = [], [], []
+    tasks: list[Task] = []
+    outputs: list[str] = []
+    scores: list[Score] = []
     for k in range(max(len(attempts) for _task, attempts in per_task)):
         for task, attempts in per_task:
             if k < len(attempts):
                 tasks.append(task)
                 outputs.append(attempts[k].get("output", ""))
-                scores.append(_score(attempts[k]))
+                scores.append(read_score(attempts[k]))
     try:
         if domain.implements("workbench_report_section"):
             section = domain.report_section(tasks, outputs, scores)
@@ -196,9 +188,9 @@ def _once_per_task(failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def load_run(path: str | Path, registry: Any = None) -> RunSource:
     path = Path(path)
     layout = RunLayout(path)
-    config = yaml.safe_load(layout.config_path.read_text(encoding="utf-8")) or {}
+    config = layout.read_config()
     metrics = read_epoch_records(layout.path)
-    evals = [load_eval(p.parent, registry) for p in sorted(layout.eval_root.glob("*/aggregate.json"))]
+    evals = [load_eval(p, registry) for p in layout.eval_dirs()]
     return RunSource(path, config, metrics, evals, _run_task_section(path, config, metrics, registry))
 
 
@@ -215,11 +207,9 @@ def load_sources(paths: list[str | Path], registry: Any = None) -> tuple[list[Ru
         elif is_eval_dir(path):
             evals.append(load_eval(path, registry))
         else:
-            inner = sorted(p.parent for p in path.glob("*/aggregate.json"))
+            inner = EvalLayout.folders_in(path)
             if not inner:
-                raise ValueError(
-                    f"{path} is neither a run folder (config.yaml + metrics.jsonl) nor an evaluation folder "
-                    "(aggregate.json + scores.jsonl + predictions.jsonl)"
-                )
+                raise ValueError(f"{path} is neither a run folder ({RunLayout.describe()}) nor an evaluation folder "
+                                 f"({EvalLayout.describe()}), nor a folder of evaluation folders")
             evals += [load_eval(p, registry) for p in inner]
     return runs, evals

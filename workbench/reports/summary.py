@@ -1,4 +1,4 @@
-"""The short Markdown summary written at the end of a run (`report.md` in the run folder).
+"""The short Markdown summary written at the end of a run (`RunLayout.report_path` in the run folder).
 
 It lists the run's settings and one row per epoch of the curriculum figures, the epoch's
 novelty among them (distinct valid tasks, and the share of valid tasks that copy neither a
@@ -13,15 +13,16 @@ into more cells than the table has columns, which Markdown renderers show as no 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import Any, Mapping
 
 from workbench.novelty import all_seed_copies
-from workbench.records import read_epoch_records
+from workbench.records import EpochRecord, field_names, read_epoch_records
 from workbench.run_layout import RunLayout
 from workbench.tasks import atomic_write_text
+
+_FIELDS = frozenset(field_names(EpochRecord))
 
 COLUMNS = [
     ("epoch", "epoch"),
@@ -42,10 +43,16 @@ COLUMNS = [
 ]
 
 
-def metric_value(record: dict[str, Any], key: str) -> Any:
-    """A metrics record's value under a dotted key (`novelty.novel_share`); None when absent."""
-    value: Any = record
-    for part in key.split("."):
+def metric_value(record: EpochRecord | Mapping[str, Any], key: str) -> Any:
+    """An epoch record's value under a dotted key (`novelty.novel_share`: a field, then keys of
+    the dict it holds); None when absent. A field name the record does not declare is looked
+    up among its undeclared keys (`EpochRecord.extra`)."""
+    first, *rest = key.split(".")
+    if isinstance(record, EpochRecord):
+        value: Any = getattr(record, first) if first in _FIELDS else record.extra.get(first)
+    else:
+        value = record.get(first)
+    for part in rest:
         value = value.get(part) if isinstance(value, dict) else None
     return value
 
@@ -68,8 +75,6 @@ def _cold_start_lines(layout: RunLayout) -> list[str]:
     """One line per cold-started role: its examples, loss on the seeds before and after, time."""
     if not layout.cold_start_record.exists():
         return []
-    import json
-
     roles = json.loads(layout.cold_start_record.read_text(encoding="utf-8")).get("roles", {})
     return [f"- cold start of the {role}: {info['examples']} examples, loss on the seeds {info['loss_before']:.3f} -> "
             f"{info['loss_after']:.3f}, {info['seconds']:.0f} s{' (copied from the cache)' if info.get('from_cache') else ''}"
@@ -79,15 +84,15 @@ def _cold_start_lines(layout: RunLayout) -> list[str]:
 def summary_markdown(run_dir: str | Path) -> str:
     run_dir = Path(run_dir)
     layout = RunLayout(run_dir)
-    config = yaml.safe_load(layout.config_path.read_text(encoding="utf-8"))
+    config = layout.read_config()
     metrics = read_epoch_records(layout.path)
-    cur = config["curriculum"]
+    cur = config.curriculum
     lines = [
         f"# Run summary: {run_dir.name}",
         "",
-        f"- domain: `{config['domain']}`, mode: `{config['mode']}`, epochs completed: {len(metrics)} of {config['epochs']}",
-        f"- agent: `{config['agent']['model']['name_or_path']}`; environment: `{config['env']['model']['name_or_path']}`",
-        f"- curriculum: alpha {cur['alpha']}, beta {cur['beta']}, k_min {cur['k_min']}, lambda {cur['rwr_lambda']}, p_hat per {cur['p_hat_level']}",
+        f"- domain: `{config.domain}`, mode: `{config.mode}`, epochs completed: {len(metrics)} of {config.epochs}",
+        f"- agent: `{config.agent.model.name_or_path}`; environment: `{config.env.model.name_or_path}`",
+        f"- curriculum: alpha {cur.alpha}, beta {cur.beta}, k_min {cur.k_min}, lambda {cur.rwr_lambda}, p_hat per {cur.p_hat_level}",
         *_cold_start_lines(layout),
         "",
         markdown_row([title for _, title in COLUMNS]),
@@ -97,17 +102,17 @@ def summary_markdown(run_dir: str | Path) -> str:
         lines.append(markdown_row([_fmt(metric_value(m, key)) for key, _ in COLUMNS]))
     rejections: dict[str, int] = {}
     for m in metrics:
-        for code, count in m.get("rejections", {}).items():
+        for code, count in (m.rejections or {}).items():
             rejections[code] = rejections.get(code, 0) + count
     if rejections:
         lines += ["", "Rejected generations by reason: " + ", ".join(f"{k} {v}" for k, v in sorted(rejections.items()))]
-    copied = [str(m["epoch"]) for m in metrics if all_seed_copies(m.get("novelty"))]
+    copied = [str(m.epoch) for m in metrics if all_seed_copies(m.novelty)]
     if copied:
         lines += ["", f"Epochs whose valid tasks were all copies of seed tasks (exact or near): {', '.join(copied)}"]
     return "\n".join(lines) + "\n"
 
 
 def write_summary(run_dir: str | Path) -> Path:
-    out = Path(run_dir) / "report.md"
+    out = RunLayout(run_dir).report_path
     atomic_write_text(out, summary_markdown(run_dir))
     return out

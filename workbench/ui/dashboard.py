@@ -20,6 +20,7 @@ import ipywidgets as w
 from workbench.aggregation import describe_difficulty
 from workbench.modes import INTERACTIVE_MODES
 from workbench.novelty import describe
+from workbench.records import epoch_records
 from workbench.reports.figures import DPI, dashboard_figure, figure_png
 from workbench.ui.state import RunController, RunState
 
@@ -154,12 +155,12 @@ class TaskBrowser:
         rows = self.state.candidates
         valid = sum(r["valid"] for r in rows)
         self.summary.value = f"epoch {self.state.epoch}: {len(rows)} generated, {valid} valid, {len(rows) - valid} rejected"
-        record = next((m for m in reversed(self.state.metrics) if m.get("epoch") == self.state.epoch), None)
-        novelty = record.get("novelty") if record else None
+        record = next((m for m in reversed(epoch_records(self.state.metrics)) if m.epoch == self.state.epoch), None)
+        novelty = record.novelty if record else None
         if novelty:
             color = "#a00" if novelty.get("novel_share") == 0 else "#333"
             self.summary.value += f"<br><span class='wb-novelty' style='color:{color}'>{html.escape(describe(novelty))}</span>"
-        difficulty = describe_difficulty(record.get("difficulty") if record else None)
+        difficulty = describe_difficulty(record.difficulty if record else None)
         if difficulty:
             self.summary.value += f"<br><span class='wb-difficulty'>{html.escape(difficulty)}</span>"
         self.table.value = candidates_table(rows, self.filter.value)
@@ -281,9 +282,9 @@ class Dashboard:
         self.progress.value = min(s.epoch, self.progress.max)
         color = {"error": "#a00", "running": "#06c", "done": "#070", "paused": "#a60", "pausing": "#a60"}.get(s.status, "#333")
         where = f" &middot; run folder <code>{html.escape(s.run_dir)}</code>" if s.run_dir else ""
-        last = s.metrics[-1] if s.metrics else {}
-        faults = (f" &middot; <span style='color:#a00'>scorer errors {last['score_errors']} "
-                  f"(unscored tasks {last.get('valid_unscored', 0)})</span>") if last.get("score_errors") else ""
+        last = epoch_records(s.metrics[-1:])[-1] if s.metrics else None
+        faults = (f" &middot; <span style='color:#a00'>scorer errors {last.score_errors} "
+                  f"(unscored tasks {last.valid_unscored or 0})</span>") if last is not None and last.score_errors else ""
         self.status_html.value = (
             f"<span style='color:{color}'><b>{s.status}</b></span> &middot; epoch {s.epoch}/{s.epochs}"
             f" &middot; {html.escape(s.phase)}{where}{faults}"

@@ -24,6 +24,7 @@ from typing import Any, Callable
 import traitlets
 
 from workbench.modes import INTERACTIVE_MODES
+from workbench.run_layout import RunLayout
 
 STATUSES = ("idle", "starting", "running", "pausing", "paused", "done", "error")
 
@@ -244,7 +245,8 @@ class RunController:
         """What to do once all epochs are done (stepping then does nothing)."""
         total = self.run.config.epochs if self.run is not None else self.state.epochs
         run_dir = terminal_path(self.run.run_dir if self.run is not None else self.state.run_dir)
-        config = "RUN_DIR/config.yaml" if run_dir == "RUN_DIR" else shlex.quote(os.path.join(run_dir, "config.yaml"))
+        config_path = str(RunLayout(run_dir).config_path)
+        config = config_path if run_dir == "RUN_DIR" else shlex.quote(config_path)
         run_dir = shlex.quote(run_dir)
         return (f"the run is complete: all {total} epochs done, stepping does nothing more. Re-run the cell "
                 f"(or build a new Dashboard) for a new run, or continue this one from a terminal: "
