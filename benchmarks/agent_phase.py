@@ -86,7 +86,7 @@ def main() -> None:
     if args.longest_under:
         from real_model import BENCHMARKS  # the held-out table's records (BFCL: simple_python and multiple)
 
-        from workbench.registry import load_registry
+        from workbench.contract.registry import load_registry
 
         options = BENCHMARKS[args.domain]["options"]
         fitting = [t for t in load_registry().domain(args.domain).seed_tasks(options) if len(t.prompt) + len(t.system or "") <= args.longest_under]

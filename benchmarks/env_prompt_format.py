@@ -34,8 +34,8 @@ def main() -> None:
     from workbench.engine.env_prompt import few_shot_turns
     from workbench.engine.generation import TransformersGenerator
     from workbench.engine.models import load_model, load_tokenizer
-    from workbench.registry import load_registry
-    from workbench.tasks import AgentStats, Rejection
+    from workbench.contract.registry import load_registry
+    from workbench.contract.tasks import AgentStats, Rejection
 
     registry = load_registry()
     model = tokenizer = None

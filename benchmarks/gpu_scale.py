@@ -76,8 +76,8 @@ def synthetic_plugin(prompt_words: int = 24) -> Any:
     reward = a hash of (task, output) in [0, 1], success when it is >= 0.5."""
     import types
 
-    from workbench.hookspecs import hookimpl
-    from workbench.tasks import DomainInfo, Score, Task
+    from workbench.contract.hookspecs import hookimpl
+    from workbench.contract.tasks import DomainInfo, Score, Task
 
     filler = " ".join(WORDS[i % len(WORDS)] for i in range(prompt_words))
 
@@ -125,8 +125,8 @@ def build_shape(shape: str, out_dir: Path, vocab_size: int | None, dtype: torch.
 
     from workbench.demo import _corpus
     from workbench.engine.tiny import TinySpec, train_tokenizer
-    from workbench.registry import load_registry
-    from workbench.tasks import restore_plain_modes
+    from workbench.contract.registry import load_registry
+    from workbench.contract.tasks import restore_plain_modes
 
     if (out_dir / "config.json").exists():
         return out_dir
@@ -548,7 +548,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     from workbench.engine.loop import CoEvolution
     from workbench.engine.models import resolve_device
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
 
     if os.environ.get("GPU_SCALE_STACKS"):  # where a slow set-up spends its time: all stacks every N seconds
         import faulthandler

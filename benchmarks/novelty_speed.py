@@ -17,7 +17,7 @@ import time
 from typing import Callable
 
 from workbench.novelty import NoveltyTracker
-from workbench.tasks import Task
+from workbench.contract.tasks import Task
 
 
 def arithmetic(rng: random.Random) -> Task:

@@ -206,7 +206,7 @@ def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any
     from workbench.engine.loop import CoEvolution, RunError
     from workbench.engine.models import load_model, load_tokenizer
     from workbench.engine.threads import apply_threads
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
     from workbench.run_layout import RunLayout
 
     start = time.perf_counter()
@@ -278,7 +278,7 @@ def benchmark_split(args: argparse.Namespace, domain: Any) -> tuple[list[Any], l
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Every missing (row, seed) cell, each in a child process; then the result gathered."""
     from workbench.engine.models import cpu_description
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
 
     out = Path(args.out)
     domain = load_registry().domain(args.benchmark)
@@ -312,7 +312,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 def reevaluate(args: argparse.Namespace) -> None:
     """`--reeval N`: evaluate every measured cell's final agent again with N answers per held-out
     task (each cell in a child process), kept beside the one-answer evaluation as `eval_samples`."""
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
 
     out = Path(args.out)
     domain = load_registry().domain(args.benchmark)
@@ -342,7 +342,7 @@ def eval_cell(args: argparse.Namespace, row: str, seed: int, samples: int) -> No
     """One cell's final agent evaluated with `samples` answers a task, saved into its cell file."""
     from workbench.engine.models import load_tokenizer
     from workbench.engine.threads import apply_threads
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
 
     apply_threads(None)
     domain = load_registry().domain(args.benchmark)
@@ -392,7 +392,7 @@ def gather(out: Path, benchmark: str, identity: dict[str, Any], seeds: int) -> d
 
 
 def _save(path: Path, data: dict[str, Any]) -> None:
-    from workbench.tasks import atomic_write_text
+    from workbench.contract.tasks import atomic_write_text
 
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(data, indent=1))
@@ -591,7 +591,7 @@ def main() -> None:
         return
     if args.cell:
         row, seed = args.cell[0], int(args.cell[1])
-        from workbench.registry import load_registry
+        from workbench.contract.registry import load_registry
 
         domain = load_registry().domain(args.benchmark)
         train, heldout = benchmark_split(args, domain)

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from workbench.registry import load_registry
-from workbench.tasks import Task
+from workbench.contract.registry import load_registry
+from workbench.contract.tasks import Task
 
 
 def gold_apibank(task: Task) -> str:

@@ -109,8 +109,8 @@ def main() -> int:
     import torch
     from transformers.utils import logging as hf_logging
 
-    from workbench.hookspecs import AgentStats
-    from workbench.registry import load_registry
+    from workbench.contract.hookspecs import AgentStats
+    from workbench.contract.registry import load_registry
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()

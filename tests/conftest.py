@@ -44,7 +44,7 @@ def tiny_models(tiny_cache: Path) -> tuple[Path, Path]:
     enough to write the demo formats some of the time. Built once per session (~20 s)."""
     from workbench.demo import _corpus, warm_start
     from workbench.engine.tiny import TinySpec, cached_tiny_model
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
 
     domain = load_registry(allow=["workbench_demo"]).domain("arithmetic")
     base = cached_tiny_model(_corpus(domain), TinySpec())

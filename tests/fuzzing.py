@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from hypothesis import strategies as st
 
-from workbench.tasks import Rejection, Score, Task
+from workbench.contract.tasks import Rejection, Score, Task
 
 # Hand-made hostile texts: each one broke (or could break) a parser somewhere.
 HOSTILE_STRINGS: list[str] = [

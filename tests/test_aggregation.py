@@ -1,4 +1,4 @@
-"""Domain metrics declared once and aggregated by the core (`workbench.aggregation`): a plugin
+"""Domain metrics declared once and aggregated by the core (`workbench.contract.aggregation`): a plugin
 declares each metric's aggregation and per-sample value in its DomainInfo, and writes
 `workbench_aggregate` only for what a declaration cannot say."""
 
@@ -8,9 +8,9 @@ import pytest
 from engine_support import toy_plugin
 
 from workbench import DomainInfo, MetricInfo, Score, Task, hookimpl
-from workbench.aggregation import aggregate_declared, declared_metric, sample_values
-from workbench.conformance import check_plugin
-from workbench.registry import load_registry
+from workbench.contract.aggregation import aggregate_declared, declared_metric, sample_values
+from workbench.contract.conformance import check_plugin
+from workbench.contract.registry import load_registry
 
 TASKS = [Task(domain="toy", prompt=f"say {w}", spec={"answer": w}) for w in ("hi", "yo")]
 

@@ -78,7 +78,7 @@ def test_the_demo_sizes_an_episode_budget_from_the_first_observation(episode_run
     """`workbench demo --domain alfworld --option mode=episode` sizes the agent for whole games:
     the prompt with its first observation, and a turn as long as the longest reference action."""
     from workbench.demo import episode_lengths, episode_turns
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
 
     run, _cfg = episode_run
     domain = load_registry().domain("alfworld")
@@ -104,7 +104,7 @@ def test_two_processes_play_episodes_of_different_lengths_in_step(make_config, t
 
     from test_distributed import ACCELERATE, launch_env
 
-    from workbench.tasks import read_jsonl
+    from workbench.contract.tasks import read_jsonl
 
     cfg = make_config(domain="alfworld", mode="seeds", domain_options={"mode": "episode"}, epochs=1,
                       pool__base_per_epoch=6, agent__per_device_batch_size=8, agent__num_generations=4,
@@ -129,7 +129,7 @@ def test_the_demo_warm_starts_an_episode_turn_by_turn():
     """Each turn of a seed's expert plan becomes one (conversation so far -> action) pair, with
     the real game's observations as user turns, as the rollout shows them."""
     from workbench.demo import episode_turns
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
 
     domain = load_registry().domain("alfworld")
     task = next(t for t in domain.seed_tasks({"mode": "episode"}) if t.spec["task_type"] == "pick_and_place_simple")

@@ -33,7 +33,7 @@ from alfworld_env import alfworld_data_dir, needs_alfworld  # noqa: F401 (alfwor
 
 import workbench_alfworld as alf
 from workbench import AgentStats, Rejection, Task
-from workbench.tasks import write_jsonl
+from workbench.contract.tasks import write_jsonl
 from workbench_alfworld import gamegen, games, generation
 
 pytestmark = needs_alfworld
@@ -208,7 +208,7 @@ def test_validate_accepts_only_known_games(store, tmp_path):
 
 
 def test_a_generated_game_task_file_is_served(store, tmp_path):
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
     from workbench.serve import load_tasks
 
     task, _ = parse(variant_record())

@@ -24,7 +24,7 @@ from alfworld_env import alfworld_data_dir, needs_alfworld  # noqa: F401 (alfwor
 
 import workbench_alfworld as alf
 from workbench import Task
-from workbench.tasks import write_jsonl
+from workbench.contract.tasks import write_jsonl
 from workbench_alfworld import gamegen, games
 from workbench_alfworld.taskspec import make_episode_task
 
@@ -93,7 +93,7 @@ def rss_mb() -> float:
 
 def serve(tasks: list[Task], tmp_path: Path):
     """A server over `tasks`, read back from a JSON Lines task file as `--tasks FILE` reads it."""
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
     from workbench.serve import BackgroundServer, create_app, load_tasks
 
     domain = load_registry().domain("alfworld")
@@ -218,7 +218,7 @@ def test_a_game_from_a_file_is_refused_before_the_engine_loads_it(store, tmp_pat
     assert refused.value.rejection.code == code and not refused.value.retry, refused.value
     for word in words:
         assert word in str(refused.value), (word, str(refused.value))
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
 
     domain = load_registry().domain("alfworld")
     assert domain.make_interaction(task) is None and domain.take_faults() == {"make_interaction:plugin_error": 1}

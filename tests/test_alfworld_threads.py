@@ -64,7 +64,7 @@ def test_four_threads_reset_and_step_real_games_at_once():
 def test_four_served_sessions_play_at_once():
     from openenv.core import GenericEnvClient
 
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
     from workbench.serve import BackgroundServer, create_app, load_tasks
 
     alfworld = load_registry().domain("alfworld")

@@ -29,8 +29,8 @@ from workbench import hookimpl
 from workbench.config import ConfigError
 from workbench.engine import checkpoint as ckpt
 from workbench.engine.loop import CoEvolution
-from workbench.registry import load_registry
-from workbench.tasks import read_jsonl
+from workbench.contract.registry import load_registry
+from workbench.contract.tasks import read_jsonl
 
 _BASE: dict[str, Path] = {}
 

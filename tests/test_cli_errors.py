@@ -224,8 +224,8 @@ def test_a_bug_in_a_real_process_prints_its_traceback_and_exits_1():
 def test_every_project_error_is_a_workbench_error_and_the_help_states_the_policy():
     import workbench.cli as cli
     from workbench.config import ConfigError
-    from workbench.conformance import PluginContractError
-    from workbench.containment import PluginError
+    from workbench.contract.conformance import PluginContractError
+    from workbench.contract.containment import PluginError
     from workbench.demo import DemoError
     from workbench.engine.checkpoint import CheckpointError
     from workbench.engine.generation import GenerationError
@@ -235,7 +235,7 @@ def test_every_project_error_is_a_workbench_error_and_the_help_states_the_policy
     from workbench.errors import InternalError, WorkbenchError
     from workbench.evaluation import PredictionsError
     from workbench.export import ExportError
-    from workbench.plugin_support import OptionError
+    from workbench.contract.plugin_support import OptionError
     from workbench.serve import ServeError
     from workbench.tracking import TrackingError
 
@@ -288,7 +288,7 @@ def test_check_plugin_resolves_domains_first_and_parses_option_values(capsys):
     import workbench_alfworld
     import workbench_demo
     from workbench.cli import main
-    from workbench.conformance import _resolve
+    from workbench.contract.conformance import _resolve
 
     # `alfworld` is both a domain and a pip package (installed in the test environment): the domain wins.
     label, plugin, found = _resolve("alfworld")

@@ -21,7 +21,7 @@ from engine_support import start_script_run
 
 from workbench.config import ColdStartSettings, ConfigError, LoraSettings
 from workbench.engine.loop import CoEvolution, RunError
-from workbench.tasks import read_jsonl
+from workbench.contract.tasks import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ColdStartSettings(passes=2, learning_rate=3e-3, per_device_batch_size=8, gradient_accumulation_steps=1)
@@ -35,7 +35,7 @@ def base_config(tiny_cache):
 
     from workbench.demo import _corpus, demo_config
     from workbench.engine.tiny import TinySpec, cached_tiny_model
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
     from workbench.ui.state import apply_overrides
 
     domain = load_registry(allow=["workbench_demo"]).domain("arithmetic")

@@ -12,7 +12,7 @@ from engine_support import toy_plugin
 
 from workbench import DomainInfo, Rejection, ReportSection, Score, Task, hookimpl
 from workbench.cli import main
-from workbench.conformance import PluginContractError, assert_plugin_valid, check_plugin
+from workbench.contract.conformance import PluginContractError, assert_plugin_valid, check_plugin
 
 PLUGIN_PACKAGES = sorted(p.name for p in (Path(__file__).resolve().parents[1] / "plugins").glob("workbench_*") if (p / "__init__.py").exists())
 
@@ -38,7 +38,7 @@ def test_a_correct_plugin_passes_and_round_trips():
 
 
 def test_domain_name_and_domain_object_resolve_to_the_plugin():
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
 
     assert check_plugin("arithmetic").ok
     assert check_plugin(load_registry().domain("arithmetic")).ok
@@ -248,10 +248,10 @@ def _score_with(**fields):
     ],
 )
 def test_the_checker_and_the_runtime_share_one_rule_for_a_valid_score(fields, words):
-    """workbench.validity: `check-plugin` reports exactly what the running engine would count as
+    """workbench.contract.validity: `check-plugin` reports exactly what the running engine would count as
     a bad_score fault (before, the checker let a NaN metric, a string `correct` and an int
     `error` through and refused an int reward the runtime accepts)."""
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
 
     plugin = toy_plugin(workbench_score=_score_with(**fields))
     errors = failed(check_plugin(plugin))
@@ -287,7 +287,7 @@ def _env_prompt_with_surrogate(examples, stats):
 def test_the_checker_and_the_runtime_share_the_prompt_rules(overrides, check, call, fault):
     """A role that is not text passed the checker (it looked only at `content`), and a prompt
     with a lone surrogate passed it too; the runtime counts both as faults. One rule now."""
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
 
     plugin = toy_plugin(**overrides)
     assert check in failed(check_plugin(plugin))
@@ -352,7 +352,7 @@ def test_the_doc_names_the_six_required_hooks():
     """The hooks table of docs/writing-a-plugin.md lists exactly the contract's required hooks."""
     import re
 
-    from workbench.hookspecs import REQUIRED_DOMAIN_HOOKS
+    from workbench.contract.hookspecs import REQUIRED_DOMAIN_HOOKS
 
     rows = [line for line in _doc_block("required-hooks").splitlines() if line.startswith("| `workbench_")]
     named = [re.match(r"\| `(workbench_\w+)\(", row).group(1) for row in rows]
@@ -365,7 +365,7 @@ def test_the_docs_minimal_plugin_passes_the_checker(tmp_path, monkeypatch, capsy
     --strict` with only the six required hooks, so the doc cannot rot."""
     import re
 
-    from workbench.hookspecs import REQUIRED_DOMAIN_HOOKS
+    from workbench.contract.hookspecs import REQUIRED_DOMAIN_HOOKS
 
     code = re.search(r"```python\n(.*?)```", _doc_block("minimal-plugin"), re.S).group(1)
     name = "reverse_word_plugin"

@@ -14,10 +14,10 @@ import pytest
 from alfworld_env import alfworld_data_dir  # noqa: F401 (an autouse fixture: importing alfworld creates its data folder)
 
 from workbench import Score, Task
-from workbench.aggregation import aggregate_declared
-from workbench.conformance import check_plugin
-from workbench.domain import Domain
-from workbench.registry import load_registry
+from workbench.contract.aggregation import aggregate_declared
+from workbench.contract.conformance import check_plugin
+from workbench.contract.domain import Domain
+from workbench.contract.registry import load_registry
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.registry import load_registry
+from workbench.contract.registry import load_registry
 from workbench.reports.figures import P_HAT_CURVE_TITLE, band_label, p_hat_curve_figure
 from workbench.reports.report import render_report
 

@@ -138,7 +138,7 @@ def test_seed_count_option_errors_name_the_option():
 
 
 def test_check_plugin_strict_passes():
-    from workbench.conformance import check_plugin
+    from workbench.contract.conformance import check_plugin
 
     report = check_plugin("arithmetic")
     assert report.ok and not report.warnings, [str(r) for r in report.warnings]

@@ -12,7 +12,7 @@ from engine_support import ScriptedGenerator, demo_variant
 
 from workbench import Score
 from workbench.engine.loop import CoEvolution
-from workbench.registry import load_registry
+from workbench.contract.registry import load_registry
 
 
 def test_warm_start_prints_a_progress_line_with_an_estimate_not_trainer_dicts(tiny_cache, tmp_path, capsys):

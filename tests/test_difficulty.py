@@ -1,5 +1,5 @@
 """Difficulty is visible: a plugin rates a task's difficulty once (`workbench_task_difficulty`),
-the core aggregates it (`workbench.aggregation.by_rung`) into the held-out evaluation's aggregate
+the core aggregates it (`workbench.contract.aggregation.by_rung`) into the held-out evaluation's aggregate
 (`n_rung<k>`, `<headline>_rung<k>`) and the epoch record's `difficulty` field.
 
 The grouping against hand counts; a hook that raises or answers a bad value is a counted fault
@@ -17,12 +17,12 @@ from engine_support import ScriptedGenerator, demo_variant, toy_plugin
 
 import workbench_demo as demo
 from workbench import MAX_DIFFICULTY, Score, Task, hookimpl
-from workbench.aggregation import by_rung, describe_difficulty, difficulty_summary
-from workbench.conformance import check_plugin
+from workbench.contract.aggregation import by_rung, describe_difficulty, difficulty_summary
+from workbench.contract.conformance import check_plugin
 from workbench.engine.loop import CoEvolution
 from workbench.evaluation import evaluate_tasks
 from workbench.records import read_epoch_records
-from workbench.registry import load_registry
+from workbench.contract.registry import load_registry
 from workbench.reports.report import difficulty_table
 from workbench.reports.sources import load_run
 

@@ -15,8 +15,8 @@ from engine_support import ScriptedGenerator
 from workbench import DomainInfo, Interaction, Rejection, Score, Task, hookimpl
 from workbench.engine.invariants import check_run_folder
 from workbench.engine.loop import CoEvolution
-from workbench.registry import load_registry
-from workbench.tasks import read_jsonl
+from workbench.contract.registry import load_registry
+from workbench.contract.tasks import read_jsonl
 
 MAX_STEPS = 3
 calls: dict[str, int] = {}

@@ -13,7 +13,7 @@ import pytest
 
 from workbench.config import ConfigError
 from workbench.export import ExportError, export_run, parse_epochs, task_from_row
-from workbench.tasks import read_jsonl, write_jsonl
+from workbench.contract.tasks import read_jsonl, write_jsonl
 
 PROVENANCE = {"epoch", "p_hat", "r_env", "in_band", "rwr_weight", "env_model", "env_checkpoint", "env_checkpoint_note", "agent_model",
               "plugin", "plugin_version", "source"}
@@ -38,7 +38,7 @@ def run_dir(tiny_models, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def domain():
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
 
     return load_registry().domain("arithmetic")
 

@@ -3,7 +3,7 @@
 For each hook the engine calls outside the per-attempt scorer (environment_prompt,
 agent_prompt, run_start, epoch_end) and each way a plugin goes wrong (raises, hangs past
 `plugin_timeout_s`, returns the wrong type), the run completes its epochs and the epoch
-records count the fault under "<hook>:<code>", with the consequence `workbench.registry`'
+records count the fault under "<hook>:<code>", with the consequence `workbench.contract.registry`'
 docstring states for that hook. (Scorer faults: tests/test_loop_invariants.py; the wrapper
 alone, hook by hook: tests/test_robustness_plugins.py.)
 """
@@ -16,11 +16,11 @@ import pytest
 from engine_support import ScriptedGenerator, demo_variant
 
 from workbench import hookimpl
-from workbench.domain import default_environment_prompt
+from workbench.contract.domain import default_environment_prompt
 from workbench.engine.invariants import check_run_folder
 from workbench.engine.loop import CoEvolution
-from workbench.registry import load_registry
-from workbench.tasks import read_jsonl
+from workbench.contract.registry import load_registry
+from workbench.contract.tasks import read_jsonl
 
 TIMEOUT = 0.5
 RELEASE = threading.Event()  # hung plugin calls wait on this; set when the module is done

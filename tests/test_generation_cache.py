@@ -66,7 +66,7 @@ def test_an_unknown_cache_implementation_is_refused(tiny_models):
 def _agent(tiny_models, tmp_path, **settings):
     from workbench.config import AgentSettings
     from workbench.engine.agent import GRPOAgent
-    from workbench.tasks import Score
+    from workbench.contract.tasks import Score
 
     model_settings = ModelSettings(name_or_path=str(tiny_models[0]), device="cpu", gradient_checkpointing=True)
     agent_settings = AgentSettings(model=model_settings, num_generations=2, per_device_batch_size=2, max_completion_length=6, **settings)
@@ -78,7 +78,7 @@ def _agent(tiny_models, tmp_path, **settings):
 def test_agent_rollouts_use_the_kv_cache_under_gradient_checkpointing(tiny_models, tmp_path):
     """TRL turns checkpointing off around generate; on a lent H100 the rollouts' stacks showed
     the layers' plain forward. Here: every decode step after the prompt feeds one token."""
-    from workbench.tasks import Task
+    from workbench.contract.tasks import Task
 
     agent = _agent(tiny_models, tmp_path, cache_implementation="static")
     assert agent.trainer.generation_config.cache_implementation == "static"

@@ -55,7 +55,7 @@ import sys
 
 import pytest
 
-from workbench.tasks import read_jsonl
+from workbench.contract.tasks import read_jsonl
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +181,7 @@ def test_compute_score_loads_neither_torch_transformers_nor_trl(parquet):
 
 
 def test_clear_errors(parquet):
-    from workbench.containment import PluginError
+    from workbench.contract.containment import PluginError
     from workbench.integrations.verl import IntegrationError, compute_score
 
     row = _verl_rows(parquet)[0]

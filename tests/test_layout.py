@@ -16,7 +16,7 @@ from workbench.config import ConfigError
 from workbench.eval_layout import EvalFolderError, EvalLayout
 from workbench.records import EnvRecord, EpochFileRow, EpochRecord, field_names, read_env_records, read_epoch_records, read_epoch_rows
 from workbench.run_layout import CheckpointLayout, RunLayout, read_config
-from workbench.tasks import Score, Task
+from workbench.contract.tasks import Score, Task
 
 ROOT = Path(__file__).resolve().parents[1]
 OWNERS = {"workbench/run_layout.py", "workbench/eval_layout.py"}
@@ -263,7 +263,7 @@ def test_a_damaged_evaluation_folder_is_refused_naming_the_file(tmp_path, damage
 
 def test_evaluation_writes_its_folder_through_the_layout(tmp_path):
     from workbench.evaluation import evaluate_tasks
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
     from workbench.reports.sources import load_eval
 
     domain = load_registry().domain("arithmetic")

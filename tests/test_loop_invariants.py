@@ -10,10 +10,11 @@ import torch
 from engine_support import ScriptedGenerator, demo_variant
 
 from workbench import Task
-from workbench.engine.invariants import InvariantError, check_epoch, check_run_folder, content_id
+from workbench.contract.registry import load_registry
+from workbench.contract.tasks import read_jsonl
+from workbench.engine.candidates import content_id
+from workbench.engine.invariants import InvariantError, check_epoch, check_run_folder
 from workbench.engine.loop import CoEvolution, RunError
-from workbench.registry import load_registry
-from workbench.tasks import read_jsonl
 
 
 def test_invariant_checker_names_the_task():

@@ -173,8 +173,8 @@ def test_the_plugin_notebook_02_writes_accepts_the_demo_environments_format(tmp_
     monkeypatch.syspath_prepend(str(tmp_path))
     import nb02_plugin_format_test as module
 
-    from workbench.registry import load_registry
-    from workbench.tasks import Task
+    from workbench.contract.registry import load_registry
+    from workbench.contract.tasks import Task
 
     arithmetic = load_registry(allow=["arithmetic"]).domain("arithmetic")
     seeds = arithmetic.seed_tasks({})

@@ -21,8 +21,8 @@ from fuzzing import cpu_seconds  # work done, not wall-clock: the default tier p
 
 import workbench_alfworld as alf
 from workbench import AgentStats, Rejection, Score, Task
-from workbench.domain import Domain
-from workbench.registry import load_registry
+from workbench.contract.domain import Domain
+from workbench.contract.registry import load_registry
 from workbench_alfworld import actions, games, taskspec
 
 FIXTURES = Path(__file__).parent / "fixtures" / "alfworld"

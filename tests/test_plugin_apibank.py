@@ -12,8 +12,8 @@ from fuzzing import cpu_seconds  # work done, not wall-clock: the default tier p
 
 import workbench_apibank
 from workbench import AgentStats, Rejection, ReportSection, Score, Task
-from workbench.domain import Domain
-from workbench.registry import load_registry
+from workbench.contract.domain import Domain
+from workbench.contract.registry import load_registry
 from workbench_apibank import scoring
 from workbench_apibank.calls import MAX_CHARS, extract_calls
 

@@ -18,9 +18,9 @@ from fuzzing import cpu_seconds  # work done, not wall-clock: the default tier p
 
 import workbench_bamboogle as bb
 from workbench import AgentStats, Rejection, Score, Task
-from workbench.containment import PluginError
-from workbench.domain import Domain
-from workbench.registry import load_registry
+from workbench.contract.containment import PluginError
+from workbench.contract.domain import Domain
+from workbench.contract.registry import load_registry
 from workbench_bamboogle import metrics
 
 FIXTURES = Path(__file__).parent / "fixtures" / "bamboogle"

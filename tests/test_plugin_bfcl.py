@@ -14,8 +14,8 @@ from fuzzing import cpu_seconds  # work done, not wall-clock: the default tier p
 
 import workbench_bfcl
 from workbench import AgentStats, Rejection, ReportSection, Score, Task
-from workbench.domain import Domain
-from workbench.registry import load_registry
+from workbench.contract.domain import Domain
+from workbench.contract.registry import load_registry
 from workbench_bfcl.data import AST_CATEGORIES, load_path
 from workbench_bfcl.render import perturbations, render_gold
 

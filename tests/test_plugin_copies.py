@@ -3,7 +3,7 @@
 A scorer that changed `task.spec` once rewrote tasks in `pools/d_train.jsonl`, the epoch files
 and the checkpoint history, with no fault counted. Now every contained hook is given private
 copies of the tasks it sees, and a hook that changes one is a counted `plugin_mutation` fault
-with that hook's safe answer (`workbench.registry`). Hook by hook through the wrapper, then in a
+with that hook's safe answer (`workbench.contract.registry`). Hook by hook through the wrapper, then in a
 real run on the tiny models.
 """
 
@@ -16,11 +16,12 @@ import pytest
 from engine_support import ScriptedGenerator, demo_variant, toy_plugin
 
 from workbench import AgentStats, Rejection, ReportSection, Score, Task, hookimpl
-from workbench.containment import is_plugin_fault
-from workbench.engine.invariants import check_run_folder, content_id
+from workbench.contract.containment import is_plugin_fault
+from workbench.contract.registry import load_registry
+from workbench.contract.tasks import read_jsonl
+from workbench.engine.candidates import content_id
+from workbench.engine.invariants import check_run_folder
 from workbench.engine.loop import CoEvolution
-from workbench.registry import load_registry
-from workbench.tasks import read_jsonl
 
 TIMEOUT = 0.2
 

@@ -38,5 +38,5 @@ def test_plugins_import_only_the_public_contract():
 def test_the_contract_names_resolve_and_the_check_sees_a_violation(tmp_path):
     assert all(hasattr(workbench, name) for name in workbench.__all__)
     bad = tmp_path / "bad.py"
-    bad.write_text("from workbench.engine.loop import CoEvolution\nimport workbench.registry\nfrom workbench import Task\n")
-    assert [(m, n) for _, m, n in workbench_imports(bad)] == [("workbench.engine.loop", "CoEvolution"), ("workbench.registry", ""), ("workbench", "Task")]
+    bad.write_text("from workbench.engine.loop import CoEvolution\nimport workbench.contract.registry\nfrom workbench import Task\n")
+    assert [(m, n) for _, m, n in workbench_imports(bad)] == [("workbench.engine.loop", "CoEvolution"), ("workbench.contract.registry", ""), ("workbench", "Task")]

@@ -1,4 +1,4 @@
-"""workbench.plugin_support (the plumbing every domain plugin shares) and Score's JSON record:
+"""workbench.contract.plugin_support (the plumbing every domain plugin shares) and Score's JSON record:
 options typed or given as command-line strings, grouped means, example failures."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from workbench.conformance import check_plugin
-from workbench.plugin_support import (
+from workbench.contract.conformance import check_plugin
+from workbench.contract.plugin_support import (
     OptionError,
     count_tasks,
     example_failures,
@@ -23,8 +23,8 @@ from workbench.plugin_support import (
     path_option,
     rate,
 )
-from workbench.registry import load_registry
-from workbench.tasks import DomainInfo, MetricInfo, Score, Task
+from workbench.contract.registry import load_registry
+from workbench.contract.tasks import DomainInfo, MetricInfo, Score, Task
 
 
 def test_int_options_accept_numbers_and_command_line_strings():

@@ -20,8 +20,8 @@ from benchmark_data import benchmark_folder
 
 import workbench_travelplanner as tp
 from workbench import AgentStats, Rejection, ReportSection, Score, Task
-from workbench.domain import Domain
-from workbench.registry import load_registry
+from workbench.contract.domain import Domain
+from workbench.contract.registry import load_registry
 from workbench_travelplanner import loaders, report
 from workbench_travelplanner.parsing import PlanParseError, parse_plan
 

@@ -74,7 +74,7 @@ def test_the_cold_start_lifts_strict_held_out_arithmetic_above_zero(tmp_path):
     from workbench.demo import real_model_config
     from workbench.engine import cold_start
     from workbench.engine.models import load_model, load_tokenizer
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
     from workbench.run_layout import RunLayout
 
     domain = load_registry().domain("arithmetic")
@@ -108,7 +108,7 @@ def test_seeds_the_plugin_cannot_render_are_sized_around_not_refused():
     follows (render_task gives None): the config sizes its lengths from the others (the engine
     and the cold start leave those out of the environment's examples) instead of refusing."""
     from workbench.demo import real_model_config
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
 
     domain = load_registry().domain("bfcl")
     seeds = domain.seed_tasks({"categories": ["simple_python"]})

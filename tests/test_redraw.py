@@ -24,7 +24,7 @@ from workbench.config import ConfigError, CurriculumSettings
 from workbench.engine.invariants import check_run_folder
 from workbench.novelty import NoveltyTracker, novelty_report
 from workbench.records import EpochFileRow, EpochRecord, env_records, read_env_records, read_epoch_records, read_epoch_rows
-from workbench.tasks import Task
+from workbench.contract.tasks import Task
 
 # Epoch 1: slot 1 copies a seed exactly, slot 2 repeats slot 0, slot 7 is a near copy of a seed.
 FIRST = ["Task: 987 * 654 - 321", "Task: 3 + 3", "Task: 987 * 654 - 321", "Task: 4321 - 1234 * 2",

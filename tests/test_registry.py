@@ -9,8 +9,8 @@ import pytest
 from engine_support import toy_plugin
 
 from workbench import Rejection, Score, Task, hookimpl
-from workbench.containment import PluginError
-from workbench.registry import BUILTIN_PLUGINS, load_registry
+from workbench.contract.containment import PluginError
+from workbench.contract.registry import BUILTIN_PLUGINS, load_registry
 
 
 def as_module(name: str, hooks: dict) -> types.ModuleType:

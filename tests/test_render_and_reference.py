@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from workbench.registry import load_registry
-from workbench.tasks import Rejection
+from workbench.contract.registry import load_registry
+from workbench.contract.tasks import Rejection
 
 DOMAINS = ["arithmetic", "alfworld", "api_bank", "bamboogle", "bfcl", "travelplanner"]
 

@@ -12,7 +12,7 @@ from conftest import SMALL_OVERRIDES  # shared fast-run settings
 
 from workbench.cli import main
 from workbench.evaluation import evaluate_tasks
-from workbench.registry import load_registry
+from workbench.contract.registry import load_registry
 from workbench.reports.report import render_report, write_report
 from workbench.reports.sources import load_eval
 from workbench.ui.state import apply_overrides
@@ -193,7 +193,7 @@ def test_eval_folder_without_tasks_falls_back_to_its_aggregate(tmp_path, registr
 
 
 def _info(name, **fields):
-    from workbench.tasks import DomainInfo, MetricInfo
+    from workbench.contract.tasks import DomainInfo, MetricInfo
 
     metrics = [MetricInfo(m) for m in fields.pop("metric_names", [])]
     return DomainInfo(name=name, version="1", description="", task_schema={}, metrics=metrics, **fields)
@@ -203,7 +203,7 @@ def _ev(benchmark, **aggregate):
     from pathlib import Path
 
     from workbench.reports.sources import EvalSource
-    from workbench.tasks import ReportSection
+    from workbench.contract.tasks import ReportSection
 
     return EvalSource(benchmark, Path("/nowhere") / benchmark, {"benchmark": benchmark, **aggregate},
                       ReportSection(title=benchmark), "m")

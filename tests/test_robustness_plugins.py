@@ -19,9 +19,9 @@ from fuzzing import HOSTILE_STRINGS
 from test_registry import load_only
 
 from workbench import Rejection, Score, Task, hookimpl
-from workbench.containment import MAX_STUCK_CALLS, PLUGIN_FAULT, PluginError, is_plugin_fault
-from workbench.registry import load_registry
-from workbench.tasks import AgentStats, Interaction
+from workbench.contract.containment import MAX_STUCK_CALLS, PLUGIN_FAULT, PluginError, is_plugin_fault
+from workbench.contract.registry import load_registry
+from workbench.contract.tasks import AgentStats, Interaction
 from workbench.textsafety import clean_text, find_bad_text
 
 TIMEOUT = 0.3
@@ -274,7 +274,7 @@ def test_hostile_strings_through_a_pass_through_plugin_never_escape():
 
 def test_load_time_faults_of_discovered_plugins_do_not_block_the_others(monkeypatch):
     """A built-in whose import fails is broken; the others load; asking for it names the error."""
-    import workbench.registry as plugins
+    import workbench.contract.registry as plugins
 
     real = plugins._import_module
 

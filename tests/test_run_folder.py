@@ -10,7 +10,7 @@ import pytest
 
 from workbench.engine import checkpoint as ckpt
 from workbench.engine.loop import CoEvolution
-from workbench.tasks import read_jsonl
+from workbench.contract.tasks import read_jsonl
 
 
 class Killed(BaseException):
@@ -105,7 +105,7 @@ def test_epoch_files_pools_and_a_checkpoint_round_trip(tmp_path):
 
     from workbench.engine.agent import Attempt
     from workbench.engine.run_folder import RunFolder, RunState
-    from workbench.tasks import AgentStats, Rejection, Score, Task
+    from workbench.contract.tasks import AgentStats, Rejection, Score, Task
 
     folder = RunFolder(tmp_path / "run")
     folder.create()
@@ -148,7 +148,7 @@ def test_workbench_eval_records_the_model_and_evaluate_tasks_writes_the_same_fol
 
     from workbench.cli import main
     from workbench.evaluation import evaluate_tasks
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
     from workbench.reports.sources import load_eval
 
     registry = load_registry(allow=["workbench_demo"])

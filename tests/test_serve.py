@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from workbench.tasks import Task, write_jsonl
+from workbench.contract.tasks import Task, write_jsonl
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("openenv") is None, reason="openenv is not installed: pip install 'genenv-workbench[openenv]'"
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def registry():
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
 
     return load_registry()
 

@@ -28,7 +28,7 @@ LIMIT = 64 * 1024  # a small max_request_bytes keeps the oversized bodies small
 
 @pytest.fixture(scope="module")
 def served():
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
     from workbench.serve import BackgroundServer, create_app
 
     tasks = load_registry().domain("arithmetic").seed_tasks({})[:5]
@@ -328,7 +328,7 @@ def test_bad_serve_command_line_is_one_line(argv, words, busy_port, tmp_path):
 
 
 def test_library_entry_points_check_their_options_too(served):
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
     from workbench.serve import BackgroundServer, ServeError, create_app, serve
 
     arithmetic = load_registry().domain("arithmetic")

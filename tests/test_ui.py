@@ -20,7 +20,7 @@ from workbench.ui import Dashboard, candidates_table  # noqa: E402
 
 def test_only_the_dashboard_imports_ipywidgets():
     code = (
-        "import sys; import workbench.ui, workbench.ui.state, workbench.engine.loop, workbench.conformance, "
+        "import sys; import workbench.ui, workbench.ui.state, workbench.engine.loop, workbench.contract.conformance, "
         "workbench.reports.report, workbench.cli; assert 'ipywidgets' not in sys.modules, 'ipywidgets imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -13,7 +13,7 @@ from workbench.config import AgentSettings, ModelSettings
 from workbench.engine.agent import GRPOAgent
 from workbench.engine.models import load_model, load_tokenizer
 from workbench.engine.zero_advantage import has_exact_zero_gradient
-from workbench.tasks import Score, Task
+from workbench.contract.tasks import Score, Task
 
 TASKS = [Task(domain="d", prompt=f"Say a word about {w}.", spec={}, id=f"t{k}") for k, w in enumerate(["cats", "rain"])]
 

@@ -4,7 +4,7 @@ This module is the whole public contract for plugin authors, and their one impor
 (`from workbench import ...`; `tests/test_plugin_imports.py` checks that the bundled plugins
 import nothing else of the workbench):
 
-* `hookimpl`, to mark hook implementations (the hooks are specified in `workbench.hookspecs`);
+* `hookimpl`, to mark hook implementations (the hooks are specified in `workbench.contract.hookspecs`);
 * the value types `Task`, `Score`, `Rejection`, `AgentStats`, `DomainInfo`, `MetricInfo`,
   `ReportSection` and `Interaction`, and `MAX_DIFFICULTY` (the highest rung
   `workbench_task_difficulty` may answer);
@@ -12,13 +12,17 @@ import nothing else of the workbench):
   `json_values`, `balanced_json_end`, `max_bracket_depth`, `find_bad_text`;
 * reading domain options and aggregating scores: `OptionError`, `int_option`, `limit_option`,
   `path_option`, `list_option`, `mean`, `mean_stderr`, `rate`, `grouped_means`,
-  `count_tasks`, `first_failures`, `example_failures`.
+  `count_tasks`, `first_failures`, `example_failures`, and `aggregate_declared` (the core's
+  aggregation of a plugin's declared `MetricInfo`s, for an aggregate hook that adds to it).
+
+These names live in the `workbench.contract` package, which groups the contract's modules.
 
 Everything else is engine internals.
 """
 
-from workbench.hookspecs import hookimpl
-from workbench.plugin_support import (
+from workbench.contract.aggregation import aggregate_declared
+from workbench.contract.hookspecs import hookimpl
+from workbench.contract.plugin_support import (
     OptionError,
     count_tasks,
     example_failures,
@@ -32,7 +36,7 @@ from workbench.plugin_support import (
     path_option,
     rate,
 )
-from workbench.tasks import MAX_DIFFICULTY, AgentStats, DomainInfo, Interaction, MetricInfo, Rejection, ReportSection, Score, Task
+from workbench.contract.tasks import MAX_DIFFICULTY, AgentStats, DomainInfo, Interaction, MetricInfo, Rejection, ReportSection, Score, Task
 from workbench.textparse import TOO_DEEP, ReplyJSONError, balanced_json_end, json_values, max_bracket_depth, reply_json
 from workbench.textsafety import find_bad_text
 
@@ -68,5 +72,6 @@ __all__ = [
     "count_tasks",
     "first_failures",
     "example_failures",
+    "aggregate_declared",
     "__version__",
 ]

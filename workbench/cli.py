@@ -120,7 +120,7 @@ def _run_tracked(run: Any, epochs: int) -> None:
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
 
     registry = load_registry()
     rows = [
@@ -247,8 +247,8 @@ def _relaunch_with_accelerate(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
+    from workbench.contract.registry import load_registry
     from workbench.evaluation import read_predictions, score_predictions, write_scores
-    from workbench.registry import load_registry
 
     domain = load_registry().domain(args.benchmark)
     predictions = read_predictions(domain, args.predictions)
@@ -276,8 +276,8 @@ def _warn_faults(domain: Any) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from workbench.contract.registry import load_registry
     from workbench.evaluation import evaluate_model, model_generate
-    from workbench.registry import load_registry
 
     domain = load_registry().domain(args.benchmark)
     if not Path(args.data).exists():  # before minutes of model loading
@@ -304,7 +304,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def _jsonl_dicts(path: Path, need: str | None = None) -> int:
     """Every record of a JSON Lines file is an object (with field `need`); UsageError naming the
     line. Returns the number of records."""
-    from workbench.tasks import read_jsonl
+    from workbench.contract.tasks import read_jsonl
 
     count = 0
     try:
@@ -362,8 +362,8 @@ def _report_paths(sources: list[str], out: str) -> tuple[Path, Path]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from workbench.contract.tasks import atomic_write_text
     from workbench.reports.report import render_report
-    from workbench.tasks import atomic_write_text
 
     _check_report_sources(args.sources)
     html_path, md_path = _report_paths(args.sources, args.out or f"runs/report-{time.strftime('%Y%m%d-%H%M%S')}.html")
@@ -405,8 +405,8 @@ def check_domain_options(command: str, domain_name: str, options: dict[str, Any]
     """Refuse a domain option that the domain would silently ignore: `--option mode=episode`
     (or `step`) on a domain that has no episodes, and a run mode (`mode=random`) given as a
     domain option. A domain name that is not loaded is left to the command to report."""
+    from workbench.contract.registry import load_registry
     from workbench.modes import MODES
-    from workbench.registry import load_registry
 
     value = options.get("mode")
     if not isinstance(value, str) or not domain_name:
@@ -436,7 +436,7 @@ def _check_option_args(args: argparse.Namespace) -> None:
 
 
 def cmd_check_plugin(args: argparse.Namespace) -> int:
-    from workbench.conformance import check_plugin
+    from workbench.contract.conformance import check_plugin
 
     options = _option_values(args.option)
     # A plugin module in the current folder (a plugin being written) must be importable, as
@@ -471,7 +471,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
     from workbench.serve import check_server_options, load_tasks, serve
 
     check_server_options(args.port, args.max_sessions)  # before the seconds of loading plugins and openenv

@@ -24,7 +24,6 @@ import yaml
 
 from workbench import modes
 from workbench.errors import WorkbenchError
-from workbench.run_layout import RunLayout
 
 
 class ConfigError(WorkbenchError, ValueError):
@@ -565,10 +564,8 @@ def read_yaml_mapping(path: str | Path, what: str = "config file") -> dict[str, 
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{what} {str(path)!r} does not exist; check the path (`workbench config-help` lists every field a config may set)")
-    if path.is_dir():
-        in_folder = RunLayout(path).config_path
-        hint = f"; did you mean {str(in_folder)!r}?" if in_folder.exists() else "; give the YAML file itself"
-        raise ConfigError(f"{what} {str(path)!r} is a folder, not a YAML file{hint}")
+    if path.is_dir():  # `workbench.run_layout.read_config` names the run folder's config file instead
+        raise ConfigError(f"{what} {str(path)!r} is a folder, not a YAML file; give the YAML file itself")
     if path.stat().st_size > MAX_CONFIG_BYTES:
         raise ConfigError(f"{what} {str(path)!r} is {path.stat().st_size} bytes; a config is at most {MAX_CONFIG_BYTES} bytes")
     try:
@@ -605,11 +602,14 @@ def read_yaml_mapping(path: str | Path, what: str = "config file") -> dict[str, 
 
 
 def load_config(path: str | Path) -> RunConfig:
-    """Load a YAML run config: `workbench.run_layout.read_config`, the one parser (every error a
-    ConfigError naming the file, the field and the fix)."""
-    from workbench.run_layout import read_config
-
-    return read_config(path)
+    """Load a YAML run config, the one parser (every error a ConfigError naming the file, the
+    field and the fix). `workbench.run_layout.read_config` is this, and given a run folder it
+    names the folder's config file."""
+    data = read_yaml_mapping(path)
+    try:
+        return from_dict(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 def help_text(cls: type = RunConfig, prefix: str = "") -> str:

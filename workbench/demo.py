@@ -62,6 +62,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
+from workbench.cache import cache_root
 from workbench.config import (
     AgentSettings,
     ColdStartSettings,
@@ -72,13 +73,13 @@ from workbench.config import (
     PoolSettings,
     RunConfig,
 )
-from workbench.domain import Domain
+from workbench.contract.domain import Domain
+from workbench.contract.registry import load_registry
+from workbench.contract.tasks import AgentStats, Task, restore_plain_modes
 from workbench.engine.episodes import Turns, episode_turns
-from workbench.engine.tiny import TinySpec, cache_root, cached_tiny_model
+from workbench.engine.tiny import TinySpec, cached_tiny_model
 from workbench.errors import WorkbenchError
-from workbench.registry import load_registry
 from workbench.run_layout import RunLayout
-from workbench.tasks import AgentStats, Task, restore_plain_modes
 
 log = logging.getLogger(__name__)
 
@@ -387,7 +388,7 @@ def _choose_seeds(domain: Domain, options: dict[str, Any], count: int) -> list[T
     if not domain.implements("workbench_render_task") or not domain.implements("workbench_reference_output"):
         raise DemoError(
             f"plugin {domain.name!r} does not implement workbench_render_task and workbench_reference_output; "
-            "the demo warm start needs both (see workbench/hookspecs.py)"
+            "the demo warm start needs both (see workbench/contract/hookspecs.py)"
         )
     sized = []
     for task in domain.seed_tasks(options):
@@ -504,7 +505,7 @@ def prepare_domain_demo(
 
 def _valid_share(domain: Domain, seeds: list[Task], generator: Any, seed: int) -> float:
     """Share of sampled environment generations (one per seed, the seed shown) that are valid."""
-    from workbench.tasks import Rejection
+    from workbench.contract.tasks import Rejection
 
     rng = random.Random(seed)
     prompts = [domain.environment_prompt([t], _random_stats(rng)) for t in seeds]

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from workbench.contract.tasks import Score, Task, atomic_write_text, read_jsonl, write_jsonl
 from workbench.errors import WorkbenchError
-from workbench.tasks import Score, Task, atomic_write_text, read_jsonl, write_jsonl
 
 
 class EvalFolderError(WorkbenchError, ValueError):

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from workbench.domain import Domain
+from workbench.contract.domain import Domain
+from workbench.contract.tasks import Score, Task, read_jsonl, write_jsonl
 from workbench.errors import WorkbenchError
 from workbench.eval_layout import EvalLayout, score_row
-from workbench.tasks import Score, Task, read_jsonl, write_jsonl
 
 
 class PredictionsError(WorkbenchError, ValueError):

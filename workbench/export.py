@@ -49,11 +49,11 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from workbench.config import RunConfig
+from workbench.contract.tasks import Task, read_jsonl, write_jsonl
 from workbench.errors import WorkbenchError
 from workbench.modes import MODES
 from workbench.records import EnvRecord, read_env_records, read_epoch_records, read_epoch_rows
 from workbench.run_layout import RunLayout
-from workbench.tasks import Task, read_jsonl, write_jsonl
 from workbench.textsafety import find_bad_text
 
 FORMATS = ("hf", "verl", "jsonl")
@@ -246,7 +246,7 @@ def _missing_epochs(run_dir: Path, layout: RunLayout, numbered: list[tuple[int, 
 
 
 def _plugin(domain_name: str, registry: Any = None) -> Any:
-    from workbench.registry import load_registry
+    from workbench.contract.registry import load_registry
 
     registry = registry or load_registry()
     return registry.domain(domain_name)

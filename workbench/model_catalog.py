@@ -44,9 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.engine.tiny import cache_root
+from workbench.cache import cache_root
+from workbench.contract.tasks import restore_plain_modes
 from workbench.errors import WorkbenchError
-from workbench.tasks import restore_plain_modes
 
 CONVERSION_VERSION = 1  # part of the cache key: a change to `convert_gguf` makes new folders
 STALE_PARTIAL_SECONDS = 3600  # a temp folder untouched this long is a killed conversion's leftover

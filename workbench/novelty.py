@@ -8,7 +8,7 @@ generated tasks with the seed tasks and with the valid generated tasks of earlie
 returns a `NoveltyReport` (the `novelty` field of a metrics record), then adds the tasks to
 its history. `novelty_report(tasks, seeds, history)` does the same in one call.
 
-**What is compared.** What defines a task for the engine (`invariants.content_id`): its
+**What is compared.** What defines a task for the engine (`candidates.content_id`): its
 system message, prompt and evaluation spec. `task_text` joins the three (the spec as JSON
 with sorted keys), lower-cases the result and collapses whitespace, so a copy that differs
 only in case or spacing is an *exact* copy.
@@ -66,7 +66,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from workbench.tasks import Task
+from workbench.contract.tasks import Task
 
 SHINGLE = 5
 NEAR = 0.8

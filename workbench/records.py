@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any, ClassVar, Iterable, Mapping, TypeVar
 
 from workbench import curriculum
-from workbench.aggregation import difficulty_summary
+from workbench.contract.aggregation import difficulty_summary
+from workbench.contract.tasks import read_jsonl
 from workbench.run_layout import RunLayout
-from workbench.tasks import read_jsonl
 
 
 def _f(help: str) -> Any:

@@ -22,10 +22,8 @@ folder by `EvalLayout.read`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from workbench.config import RunConfig
+from workbench.config import ConfigError, RunConfig, load_config
 
 # The file names a run folder and its checkpoints share.
 _METRICS = "metrics.jsonl"
@@ -45,14 +43,13 @@ CHECKPOINTS_LATEST = "LATEST"
 def read_config(path: str | Path) -> RunConfig:
     """The run config in the YAML file `path` (a run folder's `config.yaml`, or a config of the
     user's): the one parser of a run config. Every error is a `ConfigError` naming the file,
-    the field where there is one, and what to fix (`workbench.config.load_config` is this)."""
-    from workbench.config import ConfigError, from_dict, read_yaml_mapping
-
-    data = read_yaml_mapping(path)
-    try:
-        return from_dict(data)
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+    the field where there is one, and what to fix (`workbench.config.load_config`, which
+    parses it; a run folder given for the file is answered with the folder's config file)."""
+    if Path(path).is_dir():
+        in_folder = RunLayout(path).config_path
+        if in_folder.exists():
+            raise ConfigError(f"config file {str(path)!r} is a folder, not a YAML file; did you mean {str(in_folder)!r}?")
+    return load_config(path)
 
 
 class CheckpointLayout:

@@ -57,9 +57,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from workbench.contract.tasks import Task, read_jsonl
 from workbench.errors import WorkbenchError
 from workbench.run_layout import RunLayout
-from workbench.tasks import Task, read_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ def _interaction_of(domain: Any, task: Task) -> Any:
     """The task's interaction, or None for a single-turn task. A plugin that cannot make one
     raises: that is a `RequestError` here (409 with the plugin's reason; 503 when the reason says
     to retry later or the plugin ran past its time budget), never an empty, non-interactive episode."""
-    from workbench.containment import Fault
+    from workbench.contract.containment import Fault
 
     result = domain.interaction_or_fault(task)
     if isinstance(result, Fault):
@@ -165,7 +165,7 @@ def load_tasks(domain: Any, source: str | Path | None = None, options: dict[str,
         else:
             tasks = _task_file(path) if path.is_file() and path.suffix == ".jsonl" else None
             if tasks is None:
-                from workbench.containment import PluginError
+                from workbench.contract.containment import PluginError
 
                 try:
                     tasks = domain.load_benchmark(path)

@@ -144,8 +144,7 @@ def workbench_task_difficulty(task: Task) -> int | None:
 def workbench_aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
     """Only what `report.METRICS` cannot declare: `mean_steps_won`, the mean steps of the won
     episodes (a filter on the score, not the task). The core computes every other metric."""
-    won = [s.metrics.get("steps", 0.0) for t, s in zip(tasks, scores) if t.spec.get("mode") == "episode" and s.success >= 1.0]
-    return {"mean_steps_won": sum(won) / len(won)} if won else {}
+    return report.undeclared_metrics(tasks, scores)
 
 
 @hookimpl

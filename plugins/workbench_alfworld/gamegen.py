@@ -7,7 +7,8 @@ The environment model writes one JSON object (see README, "Games written by the 
                      "mrecep_target": "", "object_sliced": false},
      "problem": "(define (problem p) (:domain alfred) (:objects ...) (:init ...) (:goal ...))"}
 
-`parse_game_record` turns it into an episode task or a `Rejection`, in three stages:
+`parse_game_record` turns it into a checked, stored game (`generation.parse_task` makes its
+episode task with `taskspec.make_episode_task`) or a `Rejection`, in three stages:
 
 1. **Static checks, in this process, linear in the text** (`check_record`): the record's shape
    and task type; `pddl_params` fit the task type and name ALFRED object classes; the problem is
@@ -840,14 +841,12 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 # --- Entry points: parse, render, validate ------------------------------------------------
 
 
-def episode_task(game_dir: Path, source: str = "generated") -> Task:
-    """The episode task of a stored game (`taskspec.make_episode_task`)."""
-    from .taskspec import make_episode_task
-
+def stored_game(game_dir: Path) -> GameRecord:
+    """The record of a stored game (`taskspec.make_episode_task` makes its episode task)."""
     record = games.read_game(game_dir, game_dir.name)
     if record is None:
         raise GameRejected("game_error", "the stored game is not marked solvable")
-    return make_episode_task(record, source=source)
+    return record
 
 
 def _remember(key: str, rejection: Rejection) -> Rejection:
@@ -860,8 +859,9 @@ def _remember(key: str, rejection: Rejection) -> Rejection:
     return rejection
 
 
-def parse_game_record(record: dict[str, Any], timeout_s: float | None = None) -> Task | Rejection:
-    """A game record -> an episode task over the stored game, or why not (module docstring).
+def parse_game_record(record: dict[str, Any], timeout_s: float | None = None) -> GameRecord | Rejection:
+    """A game record -> the checked, stored game (`taskspec.make_episode_task` makes its episode
+    task), or why not (module docstring).
     A game already in the store is not compiled again; a rejected one is remembered (by hash)
     for this process, except `busy` (the wall-clock safety net) and worker failures."""
     if not games.alfworld_available():
@@ -874,7 +874,7 @@ def parse_game_record(record: dict[str, Any], timeout_s: float | None = None) ->
     if stored_game_dir(str(target)) is not None:
         with _lock:
             _stores_used.add(store_root())
-        return episode_task(target)
+        return stored_game(target)
     with _lock:
         cached = _rejections.get(spec.key)
     if cached is not None:
@@ -887,7 +887,7 @@ def parse_game_record(record: dict[str, Any], timeout_s: float | None = None) ->
     if not (isinstance(plan, list) and plan and all(isinstance(a, str) for a in plan)):
         return Rejection("game_error", "the game checker returned no plan")
     try:
-        return episode_task(store_game(spec, plan, answer.get("seconds")))
+        return stored_game(store_game(spec, plan, answer.get("seconds")))
     except (OSError, ValueError) as exc:
         return Rejection("game_error", f"cannot store the game: {type(exc).__name__}: {exc}"[:500])
     except GameRejected as exc:

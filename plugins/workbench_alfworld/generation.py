@@ -23,7 +23,7 @@ from . import gamegen
 from .actions import input_problem
 from .data import BUILTIN_STEPS, load_steps_jsonl
 from .games import MAX_STEPS, TASK_TYPES
-from .taskspec import ENV_FIELDS, check_step_record_shape, extract_json_object, make_step_task, validate_spec
+from .taskspec import ENV_FIELDS, check_step_record_shape, extract_json_object, make_episode_task, make_step_task, validate_spec
 
 
 def env_record(task: Task) -> dict[str, Any]:
@@ -121,7 +121,8 @@ def parse_task(text: str, examples: list[Task]) -> Task | Rejection:
         code = "too_long" if error and "more than" in error and "characters" in error else "parse_error"
         return Rejection(code, error or "no JSON object")
     if "problem" in record:
-        return gamegen.parse_game_record(record)
+        game = gamegen.parse_game_record(record)
+        return game if isinstance(game, Rejection) else make_episode_task(game, source="generated")
     shape = check_step_record_shape(record)
     if shape:
         return Rejection("schema", shape)

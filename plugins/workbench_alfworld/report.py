@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench import MetricInfo, ReportSection, Score, Task, count_tasks, example_failures
-from workbench.aggregation import aggregate_declared
+from workbench import MetricInfo, ReportSection, Score, Task, aggregate_declared, count_tasks, example_failures
 
 from .actions import safe_text
 from .games import TASK_TYPES
@@ -42,13 +41,11 @@ def _of_mode(tasks: list[Task], scores: list[Score], mode: str) -> tuple[list[Ta
 
 def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
     """The numbers `Domain.aggregate` gives (less its per-rung entries), for the report section:
-    the core's aggregation of `METRICS` (`workbench.aggregation`), updated with the plugin's
+    the core's aggregation of `METRICS` (`workbench.contract.aggregation`), updated with the plugin's
     `workbench_aggregate` (`mean_steps_won`). The counts (`n`, `n_step`, `n_episode`) are
     distinct tasks, the rates are over every scored output (a run's report passes each task
     once per attempt); a count of no task is left out."""
-    from . import workbench_aggregate  # the package imports this module before defining its hooks
-
-    return {**aggregate_declared(METRICS, tasks, scores), **workbench_aggregate(tasks, scores)}
+    return {**aggregate_declared(METRICS, tasks, scores), **undeclared_metrics(tasks, scores)}
 
 
 def _type_table(tasks: list[Task], scores: list[Score], mode: str, metric: str, metrics: dict[str, float]) -> list[dict[str, Any]]:
@@ -79,3 +76,9 @@ def report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -
             failure["expected"] = task.spec.get("next_action")
     lines = ["| metric | value |", "| --- | --- |"] + [f"| {k} | {v:.4g} |" for k, v in metrics.items()]
     return ReportSection(title="ALFWorld", metrics=metrics, tables=tables, markdown="\n".join(lines), failures=failures)
+
+
+def undeclared_metrics(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
+    """What `METRICS` cannot declare (the package's `workbench_aggregate`; see its doc)."""
+    won = [s.metrics.get("steps", 0.0) for t, s in zip(tasks, scores) if t.spec.get("mode") == "episode" and s.success >= 1.0]
+    return {"mean_steps_won": sum(won) / len(won)} if won else {}

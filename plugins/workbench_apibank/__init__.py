@@ -30,7 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from workbench import MAX_DIFFICULTY, AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, hookimpl, mean
+from workbench import MAX_DIFFICULTY, AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, hookimpl
 
 from . import data, generation, report, scoring
 from .data import ENV_VAR, NAME
@@ -167,13 +167,7 @@ def workbench_aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, flo
     where the sandbox ran the call, else the reward verdict), and `executed_accuracy`,
     `executed_accuracy_strict`, overall and per level (over the outputs the sandbox executed).
     The core computes every other metric."""
-    out: dict[str, float] = {report.HEADLINE: mean(report.paper_verdict(s) for s in scores)} if scores else {}
-    for suffix, level in [("", None), *((f"_{lv}", lv) for lv in report.LEVELS)]:
-        executed = [s for t, s in zip(tasks, scores) if s.metrics.get("protocol_executed") and (level is None or t.spec.get("level") == level)]
-        if executed:
-            out[f"executed_accuracy{suffix}"] = mean(s.metrics.get("lenient_match", 0.0) for s in executed)
-            out[f"executed_accuracy_strict{suffix}"] = mean(s.metrics.get("strict_match", 0.0) for s in executed)
-    return out
+    return report.undeclared_metrics(tasks, scores)
 
 
 @hookimpl

@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from workbench import MetricInfo, ReportSection, Score, Task, example_failures, first_failures, grouped_means, mean
-from workbench.aggregation import aggregate_declared
+from workbench import MetricInfo, ReportSection, Score, Task, aggregate_declared, example_failures, first_failures, grouped_means, mean
 
 from .scoring import not_scorable_reason, policy_of
 
@@ -65,14 +64,12 @@ def paper_verdict(score: Score) -> float:
 
 def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
     """The numbers `Domain.aggregate` gives (less its per-rung entries), for the report section:
-    the core's aggregation of `METRICS` (`workbench.aggregation`: accuracy overall and per level
+    the core's aggregation of `METRICS` (`workbench.contract.aggregation`: accuracy overall and per level
     under each call policy, ToolRL's rule, the parse-error rate, how many tasks each protocol
     scored), updated with the plugin's `workbench_aggregate` (`paper_accuracy` and the
     `executed_accuracy*` rates). The counts are distinct tasks, the rates are over every scored
     output (a run's report passes each task once per attempt); a count of no task is left out."""
-    from . import workbench_aggregate  # the package imports this module before defining its hooks
-
-    return {**aggregate_declared(METRICS, tasks, scores), **workbench_aggregate(tasks, scores)}
+    return {**aggregate_declared(METRICS, tasks, scores), **undeclared_metrics(tasks, scores)}
 
 
 def protocol_line(tasks: list[Task], scores: list[Score]) -> str:
@@ -143,3 +140,14 @@ def report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -
         markdown="\n".join(lines),
         failures=failures,
     )
+
+
+def undeclared_metrics(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
+    """What `METRICS` cannot declare (the package's `workbench_aggregate`; see its doc)."""
+    out: dict[str, float] = {HEADLINE: mean(paper_verdict(s) for s in scores)} if scores else {}
+    for suffix, level in [("", None), *((f"_{lv}", lv) for lv in LEVELS)]:
+        executed = [s for t, s in zip(tasks, scores) if s.metrics.get("protocol_executed") and (level is None or t.spec.get("level") == level)]
+        if executed:
+            out[f"executed_accuracy{suffix}"] = mean(s.metrics.get("lenient_match", 0.0) for s in executed)
+            out[f"executed_accuracy_strict{suffix}"] = mean(s.metrics.get("strict_match", 0.0) for s in executed)
+    return out

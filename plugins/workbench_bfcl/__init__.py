@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from workbench import MAX_DIFFICULTY, AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, grouped_means, hookimpl, mean
+from workbench import MAX_DIFFICULTY, AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, hookimpl
 from workbench_bfcl import data, generation, report, scoring
 from workbench_bfcl.data import ENV_VAR, NAME, task_from_spec
 from workbench_bfcl.scoring import evaluate
@@ -123,17 +123,7 @@ def workbench_aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, flo
     of the per-category accuracies (a mean of means), and for multi-turn data
     `multi_turn_episode_accuracy`, the share of records whose turns are all correct (a record
     is several tasks). The core computes every other metric."""
-    if not scores:
-        return {}
-    per_category = grouped_means([str(t.spec.get("category", "unknown")) for t in tasks], [float(bool(s.correct)) for s in scores])
-    out = {"category_mean_accuracy": mean(per_category.values())}
-    episodes: dict[str, list[bool]] = {}
-    for task, score in zip(tasks, scores):
-        if task.spec.get("turn") is not None:
-            episodes.setdefault(f"{task.spec['category']}/{task.spec['record_id']}", []).append(bool(score.correct))
-    if episodes:
-        out["multi_turn_episode_accuracy"] = mean(float(all(turns)) for turns in episodes.values())
-    return out
+    return report.undeclared_metrics(tasks, scores)
 
 
 @hookimpl

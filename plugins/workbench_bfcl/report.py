@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from workbench import MetricInfo, ReportSection, Score, Task, count_tasks, example_failures, first_failures, mean
-from workbench.aggregation import aggregate_declared
+from workbench import MetricInfo, ReportSection, Score, Task, aggregate_declared, count_tasks, example_failures, first_failures, grouped_means, mean
 from workbench_bfcl.data import DEFAULT_CATEGORIES
 from workbench_bfcl.scoring import evaluate
 
@@ -49,13 +48,11 @@ def _correct(score: Score) -> float:
 
 def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
     """The numbers `Domain.aggregate` gives (less its per-rung entries), for the report section:
-    the core's aggregation of `METRICS` (`workbench.aggregation`: `n`, `accuracy`,
+    the core's aggregation of `METRICS` (`workbench.contract.aggregation`: `n`, `accuracy`,
     `accuracy_<category>`, `parse_error_rate`), updated with the plugin's `workbench_aggregate`
     (`category_mean_accuracy`, `multi_turn_episode_accuracy`). `n` counts distinct items, the
     rates are over every scored output (a run's report passes each task once per attempt)."""
-    from workbench_bfcl import workbench_aggregate  # the package imports this module before defining its hooks
-
-    return {**aggregate_declared(METRICS, tasks, scores), **workbench_aggregate(tasks, scores)}
+    return {**aggregate_declared(METRICS, tasks, scores), **undeclared_metrics(tasks, scores)}
 
 
 def report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -> ReportSection:
@@ -88,3 +85,18 @@ def report_section(tasks: list[Task], outputs: list[str], scores: list[Score]) -
         f"parse errors {metrics.get('parse_error_rate', 0.0):.1%}). Official categories present: {', '.join(ordered) or 'none'}."
     )
     return ReportSection(title="BFCL", metrics=metrics, tables={"per_category": rows}, markdown=markdown, failures=failures)
+
+
+def undeclared_metrics(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
+    """What `METRICS` cannot declare (the package's `workbench_aggregate`; see its doc)."""
+    if not scores:
+        return {}
+    per_category = grouped_means([str(t.spec.get("category", "unknown")) for t in tasks], [float(bool(s.correct)) for s in scores])
+    out = {"category_mean_accuracy": mean(per_category.values())}
+    episodes: dict[str, list[bool]] = {}
+    for task, score in zip(tasks, scores):
+        if task.spec.get("turn") is not None:
+            episodes.setdefault(f"{task.spec['category']}/{task.spec['record_id']}", []).append(bool(score.correct))
+    if episodes:
+        out["multi_turn_episode_accuracy"] = mean(float(all(turns)) for turns in episodes.values())
+    return out

@@ -25,7 +25,7 @@ text after it) are ignored. There is no fallback to "the last number in the text
 Anatomy: unlike the benchmark plugins (hooks in `__init__.py` delegating to data,
 generation, scoring and report modules), this domain stays one file on purpose: it is
 small, and a plugin author reads the whole contract top to bottom in one place. Option
-parsing and grouped means come from `workbench.plugin_support`, as in every plugin.
+parsing and grouped means come from `workbench.contract.plugin_support`, as in every plugin.
 """
 
 from __future__ import annotations

@@ -25,11 +25,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from workbench import MAX_DIFFICULTY, AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, first_failures, hookimpl, limit_option, path_option, rate
+from workbench import MAX_DIFFICULTY, AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, first_failures, hookimpl, limit_option, path_option
 
 from . import cities, data, generation, loaders, report, scoring
 from .data import NAME, TASK_SCHEMA, make_task, render_reference, tasks_from_file
-from .evaluator import COMMONSENSE_KEYS, HARD_KEYS, official_hard_total
+from .evaluator import COMMONSENSE_KEYS, HARD_KEYS
 from .generation import MAX_SPEC_CHARS, validate_spec
 
 VERSION = "1.0"
@@ -138,12 +138,7 @@ def workbench_aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, flo
     denominators: commonsense checks passed over 8 per plan, hard constraints passed over the
     total eval.py counts for the queries (`evaluator.official_hard_total`). The core computes
     every other metric."""
-    if not scores:
-        return {}
-    cs_true = sum(s.metrics.get(key, 0.0) for s in scores for key in COMMONSENSE_KEYS)
-    hard_true = sum(s.metrics.get(key, 0.0) for s in scores for key in HARD_KEYS)
-    hard_total = sum(official_hard_total(t.spec.get("query", {})) for t in tasks)
-    return {report.CS_MICRO: rate(cs_true, 8 * len(scores)), report.HARD_MICRO: rate(hard_true, hard_total)}
+    return report.undeclared_metrics(tasks, scores)
 
 
 @hookimpl

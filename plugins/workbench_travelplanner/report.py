@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench import MetricInfo, ReportSection, Score, Task, count_tasks, rate
-from workbench.aggregation import aggregate_declared
+from workbench import MetricInfo, ReportSection, Score, Task, aggregate_declared, count_tasks, rate
 
 from .cities import APPROXIMATION, OFFICIAL
 from .evaluator import (
@@ -20,6 +19,7 @@ from .evaluator import (
     HARD_KEYS,
     PAPER_NAMES,
     applicable_hard_keys,
+    official_hard_total,
     verdicts,
 )
 
@@ -73,15 +73,13 @@ def undelivered(error: str, protocol: str = APPROXIMATION) -> Score:
 
 def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
     """The numbers `Domain.aggregate` gives (less its per-rung entries), for the report section
-    and its breakdowns: the core's aggregation of `METRICS` (`workbench.aggregation`: `n`, the
+    and its breakdowns: the core's aggregation of `METRICS` (`workbench.contract.aggregation`: `n`, the
     four official shares of plans, `reward_mean`, `city_list_official`), updated with the
     plugin's `workbench_aggregate` (the two micro rates; eval.py's fixed denominators, 45 / 360 /
     105 for train, are what its formulas give for the full splits). `n` counts distinct
     queries; the rates are over every scored plan (a run's report passes each query once per
     attempt)."""
-    from . import workbench_aggregate  # the package imports this module before defining its hooks
-
-    return {**aggregate_declared(METRICS, tasks, scores), **workbench_aggregate(tasks, scores)}
+    return {**aggregate_declared(METRICS, tasks, scores), **undeclared_metrics(tasks, scores)}
 
 
 def protocol_table(scores: list[Score]) -> list[dict[str, Any]]:
@@ -159,3 +157,13 @@ def report_section(tasks: list[Task], outputs: list[str], scores: list[Score],
 
 
 __all__ = ["aggregate", "report_section", "score_plan", "undelivered", "OFFICIAL_METRICS"]
+
+
+def undeclared_metrics(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
+    """What `METRICS` cannot declare (the package's `workbench_aggregate`; see its doc)."""
+    if not scores:
+        return {}
+    cs_true = sum(s.metrics.get(key, 0.0) for s in scores for key in COMMONSENSE_KEYS)
+    hard_true = sum(s.metrics.get(key, 0.0) for s in scores for key in HARD_KEYS)
+    hard_total = sum(official_hard_total(t.spec.get("query", {})) for t in tasks)
+    return {CS_MICRO: rate(cs_true, 8 * len(scores)), HARD_MICRO: rate(hard_true, hard_total)}

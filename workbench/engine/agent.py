@@ -30,11 +30,11 @@ from datasets import Dataset
 from transformers import PrinterCallback, TrainerCallback
 
 from workbench.config import AgentSettings
+from workbench.contract.tasks import Interaction, Score, Task
 from workbench.engine import distributed as dist
 from workbench.engine.episodes import Episode, EpisodeError, EpisodeRollout, EpisodeStats
 from workbench.engine.generation import check_cache_implementation
 from workbench.engine.models import checkpointing_arguments
-from workbench.tasks import Interaction, Score, Task
 
 
 @dataclass

@@ -32,21 +32,29 @@ the candidates and the engine RNG state afterwards), so every rank continues ide
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import random
 from typing import Any, Callable, Literal
 
 from workbench.config import RunConfig
-from workbench.domain import Domain
+from workbench.contract.domain import Domain
+from workbench.contract.tasks import AgentStats, Rejection, Task
 from workbench.engine.env_prompt import few_shot_turns
 from workbench.engine.generation import GenerationStats, Prompt, chat_prompt
-from workbench.engine.invariants import content_id
 from workbench.engine.rwr import model_context_length
 from workbench.novelty import SEED_COPIES, NoveltyTracker, text_key
-from workbench.tasks import AgentStats, Rejection, Task
 
 REDRAWN_COPY = "redrawn_copy"  # a valid copy that a redraw replaced
 REDRAW_STILL_COPY = "redraw_still_copy"  # a redraw no less a copy than the task it was drawn for, set aside
 SET_ASIDE = frozenset({REDRAWN_COPY, REDRAW_STILL_COPY})
+
+
+def content_id(task: Task) -> str:
+    """The id of a generated task: a hash of everything that defines it (domain, system,
+    prompt, evaluation spec), so different tasks never share an id and identical ones do."""
+    payload = json.dumps([task.domain, task.system, task.prompt, task.spec], sort_keys=True, ensure_ascii=True, default=str)
+    return "gen-" + hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
 @dataclasses.dataclass

@@ -41,9 +41,9 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from workbench.contract.tasks import atomic_write_text, restore_plain_modes
 from workbench.errors import WorkbenchError
 from workbench.run_layout import CHECKPOINT_COMPLETE, CHECKPOINT_MANIFEST, CHECKPOINTS_LATEST, RunLayout
-from workbench.tasks import atomic_write_text, restore_plain_modes
 
 # The names are workbench.run_layout's; these aliases are this module's vocabulary.
 LATEST = CHECKPOINTS_LATEST

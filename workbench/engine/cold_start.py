@@ -46,16 +46,16 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from workbench.cache import cache_root
 from workbench.config import ModelSettings, RunConfig
-from workbench.domain import Domain
+from workbench.contract.domain import Domain
+from workbench.contract.tasks import AgentStats, Task, atomic_write_text, restore_plain_modes
 from workbench.engine.env_prompt import few_shot_turns
 from workbench.engine.episodes import episode_turns
 from workbench.engine.models import checkpointing_arguments, load_model, load_tokenizer, resolve_device, uses_bf16_autocast
-from workbench.engine.tiny import cache_root
 from workbench.errors import WorkbenchError
 from workbench.model_catalog import resolve_model
 from workbench.run_layout import RunLayout
-from workbench.tasks import AgentStats, Task, atomic_write_text, restore_plain_modes
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,10 @@ then reject, counted, each generated task or environment prompt that does not fi
 
 from __future__ import annotations
 
+from workbench.contract.tasks import AgentStats, Task
 from workbench.engine.candidates import CandidateWriter, prompt_tokens
 from workbench.engine.run_error import RunError
 from workbench.engine.rwr import model_context_length
-from workbench.tasks import AgentStats, Task
 
 
 def check_seed_contexts(writer: CandidateWriter, seeds: list[Task], stats: AgentStats, uses_env_model: bool) -> None:

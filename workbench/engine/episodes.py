@@ -40,10 +40,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from workbench.domain import Domain
+from workbench.contract.domain import Domain
+from workbench.contract.tasks import Interaction, Score, Task
 from workbench.engine import distributed as dist
 from workbench.errors import InternalError
-from workbench.tasks import Interaction, Score, Task
 
 
 class EpisodeError(InternalError, RuntimeError):

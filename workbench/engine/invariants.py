@@ -19,27 +19,18 @@ by anyone auditing a run).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from workbench.contract.tasks import Task
 from workbench.engine.run_folder import RunFolder
 from workbench.errors import InternalError
 from workbench.records import read_env_records, read_epoch_rows
-from workbench.tasks import Task
 
 
 class InvariantError(InternalError, RuntimeError):
     """The engine's own bookkeeping went wrong; the message names the task and the rule."""
-
-
-def content_id(task: Task) -> str:
-    """The id of a generated task: a hash of everything that defines it (domain, system,
-    prompt, evaluation spec), so different tasks never share an id and identical ones do."""
-    payload = json.dumps([task.domain, task.system, task.prompt, task.spec], sort_keys=True, ensure_ascii=True, default=str)
-    return "gen-" + hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
 def check_epoch(

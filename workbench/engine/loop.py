@@ -43,8 +43,10 @@ import torch
 
 from workbench import curriculum, records
 from workbench.config import RunConfig
-from workbench.containment import is_plugin_fault
-from workbench.domain import Domain
+from workbench.contract.containment import is_plugin_fault
+from workbench.contract.domain import Domain
+from workbench.contract.registry import Registry, load_registry
+from workbench.contract.tasks import AgentStats, Task
 from workbench.engine import checkpoint as ckpt
 from workbench.engine import distributed as dist
 from workbench.engine.agent import AgentEpochResult
@@ -64,9 +66,7 @@ from workbench.engine.threads import apply_threads
 from workbench.modes import get_mode
 from workbench.novelty import NoveltyReport, NoveltyTracker
 from workbench.records import build_epoch_record
-from workbench.registry import Registry, load_registry
 from workbench.reports.summary import write_summary
-from workbench.tasks import AgentStats, Task
 from workbench.tracking import attach_tracker, prepare_environment
 
 __all__ = ["CoEvolution", "RunError"]

@@ -7,7 +7,7 @@ import dataclasses
 import random
 from typing import Any
 
-from workbench.tasks import Task
+from workbench.contract.tasks import Task
 
 
 def tasks_per_generation_batch(agent: Any, processes: int) -> int:

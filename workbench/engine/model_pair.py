@@ -19,7 +19,8 @@ from typing import Any, Callable
 import torch
 
 from workbench.config import ModelSettings, RunConfig
-from workbench.domain import Domain
+from workbench.contract.domain import Domain
+from workbench.contract.tasks import Task
 from workbench.engine import cold_start as cold
 from workbench.engine.agent import GRPOAgent, StepProgress
 from workbench.engine.generation import make_generator
@@ -29,7 +30,6 @@ from workbench.engine.run_folder import RunFolder
 from workbench.engine.rwr import RWRSettings, RWRUpdater
 from workbench.model_catalog import resolve_model
 from workbench.modes import Mode
-from workbench.tasks import Task
 from workbench.tracking import trainer_report_arguments
 
 StepReport = Callable[[int, int, str], None]  # a trainer's progress: done, total, unit

@@ -47,11 +47,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import torch
 
+from workbench.contract.tasks import AgentStats, Task, atomic_write_text, read_jsonl, write_jsonl
 from workbench.engine import checkpoint as ckpt
 from workbench.engine.checkpoint_writer import BackgroundWriter, model_snapshot
 from workbench.records import EpochRecord, epoch_file_rows, read_epoch_records
 from workbench.run_layout import CheckpointLayout, RunLayout
-from workbench.tasks import AgentStats, Task, atomic_write_text, read_jsonl, write_jsonl
 
 if TYPE_CHECKING:
     from workbench.engine.agent import Attempt

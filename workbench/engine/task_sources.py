@@ -21,6 +21,7 @@ from collections import Counter
 from typing import Any, Callable
 
 from workbench.config import RunConfig
+from workbench.contract.tasks import AgentStats, Task
 from workbench.engine import distributed as dist
 from workbench.engine.candidates import Candidate, CandidateWriter
 from workbench.engine.generation import make_generator
@@ -29,7 +30,6 @@ from workbench.engine.models import load_model, load_tokenizer
 from workbench.engine.run_error import RunError
 from workbench.modes import Generation, Mode
 from workbench.novelty import NoveltyTracker
-from workbench.tasks import AgentStats, Task
 
 Emit = Callable[[dict[str, Any]], None]
 Progress = Callable[..., None]  # the loop's progress event: phase, done, total, unit, text, **extra

@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable
 
-from workbench.tasks import restore_plain_modes
+from workbench.cache import cache_root
+from workbench.contract.tasks import restore_plain_modes
 
 QWEN2_SPLIT_REGEX = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -44,11 +45,6 @@ class TinySpec:
     num_key_value_heads: int = 2
     max_position_embeddings: int = 1024
     seed: int = 0
-
-
-def cache_root() -> Path:
-    """Where built models are cached: `$WORKBENCH_CACHE`, else `~/.cache/genenv-workbench`."""
-    return Path(os.environ.get("WORKBENCH_CACHE", Path.home() / ".cache" / "genenv-workbench"))
 
 
 def train_tokenizer(corpus: Iterable[str], vocab_size: int):

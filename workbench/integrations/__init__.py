@@ -26,7 +26,7 @@ because glue for a peer needs them and they are stable:
 The submodules are imported only when used (each needs its peer's packages, except `verl`).
 """
 
+from workbench.contract.registry import load_registry
 from workbench.export import task_from_row
-from workbench.registry import load_registry
 
 __all__ = ["load_registry", "task_from_row"]

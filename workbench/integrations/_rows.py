@@ -13,12 +13,12 @@ import json
 import threading
 from typing import Any, Mapping
 
-from workbench.containment import PluginError
-from workbench.domain import Domain
+from workbench.contract.containment import PluginError
+from workbench.contract.domain import Domain
+from workbench.contract.registry import Registry, load_registry
+from workbench.contract.tasks import Task
 from workbench.errors import WorkbenchError
 from workbench.export import task_from_row
-from workbench.registry import Registry, load_registry
-from workbench.tasks import Task
 
 _lock = threading.Lock()
 _domains: dict[str, Domain] = {}
@@ -86,3 +86,10 @@ def _task(row: dict[str, Any], task_id: Any) -> Task:
         raise IntegrationError(f"task {task_id!r}: its spec (ground_truth) is {type(task.spec).__name__}, not a JSON object; "
                                "re-export the run with `workbench export`")
     return task
+
+
+def completion_text(completion: Any) -> str:
+    """The text of a TRL completion: a string (standard format), or assistant messages (conversational)."""
+    if isinstance(completion, list):
+        return "".join(str(m.get("content") or "") for m in completion if isinstance(m, dict))
+    return str(completion)

@@ -37,24 +37,17 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from workbench.containment import is_plugin_fault
-from workbench.domain import Domain
+from workbench.contract.containment import is_plugin_fault
+from workbench.contract.domain import Domain
+from workbench.contract.registry import Registry
+from workbench.contract.tasks import Task, read_jsonl
 from workbench.export import HF_DATASET_FILES, curriculum_rows, load_run, parse_epochs
-from workbench.integrations._rows import IntegrationError, domain_named, task_of
-from workbench.registry import Registry
+from workbench.integrations._rows import IntegrationError, completion_text, domain_named, task_of
 from workbench.run_layout import RunLayout
-from workbench.tasks import Task, read_jsonl
 
 # Keywords TRL 1.16 passes to a reward function that are not dataset columns.
 TRL_REWARD_KEYWORDS = frozenset({"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments"})
 _TASK_CACHE = 4096  # tasks kept parsed (a task's n completions arrive together)
-
-
-def completion_text(completion: Any) -> str:
-    """The text of a TRL completion: a string (standard format), or assistant messages (conversational)."""
-    if isinstance(completion, list):
-        return "".join(str(m.get("content") or "") for m in completion if isinstance(m, dict))
-    return str(completion)
 
 
 class PluginReward:

@@ -49,18 +49,17 @@ from transformers import TrainerCallback
 
 from workbench import curriculum, records
 from workbench.config import RunConfig, load_config
-from workbench.containment import is_plugin_fault
+from workbench.contract.containment import is_plugin_fault
+from workbench.contract.registry import Registry
+from workbench.contract.tasks import AgentStats, Task
 from workbench.engine.candidates import Candidate, CandidateWriter, cap_new_tasks
 from workbench.engine.generation import chat_prompt, make_generator
 from workbench.engine.invariants import check_epoch
 from workbench.engine.mixture import training_mixture
 from workbench.engine.models import load_model, load_tokenizer, resolve_device, uses_bf16_autocast
 from workbench.engine.rwr import RWRExample, RWRSettings, RWRUpdater
-from workbench.integrations._rows import IntegrationError, domain_named
-from workbench.integrations.trl import completion_text
+from workbench.integrations._rows import IntegrationError, completion_text, domain_named
 from workbench.novelty import NoveltyTracker
-from workbench.registry import Registry
-from workbench.tasks import AgentStats, Task
 
 MODES = ("genenv", "random")  # the modes whose environment writes every epoch's tasks
 

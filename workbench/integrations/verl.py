@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.containment import is_plugin_fault
+from workbench.contract.containment import is_plugin_fault
 from workbench.integrations._rows import IntegrationError, domain_named, task_of
 
 DATA_SOURCE_PREFIX = "genenv/"

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from workbench.contract.tasks import DomainInfo, ReportSection, atomic_write_text
 from workbench.modes import mode_label
 from workbench.reports.figures import band_label, comparison_figure, dashboard_figure, figure_png, p_hat_curve_figure, rejection_totals
 from workbench.reports.sources import EvalSource, RunSource, load_sources
 from workbench.reports.summary import COLUMNS, metric_value
-from workbench.tasks import DomainInfo, ReportSection, atomic_write_text
 
 # Used when a benchmark's domain is not installed or declares no headline: the first present.
 GENERIC_HEADLINE = ["accuracy", "em", "success_rate", "reward_mean"]
@@ -346,7 +346,7 @@ def section_tables(section: ReportSection, info: DomainInfo | None = None) -> li
     how each declared metric aggregates and which direction is better (a key of a `by`
     declaration, such as `accuracy_ops1` of "accuracy_ops{value}", gets that declaration's,
     its description naming the group)."""
-    from workbench.aggregation import declared_metric
+    from workbench.contract.aggregation import declared_metric
 
     tables = []
     metrics_info = list(info.metrics) if info is not None else []
@@ -423,7 +423,7 @@ class _Doc:
 def render_report(paths: Sequence[str | Path], registry: Any = None, title: str = "GenEnv Workbench report") -> Report:
     """Build the report from run and evaluation folders."""
     if registry is None:
-        from workbench.registry import load_registry
+        from workbench.contract.registry import load_registry
 
         registry = load_registry()
     runs, evals = load_sources(list(paths), registry)

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from workbench.config import RunConfig
+from workbench.contract.plugin_support import count_tasks, example_failures
+from workbench.contract.tasks import ReportSection, Score, Task
 from workbench.eval_layout import EvalLayout, ScoredItem, read_score
-from workbench.plugin_support import count_tasks, example_failures
 from workbench.records import EpochRecord, read_epoch_records, read_epoch_rows
 from workbench.run_layout import RunLayout
-from workbench.tasks import ReportSection, Score, Task
 
 log = logging.getLogger(__name__)
 

@@ -17,10 +17,10 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
+from workbench.contract.tasks import atomic_write_text
 from workbench.novelty import all_seed_copies
 from workbench.records import EpochRecord, field_names, read_epoch_records
 from workbench.run_layout import RunLayout
-from workbench.tasks import atomic_write_text
 
 _FIELDS = frozenset(field_names(EpochRecord))
 

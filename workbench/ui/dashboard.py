@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import ipywidgets as w
 
-from workbench.aggregation import describe_difficulty
+from workbench.contract.aggregation import describe_difficulty
 from workbench.modes import INTERACTIVE_MODES
 from workbench.novelty import describe
 from workbench.records import epoch_records
@@ -207,7 +207,7 @@ class Dashboard:
     def _domain_names(self, registry: Any, current: str) -> list[str]:
         try:
             if registry is None:
-                from workbench.registry import load_registry
+                from workbench.contract.registry import load_registry
 
                 registry = load_registry()
             names = sorted(registry.domains)

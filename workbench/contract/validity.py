@@ -1,5 +1,5 @@
-"""What a plugin hook must return, as one set of rules: the runtime (`workbench.domain.Domain`)
-answers a violation as a contained fault, the plugin checker (`workbench.conformance`) reports it.
+"""What a plugin hook must return, as one set of rules: the runtime (`workbench.contract.domain.Domain`)
+answers a violation as a contained fault, the plugin checker (`workbench.contract.conformance`) reports it.
 
 Each function returns why a value breaks the rule (a phrase starting "returned ...") or None.
 Text that cannot be written as UTF-8 (a lone surrogate, a NUL byte) is `workbench.textsafety`'s
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from workbench.tasks import MAX_DIFFICULTY, Rejection, Score
+from workbench.contract.tasks import MAX_DIFFICULTY, Rejection, Score
 from workbench.textsafety import clean_text
 
 

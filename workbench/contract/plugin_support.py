@@ -1,6 +1,6 @@
 """Plumbing every domain plugin needs, written once: reading domain options and grouping scores.
 
-Plugins import this (with `workbench.hookspecs` and `workbench.tasks`) and nothing else of
+Plugins import this (with `workbench.contract.hookspecs` and `workbench.contract.tasks`) and nothing else of
 the workbench. Options arrive from YAML (typed) or from the command line (`--option
 limit=10`, always strings), so every reader accepts both and names the option in its error.
 """
@@ -13,8 +13,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Sequence, overload
 
+from workbench.contract.tasks import Score, Task
 from workbench.errors import WorkbenchError
-from workbench.tasks import Score, Task
 
 __all__ = ["OptionError", "int_option", "limit_option", "path_option", "list_option", "mean", "mean_stderr", "rate", "grouped_means",
            "count_tasks", "first_failures", "example_failures"]

@@ -10,7 +10,7 @@
 The plugin is loaded alone (no built-ins, no entry points) through `load_registry`, so the
 load-time checks are the engine's own. Then each hook is called directly (not through the
 fault-containing `Domain` wrapper), so a hook that raises is reported rather than hidden.
-The rules checked are the ones written in each hook's docstring in `workbench.hookspecs`
+The rules checked are the ones written in each hook's docstring in `workbench.contract.hookspecs`
 (domain info fields and declared metrics, seed tasks, environment prompt, the render/parse
 round trip, garbage text and garbage outputs, validation, reference outputs, and the
 optional hooks the plugin implements). Errors break the contract; warnings are likely mistakes.
@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.aggregation import aggregate_declared
+from workbench.contract.aggregation import aggregate_declared
+from workbench.contract.tasks import AgentStats, DomainInfo, Interaction, MetricInfo, Rejection, ReportSection, Score, Task
+from workbench.contract.validity import difficulty_problem, messages_problem, prompt_problem, rejection_list_problem, score_problem
 from workbench.errors import WorkbenchError
-from workbench.tasks import AgentStats, DomainInfo, Interaction, MetricInfo, Rejection, ReportSection, Score, Task
 from workbench.textsafety import find_bad_text
-from workbench.validity import difficulty_problem, messages_problem, prompt_problem, rejection_list_problem, score_problem
 
 GARBAGE_TEXTS = [
     "",
@@ -135,8 +135,8 @@ def _resolve(target: Any) -> tuple[str, object, str]:
     object: `module:plugin` names it, and a bare module name finds it when the module defines
     no hook functions itself (`plugin`, else its one instance with hooks). Raises LookupError
     saying what was tried and, for a module that failed to import, why."""
-    from workbench.domain import Domain
-    from workbench.registry import load_registry
+    from workbench.contract.domain import Domain
+    from workbench.contract.registry import load_registry
 
     if isinstance(target, Domain):
         return target.name, target.plugin, f"the Domain object of domain {target.name!r}"
@@ -193,7 +193,7 @@ def _import_plugin_module(module_name: str, registry: Any) -> tuple[Any, str]:
 
 def _hook_names(obj: Any) -> set[str]:
     """The names of `obj`'s attributes marked with `@hookimpl` (as pluggy finds them)."""
-    from workbench.hookspecs import PROJECT
+    from workbench.contract.hookspecs import PROJECT
 
     marker = f"{PROJECT}_impl"
     names = set()
@@ -541,7 +541,7 @@ def _check_optional(c: _Checker, implemented: set[str], seeds: list[Task], info:
                          f"{len(agg)} metrics" if good else f"returned {str(agg)[:120]}; return a dict of metric name -> float")
             agg = {**declared, **agg} if good else None
     else:
-        from workbench.domain import default_aggregate
+        from workbench.contract.domain import default_aggregate
 
         agg = declared or default_aggregate(scores)
     if agg is not None:
@@ -610,7 +610,7 @@ def _check_declared_metrics(c: _Checker, info: DomainInfo, agg: dict[str, Any], 
     (a per-category metric appears only when its category does), so they are only listed. A
     `by` declaration ("accuracy_{value}") is present when some key of the aggregate is one of
     its names ("accuracy_simple")."""
-    from workbench.aggregation import declared_metric
+    from workbench.contract.aggregation import declared_metric
 
     name = "declared metrics in the aggregate"
     source = ("the core's aggregation of the declared metrics plus workbench_aggregate" if own
@@ -639,8 +639,8 @@ def _check_declared_metrics(c: _Checker, info: DomainInfo, agg: dict[str, Any], 
 def check_plugin(target: Any, options: dict[str, Any] | None = None) -> CheckReport:
     """Check a plugin (module path, `module:object`, domain name, module/object, or `Domain`) against the
     contract. `options` go to `workbench_seed_tasks` (default: the built-in samples)."""
-    from workbench.containment import PluginError
-    from workbench.registry import load_registry
+    from workbench.contract.containment import PluginError
+    from workbench.contract.registry import load_registry
 
     try:
         label, plugin, found = _resolve(target)
@@ -744,13 +744,13 @@ def _check_reference(c: _Checker, implemented: set[str], seeds: list[Task]) -> N
 
 def _check_metrics_agree(c: _Checker, implemented: set[str], seeds: list[Task], info: DomainInfo) -> None:
     """A declared metric that `workbench_aggregate` returns too must have the value the core
-    computes from the declaration (`workbench.aggregation`): the hook's value wins, so a
+    computes from the declaration (`workbench.contract.aggregation`): the hook's value wins, so a
     different one means reports disagree with the declaration. A warning names each, the
     hook's value and the core's, also for a declared count the core leaves out (it counts no
     task) that the hook gives as more than 0. Checked on a mixed set: up to 8 seeds, the first
     one tried twice, every other output the task's reference output (where the plugin has one),
     the rest garbage; a Score that breaks the contract counts as a failed output here."""
-    from workbench.aggregation import declared_metric
+    from workbench.contract.aggregation import declared_metric
 
     name = "declared metrics agree with the core"
     if not info.metrics or "workbench_aggregate" not in implemented:

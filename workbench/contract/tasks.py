@@ -162,7 +162,7 @@ def _spec_path_problem(path: Any) -> str | None:
 @dataclass(frozen=True)
 class MetricInfo:
     """One aggregate metric of a domain, declared once: the core computes it
-    (`workbench.aggregation`) by its `aggregation` from each output's per-sample value `sample`
+    (`workbench.contract.aggregation`) by its `aggregation` from each output's per-sample value `sample`
     (a key of `Score.metrics`, or the built-in `reward`, `success`, `parse_error` and `correct`;
     default: the metric's own name; a `count` needs none). `higher_is_better` is its direction.
     Reports show both.

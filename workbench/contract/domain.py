@@ -1,6 +1,6 @@
 """A `Domain`: one domain plugin as the engine and CLI use it, every hook called through the
-containment guard (`workbench.containment`) and checked against the contract's rules
-(`workbench.validity`); plus the defaults a faulting hook falls back on.
+containment guard (`workbench.contract.containment`) and checked against the contract's rules
+(`workbench.contract.validity`); plus the defaults a faulting hook falls back on.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pluggy
 
-from workbench import hookspecs
-from workbench.aggregation import aggregate_declared, by_rung
-from workbench.containment import (
+from workbench.contract import hookspecs
+from workbench.contract.aggregation import aggregate_declared, by_rung
+from workbench.contract.containment import (
     DEFAULT_PLUGIN_TIMEOUT_S,
     MAX_MESSAGE,
     PLUGIN_FAULT,
@@ -27,9 +27,9 @@ from workbench.containment import (
     mutation,
     task_copies,
 )
-from workbench.tasks import AgentStats, DomainInfo, Interaction, Rejection, ReportSection, Score, Task
+from workbench.contract.tasks import AgentStats, DomainInfo, Interaction, Rejection, ReportSection, Score, Task
+from workbench.contract.validity import difficulty_problem, messages_problem, prompt_problem, rejection_list_problem, score_problem
 from workbench.textsafety import clean_text, find_bad_text
-from workbench.validity import difficulty_problem, messages_problem, prompt_problem, rejection_list_problem, score_problem
 
 
 def hook_names(pm: pluggy.PluginManager, plugin: object) -> set[str]:
@@ -41,7 +41,7 @@ class Domain:
     """One domain plugin, as the engine and CLI use it. Every call goes to that plugin only.
 
     The hooks the engine calls never raise: each goes through `contain`, and a fault is
-    answered as the table in `workbench/containment.py` says. Seed, benchmark and predictions loading
+    answered as the table in `workbench/contract/containment.py` says. Seed, benchmark and predictions loading
     raise `PluginError` naming the plugin and the data (whatever the plugin raised), because
     those errors are the user's (a bad path or file) and must stop the command. They run
     without a time budget (big files take time).
@@ -320,7 +320,7 @@ class Domain:
 
     # Reporting.
     def aggregate(self, tasks: list[Task], scores: list[Score]) -> dict[str, float]:
-        """The domain's declared metrics, aggregated by the core (`workbench.aggregation`:
+        """The domain's declared metrics, aggregated by the core (`workbench.contract.aggregation`:
         each over the outputs its `where` and `by` select, a count only where it counts a
         task), updated with what the plugin's `workbench_aggregate` returns (the hook's value
         wins; a declared key the hook does not return keeps the core's value, and a metric

@@ -11,8 +11,8 @@ the others load normally; only a command that needs it fails, with its error. Wi
 allowlist (`allow`), plugins it excludes are not even imported. Plugins registered
 programmatically (`extra_plugins`) and allowlisted ones must load: their errors raise.
 
-`Domain` (workbench/domain.py) wraps one domain plugin's hooks; the fault guard every call goes
-through is workbench/containment.py, and what a hook must return is workbench/validity.py.
+`Domain` (workbench/contract/domain.py) wraps one domain plugin's hooks; the fault guard every call goes
+through is workbench/contract/containment.py, and what a hook must return is workbench/contract/validity.py.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 import pluggy
 
-from workbench import hookspecs
-from workbench.containment import DEFAULT_PLUGIN_TIMEOUT_S, CallGuard, FaultLog, PluginError, contain, fault_of, short_error
-from workbench.domain import Domain, hook_names
-from workbench.tasks import DomainInfo
+from workbench.contract import hookspecs
+from workbench.contract.containment import DEFAULT_PLUGIN_TIMEOUT_S, CallGuard, FaultLog, PluginError, contain, fault_of, short_error
+from workbench.contract.domain import Domain, hook_names
+from workbench.contract.tasks import DomainInfo
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +208,7 @@ def _check_alone(name: str, obj: object, source: str) -> DomainInfo | None:
         if "unknown hook" in str(exc):
             raise PluginError(
                 f"plugin {name!r} ({source}) implements a hook that matches no spec: {exc}. "
-                "Check the hook name against workbench.hookspecs (a typo, or a hook from a newer version)."
+                "Check the hook name against workbench.contract.hookspecs (a typo, or a hook from a newer version)."
             ) from exc
         raise PluginError(f"plugin {name!r} ({source}) does not match the contract: {exc}") from exc
     except ValueError as exc:

@@ -37,8 +37,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from workbench.plugin_support import count_tasks
-from workbench.tasks import MetricInfo, Score, Task
+from workbench.contract.plugin_support import count_tasks
+from workbench.contract.tasks import MetricInfo, Score, Task
 
 BUILT_IN_SAMPLES = ("reward", "success", "parse_error", "correct")
 

@@ -85,8 +85,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from workbench.contract.tasks import AgentStats, Score, Task
 from workbench.errors import WorkbenchError
-from workbench.tasks import AgentStats, Score, Task
 from workbench.textsafety import clean_text
 
 log = logging.getLogger(__name__)

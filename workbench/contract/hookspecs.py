@@ -22,10 +22,10 @@ Required domain hooks: `workbench_domain_info`, `workbench_seed_tasks`,
 `workbench_environment_prompt`, `workbench_parse_task`, `workbench_validate_task`,
 `workbench_score`. All others are optional. `plugins/workbench_demo` is the worked example.
 
-Each hook's docstring states its rules: what `workbench check-plugin` (`workbench.conformance`)
-checks is exactly what is written there. The `Domain` wrapper (`workbench/domain.py`) wraps
+Each hook's docstring states its rules: what `workbench check-plugin` (`workbench.contract.conformance`)
+checks is exactly what is written there. The `Domain` wrapper (`workbench/contract/domain.py`) wraps
 every per-task call in a time budget and turns an exception into a counted fault, so hook
-bodies need no try/except of their own; `workbench.plugin_support` holds the plumbing every
+bodies need no try/except of their own; `workbench.contract.plugin_support` holds the plumbing every
 plugin needs (option parsing, grouped means, example failures). Hooks are grouped by phase:
 identity, seeds and data, environment generation, validation, agent and scoring, reports,
 run lifecycle.
@@ -38,7 +38,7 @@ from typing import Any
 
 import pluggy
 
-from workbench.tasks import AgentStats, DomainInfo, Interaction, MetricInfo, Rejection, ReportSection, Score, Task
+from workbench.contract.tasks import AgentStats, DomainInfo, Interaction, MetricInfo, Rejection, ReportSection, Score, Task
 
 PROJECT = "workbench"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -85,7 +85,7 @@ def workbench_domain_info() -> DomainInfo:
       per-sample value `sample`; `where`, a filter on the task's spec; `by`, a spec key
       giving one metric per value present, named by "{value}" in the name), each a key of the
       aggregate when the data has it (a per-category metric only when its category is
-      present): the core computes it from the declaration (`workbench.aggregation`), or the
+      present): the core computes it from the declaration (`workbench.contract.aggregation`), or the
       `workbench_aggregate` hook where a declaration cannot say it;
     * `headline`: None, or the metric a comparison table shows in percent: one of `metrics`
       when any are declared, and a key of the aggregate (the core's declared metrics and
@@ -109,7 +109,7 @@ def workbench_seed_tasks(options: dict[str, Any]) -> list[Task]:
     environment prompt is built from.
 
     `options` is the run config's `domain_options` mapping, or `--option KEY=VALUE` pairs
-    from the command line; read it with `workbench.plugin_support` (`limit_option`,
+    from the command line; read it with `workbench.contract.plugin_support` (`limit_option`,
     `path_option(options, "data_path", ENV_VAR)`, `int_option`, `list_option`), which accept
     both typed values and strings and raise `OptionError` (a `ValueError`) naming the option.
     Without a data path a plugin returns its own small built-in samples.
@@ -221,7 +221,7 @@ def workbench_score(task: Task, output: str) -> Score:
 
     If the hook raises, runs past the time budget (`plugin_timeout_s`) or returns an invalid
     Score, the engine scores the output 0 with `metrics["plugin_fault"] = 1.0`
-    (`workbench.containment.is_plugin_fault`), counts it in the epoch's `score_errors` and keeps
+    (`workbench.contract.containment.is_plugin_fault`), counts it in the epoch's `score_errors` and keeps
     the task out of the environment's curriculum: a plugin needs no try/except of its own.
     """
 
@@ -275,7 +275,7 @@ def workbench_aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, flo
     """Optional: benchmark-level metrics a `MetricInfo` declaration cannot say (an unweighted
     mean of per-category means, micro averages with their own denominators, standard errors, a
     filter on the score rather than on the task). The core aggregates every metric declared in
-    `DomainInfo.metrics` itself (`workbench.aggregation`: counts, means, rates and sums of
+    `DomainInfo.metrics` itself (`workbench.contract.aggregation`: counts, means, rates and sums of
     per-sample values, filtered by `where` and grouped by `by`) and updates that with this
     hook's dict (the hook's values win). Without declared metrics or this hook: `n`, mean
     reward, accuracy and parse-error rate.
@@ -283,7 +283,7 @@ def workbench_aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, flo
     Rules: a dict of metric name -> number (not bool); together with the declared metrics it
     holds `DomainInfo.headline` for any non-empty list of tasks. The hook need return only what
     the core does not compute; a declared metric it returns too must have the core's value
-    (`workbench check-plugin` warns otherwise). `workbench.plugin_support` has `mean`, `mean_stderr`,
+    (`workbench check-plugin` warns otherwise). `workbench.contract.plugin_support` has `mean`, `mean_stderr`,
     `rate` and `grouped_means` for the usual ones.
     """
 
