@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import InternalError, WorkbenchError
+from workbench.export import FORMATS as EXPORT_FORMATS
 from workbench.modes import INTERACTIVE_MODES
 from workbench.run_layout import RunLayout
 
@@ -566,7 +567,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="a run's generated curriculum as a dataset (JSON Lines, Hugging Face, veRL parquet)")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder")
-    p.add_argument("--format", choices=["hf", "verl", "jsonl"], default="jsonl",
+    p.add_argument("--format", choices=EXPORT_FORMATS, default="jsonl",
                    help="jsonl: one task per line; hf: datasets.save_to_disk folder; verl: parquet in veRL's RL schema")
     p.add_argument("--out", required=True, help="output file (jsonl, verl) or folder (hf)")
     p.add_argument("--epochs", metavar="A:B", help="only tasks generated in epochs A..B (inclusive; 3:, :5 and 4 work too)")
