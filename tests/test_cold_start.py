@@ -146,6 +146,15 @@ def test_a_fixed_cold_start_seed_gives_runs_of_other_seeds_one_cold_start(base_c
     assert runs["own"]["env"]["files"] != runs["a"]["env"]["files"]  # the run's own seed draws other examples
 
 
+def test_the_environment_may_take_fewer_seeds_than_the_agent(base_config, tmp_path):
+    """`env_max_seeds`: the environment's long examples on the first seeds only, the agent on all."""
+    cold = dataclasses.replace(FAST, env_max_seeds=3)
+    CoEvolution(dataclasses.replace(base_config, cold_start=cold), tmp_path / "run")
+    record = json.loads((tmp_path / "run" / "cold_start" / "record.json").read_text())
+    assert record["seeds"]["env"] == 3 and record["seeds"]["agent"] > 3
+    assert record["roles"]["env"]["examples"] == 3 * FAST.passes and record["roles"]["agent"]["examples"] > 3 * FAST.passes
+
+
 KILLED_SCRIPT = textwrap.dedent(
     """
     import sys, time

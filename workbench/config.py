@@ -221,6 +221,11 @@ class ColdStartSettings:
     per_device_batch_size: int = _f(2, "Examples per micro-step.")
     gradient_accumulation_steps: int = _f(4, "Micro-steps per optimizer step (effective batch = the two multiplied).")
     max_seeds: int | None = _f(None, "Use at most this many seed tasks (the first ones); None = all of the run's seeds.")
+    env_max_seeds: int | None = _f(
+        None,
+        "The environment's fine-tuning takes at most this many seed tasks (the first ones); None = as max_seeds. Its "
+        "examples carry env.examples_per_prompt rendered seeds each, so they are several times the agent's length.",
+    )
     seed: int | None = _f(
         None,
         "Seed of the fine-tuning (its example draws and order, TRL's seed); None = the run's seed. A fixed value gives "
@@ -355,6 +360,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
     "cold_start.per_device_batch_size": (1, math.inf, True, False, "use at least 1"),
     "cold_start.gradient_accumulation_steps": (1, math.inf, True, False, "use at least 1"),
     "cold_start.max_seeds": (1, math.inf, True, False, "use at least 1 seed, or leave it unset (null) for all"),
+    "cold_start.env_max_seeds": (1, math.inf, True, False, "use at least 1 seed, or leave it unset (null) for max_seeds"),
     "threads": (1, math.inf, True, False, "use at least 1 thread, or leave it unset (null) for the default"),
     "seed": (0, 2**32 - 1, True, True, "use a whole number from 0 to 4294967295 (2**32 - 1), the range random, numpy and torch all accept, e.g. 0"),
     "cold_start.seed": (0, 2**32 - 1, True, False, "use a whole number from 0 to 4294967295, or leave it unset (null) for the run's seed"),

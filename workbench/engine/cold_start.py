@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from workbench.cache import cache_root
-from workbench.config import ModelSettings, RunConfig
+from workbench.config import ColdStartSettings, ModelSettings, RunConfig
 from workbench.contract.domain import Domain
 from workbench.contract.tasks import AgentStats, Task, atomic_write_text, restore_plain_modes
 from workbench.engine.env_prompt import few_shot_turns
@@ -182,7 +182,7 @@ def prepare(
             "the cold start runs in one process: start the run once without accelerate launch (stop it after epoch 1 "
             "begins; cold_start/ is kept and reused), then resume it under accelerate launch"
         )
-    chosen = seeds[: settings.max_seeds] if settings.max_seeds else list(seeds)
+    chosen = {role: role_seeds(settings, role, seeds) for role in wanted}
     layout.cold_start_dir.mkdir(parents=True, exist_ok=True)
     _remove_leftovers(layout.cold_start_dir)
     start = time.perf_counter()
@@ -191,13 +191,20 @@ def prepare(
         folder = layout.cold_start_dir / role
         if not (folder / ROLE_FILE).exists():  # a role completed before a kill is kept
             shutil.rmtree(folder, ignore_errors=True)
-            _make_role(config, domain, chosen, role, folder, progress)
+            _make_role(config, domain, chosen[role], role, folder, progress)
         roles[role] = json.loads((folder / ROLE_FILE).read_text(encoding="utf-8"))
         roles[role]["files"] = _hashes(folder)
-    record = {"version": COLD_START_VERSION, "settings": dataclasses.asdict(settings), "seeds": len(chosen),
+    record = {"version": COLD_START_VERSION, "settings": dataclasses.asdict(settings), "seeds": {r: len(c) for r, c in chosen.items()},
               "seconds": round(time.perf_counter() - start, 3), "roles": roles}
     atomic_write_text(layout.cold_start_record, json.dumps(record, indent=1))
     return ColdStartModels({role: layout.cold_start_dir / role for role in wanted}, record)
+
+
+def role_seeds(settings: ColdStartSettings, role: str, seeds: list[Task]) -> list[Task]:
+    """The seeds a role fine-tunes on: the first `max_seeds` (the environment: `env_max_seeds`,
+    else `max_seeds`), or all."""
+    limit = settings.env_max_seeds if role == "env" and settings.env_max_seeds else settings.max_seeds
+    return seeds[:limit] if limit else list(seeds)
 
 
 def cold_start_seed(config: RunConfig) -> int:
@@ -344,7 +351,9 @@ def _cache_key(config: RunConfig, role: str, model: ModelSettings, rows: list[Ro
     facts = {
         "v": COLD_START_VERSION, "role": role, "model": str(path), "weights": weights, "dtype": model.dtype,
         "lora": dataclasses.asdict(model.lora) if model.lora else None, "checkpointing": model.gradient_checkpointing,
-        "settings": {k: v for k, v in dataclasses.asdict(config.cold_start).items() if k != "cache"},  # type: ignore[arg-type]
+        # the seeds a role takes are in its rows: max_seeds and env_max_seeds are not part of the key
+        "settings": {k: v for k, v in dataclasses.asdict(config.cold_start).items()  # type: ignore[arg-type]
+                     if k not in ("cache", "max_seeds", "env_max_seeds")},
         "rows": rows, "seed": cold_start_seed(config),
     }
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:20]
