@@ -82,3 +82,21 @@ def make_config(tiny_models: tuple[Path, Path]):
         return dataclasses.replace(cfg, **top_level)  # validates the whole config
 
     return build
+
+
+@pytest.fixture(scope="session")
+def demo_run_two_epochs(tiny_models: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished 2-epoch genenv run of the demo domain on the tiny models (a few seconds), with
+    sampling settings that give valid tasks: for tests that read a run folder (export, the TRL and
+    veRL integrations) and must not change it."""
+    import copy
+
+    from workbench.demo import demo_config
+    from workbench.engine.loop import CoEvolution
+    from workbench.ui.state import apply_overrides
+
+    overrides = {**copy.deepcopy(SMALL_OVERRIDES), "env.generation.temperature": 0.7, "env.generation.max_new_tokens": 24}
+    folder = tmp_path_factory.mktemp("demo-run") / "run"
+    CoEvolution(apply_overrides(demo_config(*tiny_models, epochs=2), overrides), folder).run()
+    return folder
+

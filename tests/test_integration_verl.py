@@ -59,18 +59,9 @@ from workbench.contract.tasks import read_jsonl
 
 
 @pytest.fixture(scope="module")
-def run_dir(tiny_models, tmp_path_factory):
-    """A real 2-epoch genenv run of the demo domain on the tiny models (a few seconds)."""
-    from conftest import SMALL_OVERRIDES
-
-    from workbench.demo import demo_config
-    from workbench.engine.loop import CoEvolution
-    from workbench.ui.state import apply_overrides
-
-    overrides = {**copy.deepcopy(SMALL_OVERRIDES), "env.generation.temperature": 0.7, "env.generation.max_new_tokens": 24}
-    folder = tmp_path_factory.mktemp("verl") / "run"
-    CoEvolution(apply_overrides(demo_config(*tiny_models, epochs=2), overrides), folder).run()
-    return folder
+def run_dir(demo_run_two_epochs):
+    """The session's finished 2-epoch demo run (conftest), read and never changed here."""
+    return demo_run_two_epochs
 
 
 @pytest.fixture(scope="module")

@@ -332,23 +332,13 @@ class _Cursor:
         value: int = self.unpack(fmt, what)[0]
         return value
 
-    def text(self, what: str, limit: int) -> str:
+    def text(self, what: str, limit: int | None = None) -> str:
+        """A UTF-8 string: a key or a name at most `limit` bytes long, a value (no limit) as long
+        as the file holds."""
         start = self.pos
         length = self.uint("<Q", f"the length of {what}")
-        if length > limit:
+        if limit is not None and length > limit:
             raise self.fail(f"{what} is {length:,} bytes long, over the {limit:,} a GGUF allows", start)
-        self.need(length, what)
-        raw = bytes(self.data[self.pos:self.pos + length])
-        self.pos += length
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise self.fail(f"{what} is not UTF-8 text ({raw[:40]!r})", start) from None
-
-    def string(self, what: str) -> str:
-        """A string of any length the file holds (a value, not a key or a name)."""
-        start = self.pos
-        length = self.uint("<Q", f"the length of {what}")
         self.need(length, what)
         raw = bytes(self.data[self.pos:self.pos + length])
         self.pos += length
@@ -375,7 +365,7 @@ def _read_value(cur: _Cursor, value_type: int, key: str, depth: int = 0) -> Any:
     if value_type in _SCALAR_FORMATS:
         return cur.unpack(_SCALAR_FORMATS[value_type], f"the value of {key!r}")[0]
     if value_type == _STRING:
-        return cur.string(f"the string value of {key!r}")
+        return cur.text(f"the string value of {key!r}")
     if value_type != _ARRAY:
         raise cur.fail(f"key {key!r} has value type {value_type}, which GGUF does not define (0-12: "
                        + ", ".join(GGUF_VALUE_TYPES.values()) + ")", cur.pos - 4)
