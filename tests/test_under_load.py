@@ -19,7 +19,7 @@ import pytest
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 BUSY_PER_CORE = 3
-MODULES = ["tests/test_alfworld_fuzz.py", "tests/test_travelplanner_fuzz.py", "tests/test_demo_plugin.py", "tests/test_plugin_bfcl.py"]
+MODULES = ["tests/test_alfworld_fuzz.py", "tests/test_travelplanner_fuzz.py", "tests/test_demo_plugin.py"]
 
 
 def test_the_bounded_modules_pass_beside_a_competing_load():
