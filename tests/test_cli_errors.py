@@ -363,3 +363,14 @@ def test_plugins_lists_a_broken_plugin_and_the_others(tmp_path, monkeypatch):
     # A command that needs another domain still works; one that needs it names its error.
     needs = workbench("score", "--benchmark", "badcli", "--data", "x", "--predictions", "y")
     assert needs.returncode == 2 and "broken" in needs.stderr and "no_such_module_for_cli" in needs.stderr
+
+
+def test_a_run_config_with_an_ignored_mode_option_is_refused(make_config, tmp_path):
+    """The CLI's `--option mode=episode` check, at the engine's depth: a config file that sets it
+    on a single-turn domain is refused too, not half-read."""
+    from workbench.engine.loop import CoEvolution, RunError
+
+    with pytest.raises(RunError, match="has no episodes"):
+        CoEvolution(make_config(domain_options={"count": 48, "mode": "episode"}), tmp_path / "run")
+    with pytest.raises(RunError, match="is a run mode"):
+        CoEvolution(make_config(domain_options={"count": 48, "mode": "random"}), tmp_path / "run2")

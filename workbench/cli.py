@@ -390,43 +390,24 @@ def _option_values(items: list[str] | None) -> dict[str, Any]:
     return options
 
 
-# Values of the domain option `mode` that say how a multi-turn domain's tasks are played (ALFWorld:
-# one command a task, or whole games as episodes); a single-turn domain reads no such option.
-EPISODE_OPTION_VALUES = ("episode", "episodes", "step", "steps")
 # The commands with `--option`, and the argument that names their domain.
 _OPTION_DOMAIN_ARG = {"demo": "domain", "serve": "domain", "check-plugin": "plugin"}
 
 
-def _plays_episodes(domain: Any) -> bool:
-    """A domain that has episodes: multi-turn (`DomainInfo.multi_turn`) with an interaction hook."""
-    return bool(domain.info.multi_turn) and domain.implements("workbench_make_interaction")
-
-
 def check_domain_options(command: str, domain_name: str, options: dict[str, Any]) -> None:
-    """Refuse a domain option that the domain would silently ignore: `--option mode=episode`
-    (or `step`) on a domain that has no episodes, and a run mode (`mode=random`) given as a
-    domain option. A domain name that is not loaded is left to the command to report."""
+    """Refuse a domain option that the domain would silently ignore (`Registry.ignored_mode_option`:
+    `--option mode=episode` on a domain without episodes, a run mode given as a domain option)."""
     from workbench.contract.registry import load_registry
     from workbench.modes import MODES
 
-    value = options.get("mode")
-    if not isinstance(value, str) or not domain_name:
-        return
-    registry = load_registry()
-    domain = registry.domains.get(domain_name)
-    if domain is None or _plays_episodes(domain):
-        return  # unknown (the command says so), or a domain that reads its own `mode` option
-    item = f"--option mode={value}"
-    if value in MODES:
-        where = f"use --mode {value}" if command == "demo" else f"run modes apply to runs (`workbench demo --mode {value}`, or `mode: {value}` in a run config)"
-        raise UsageError(f"{item}: {value!r} is a run mode, not a domain option, and domain {domain.name!r} reads no 'mode' "
-                         f"option, so it would be ignored; {where}")
-    if value.lower() in EPISODE_OPTION_VALUES:
-        episodic = sorted(name for name, d in registry.domains.items() if _plays_episodes(d))
-        supported = (f"only the multi-turn domains take it: {', '.join(episodic)} (mode=step: one command a task; "
-                     "mode=episode: whole games)") if episodic else "no loaded domain has episodes"
-        raise UsageError(f"{item}: domain {domain.name!r} has no episodes (its tasks are single-turn: DomainInfo.multi_turn "
-                         f"is false), so the option would be ignored; {supported}. Drop the option, or choose one of those domains")
+    problem = load_registry().ignored_mode_option(domain_name, options, MODES) if domain_name else None
+    if problem is not None:
+        value = options["mode"]
+        fix = ""
+        if value in MODES:
+            fix = f"; use --mode {value}" if command == "demo" else \
+                f"; run modes apply to runs (`workbench demo --mode {value}`, or `mode: {value}` in a run config)"
+        raise UsageError(f"--option mode={value}: {problem}{fix}")
 
 
 def _check_option_args(args: argparse.Namespace) -> None:

@@ -71,6 +71,16 @@ class PluginRecord:
         return self.error is not None
 
 
+# Values of the domain option `mode` that say how a multi-turn domain's tasks are played (ALFWorld:
+# one command a task, or whole games as episodes); a single-turn domain reads no such option.
+EPISODE_OPTION_VALUES = ("episode", "episodes", "step", "steps")
+
+
+def plays_episodes(domain: Domain) -> bool:
+    """A domain that has episodes: multi-turn (`DomainInfo.multi_turn`) with an interaction hook."""
+    return bool(domain.info.multi_turn) and domain.implements("workbench_make_interaction")
+
+
 class Registry:
     """The loaded plugins: domains by name, broken plugins with their errors, plus the
     manager for cross-cutting hooks."""
@@ -90,6 +100,24 @@ class Registry:
         self._timeout_s = timeout_s
         self._guards: dict[str, CallGuard] = {}
         self._log = FaultLog()
+
+    def ignored_mode_option(self, domain_name: str, options: dict[str, Any], run_modes: Iterable[str]) -> str | None:
+        """Why the domain option `mode` in `options` would be silently ignored by domain
+        `domain_name` (a run mode given as a domain option, or `episode`/`step` for a domain
+        without episodes), or None. An unknown domain is left to the caller to report."""
+        value = options.get("mode")
+        domain = self.domains.get(domain_name)
+        if not isinstance(value, str) or domain is None or plays_episodes(domain):
+            return None  # a domain with episodes reads its own `mode` option
+        if value in set(run_modes):
+            return f"{value!r} is a run mode, not a domain option, and domain {domain.name!r} reads no 'mode' option, so it would be ignored"
+        if value.lower() in EPISODE_OPTION_VALUES:
+            episodic = sorted(name for name, d in self.domains.items() if plays_episodes(d))
+            supported = (f"only the multi-turn domains take it: {', '.join(episodic)} (mode=step: one command a task; "
+                         "mode=episode: whole games)") if episodic else "no loaded domain has episodes"
+            return (f"domain {domain.name!r} has no episodes (its tasks are single-turn: DomainInfo.multi_turn is false), "
+                    f"so the option would be ignored; {supported}. Drop the option, or choose one of those domains")
+        return None
 
     def domain(self, name: str) -> Domain:
         try:

@@ -63,7 +63,7 @@ from workbench.engine.run_folder import RunFolder, RunState
 from workbench.engine.rwr import RWRExample
 from workbench.engine.task_sources import TASK_SOURCES, select_seeds
 from workbench.engine.threads import apply_threads
-from workbench.modes import get_mode
+from workbench.modes import MODES, get_mode
 from workbench.novelty import NoveltyReport, NoveltyTracker
 from workbench.records import build_epoch_record
 from workbench.reports.summary import write_summary
@@ -87,6 +87,9 @@ class CoEvolution:
         if registry is not None:
             registry.set_plugin_timeout(config.plugin_timeout_s)
         self.domain: Domain = self.registry.domain(config.domain)
+        ignored = self.registry.ignored_mode_option(config.domain, config.domain_options, MODES)
+        if ignored is not None:  # the same check as the CLI's --option: a config is not silently half-read
+            raise RunError(f"domain_options.mode = {config.domain_options['mode']!r}: {ignored}")
         self.events = RunEvents(lambda: self.epoch + 1)  # subscribers, and the phase timings of the epoch in progress
         self.checkpoints = Checkpoints(self.folder, config)
         self.rng = random.Random(config.seed)
