@@ -21,7 +21,7 @@ import pytest
 from workbench.export import export_run
 from workbench.contract.tasks import read_jsonl
 
-FORMATS = {"jsonl": ".jsonl", "hf": "", "verl": ".parquet"}
+FORMATS = {"jsonl": ".jsonl", "hf": "", "verl": ".parquet", "trl": ".jsonl"}  # every format export writes, by its file suffix
 
 
 def _task(i: int, **fields) -> dict:
@@ -115,6 +115,12 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, fmt):
         assert out.read_text() == "the previous export\n"
 
 
+def test_every_export_format_is_tested_here():
+    from workbench.export import FORMATS as EXPORTED
+
+    assert sorted(FORMATS) == sorted(EXPORTED)
+
+
 def test_provenance_says_when_the_checkpoint_is_gone(tmp_path):
     epochs = {1: [_task(1)], 2: [_task(2)], 3: [_task(3)]}
     pruned = make_run(tmp_path / "pruned", epochs, checkpoints=(2,))  # keep_checkpoints removed epoch_0001
@@ -195,7 +201,7 @@ def test_force_replaces_an_earlier_export_once_the_new_one_is_complete(tmp_path,
     result = workbench("export", str(run), "--format", fmt, "--out", str(out), "--force")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["rows"] == 3
-    if fmt == "jsonl":
+    if fmt in ("jsonl", "trl"):
         assert len(list(read_jsonl(out))) == 3
     elif fmt == "verl":
         import pyarrow.parquet as pq

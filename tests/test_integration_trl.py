@@ -42,11 +42,11 @@ def run_dir(demo_run_two_epochs):
 
 @pytest.fixture(scope="module")
 def exports(run_dir, tmp_path_factory):
-    """The run exported by the CLI as jsonl, hf and verl: {format: path}."""
+    """The run exported by the CLI as jsonl, hf, verl and trl: {format: path}."""
     from workbench.cli import main
 
     out = tmp_path_factory.mktemp("trl-export")
-    paths = {"jsonl": out / "c.jsonl", "hf": out / "c_hf", "verl": out / "c.parquet"}
+    paths = {"jsonl": out / "c.jsonl", "hf": out / "c_hf", "verl": out / "c.parquet", "trl": out / "c_trl.jsonl"}
     for fmt, path in paths.items():
         assert main(["export", str(run_dir), "--format", fmt, "--out", str(path), "--include-seeds"]) == 0
     return paths
@@ -78,7 +78,7 @@ def _trl_call(reward, dataset, completions_of):
     return tasks, rewards, logged
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "hf", "verl", "run"])
+@pytest.mark.parametrize("fmt", ["jsonl", "hf", "verl", "trl", "run"])
 def test_trl_dataset_and_reward_on_every_export_format(fmt, exports, run_dir, domain):
     from workbench.integrations.trl import reward_function, trl_dataset
 
@@ -91,6 +91,22 @@ def test_trl_dataset_and_reward_on_every_export_format(fmt, exports, run_dir, do
     assert [row["prompt"] for row in dataset] == [domain.agent_messages(t) for t in tasks]
     _, rewards, logged = _trl_call(reward, dataset, lambda t: f"Answer: {t.spec['answer'] - 1}")
     assert rewards == [0.0] * len(tasks) and logged["genenv/arithmetic/success"] == 0.0
+
+
+def test_the_trl_export_loads_with_datasets_alone_as_trl_dataset_builds_it(exports, run_dir, domain):
+    """`--format trl` read by `datasets.load_dataset("json")` holds the rows `trl_dataset` builds
+    from the run folder: the same chat-message prompts, task columns and provenance."""
+    from datasets import load_dataset
+
+    from workbench.integrations.trl import reward_function, trl_dataset
+
+    loaded = load_dataset("json", data_files=str(exports["trl"]), split="train")
+    built = trl_dataset(run_dir, include_seeds=True)
+    assert sorted(loaded.column_names) == sorted(built.column_names)
+    assert "messages" not in loaded.column_names and "task_prompt" in loaded.column_names
+    assert loaded.to_list() == built.to_list()
+    tasks, rewards, _ = _trl_call(reward_function(domain), loaded, domain.reference_output)
+    assert rewards == [1.0] * len(loaded) and [t.id for t in tasks] == loaded["id"]
 
 
 def test_recorded_attempts_score_the_same_and_other_domains_get_none(exports, run_dir, domain):
@@ -135,18 +151,21 @@ def test_clear_errors(exports, run_dir, tmp_path):
 
 
 def test_a_plain_grpo_trainer_trains_on_the_exported_curriculum(exports, tiny_models, domain, tmp_path, monkeypatch):
-    """The docs/ecosystem.md snippet, on the tiny agent: every reward TRL used is the plugin's."""
+    """The docs/ecosystem.md snippet, on the tiny agent: the trl export loaded by `datasets` alone,
+    and every reward TRL used is the plugin's."""
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     agent, _ = tiny_models
+    curriculum = str(exports["trl"])  # `workbench export RUN --format trl --out curriculum.jsonl --include-seeds`
     # --- the snippet (docs/ecosystem.md, "TRL") ---
+    from datasets import load_dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from workbench.integrations.trl import reward_function, trl_dataset
+    from workbench.integrations.trl import reward_function
 
     trainer = GRPOTrainer(
         model=str(agent),
         reward_funcs=reward_function("arithmetic"),
-        train_dataset=trl_dataset(exports["jsonl"]),  # a run folder, or a jsonl, hf or verl export
+        train_dataset=load_dataset("json", data_files=curriculum, split="train"),
         args=GRPOConfig(output_dir=str(tmp_path / "grpo"), num_generations=4, per_device_train_batch_size=8,
                         max_completion_length=12, max_steps=2, logging_steps=1, use_cpu=True, report_to=[], save_strategy="no"),
     )

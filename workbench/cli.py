@@ -546,11 +546,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_check_plugin)
 
-    p = sub.add_parser("export", help="a run's generated curriculum as a dataset (JSON Lines, Hugging Face, veRL parquet)")
+    p = sub.add_parser("export", help="a run's generated curriculum as a dataset (JSON Lines, Hugging Face, veRL parquet, TRL JSON Lines)")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder")
     p.add_argument("--format", choices=EXPORT_FORMATS, default="jsonl",
-                   help="jsonl: one task per line; hf: datasets.save_to_disk folder; verl: parquet in veRL's RL schema")
-    p.add_argument("--out", required=True, help="output file (jsonl, verl) or folder (hf)")
+                   help="jsonl: one task per line; hf: datasets.save_to_disk folder; verl: parquet in veRL's RL schema; "
+                        "trl: JSON Lines with TRL's conversational prompt column (datasets.load_dataset('json'))")
+    p.add_argument("--out", required=True, help="output file (jsonl, verl, trl) or folder (hf)")
     p.add_argument("--epochs", metavar="A:B", help="only tasks generated in epochs A..B (inclusive; 3:, :5 and 4 work too)")
     p.add_argument("--in-band-only", action="store_true", help="only tasks whose p_hat fell in the difficulty band")
     p.add_argument("--include-seeds", action="store_true", help="add the seed tasks (no epoch, no p_hat)")

@@ -1,6 +1,6 @@
-"""A run's generated curriculum as a dataset: JSON Lines, Hugging Face `datasets`, or veRL parquet.
+"""A run's generated curriculum as a dataset: JSON Lines, Hugging Face `datasets`, veRL parquet, or TRL JSON Lines.
 
-    workbench export RUN_DIR --format {hf,verl,jsonl} --out PATH [--epochs A:B] [--in-band-only] [--include-seeds] [--force]
+    workbench export RUN_DIR --format {hf,verl,jsonl,trl} --out PATH [--epochs A:B] [--in-band-only] [--include-seeds] [--force]
 
 Every row is one task with its provenance: the epoch it was generated in, its p_hat, R_env,
 in-band flag and RWR weight (from `pools/d_env.jsonl`), its source (generated, static,
@@ -17,6 +17,12 @@ Formats:
   * `verl`: one parquet file in veRL's RL schema: `data_source` ("genenv/<domain>"),
     `prompt` (chat messages), `ability` (the domain), `reward_model: {style: "rule",
     ground_truth: <the spec as JSON>}`, `extra_info` (task id, provenance).
+  * `trl`: JSON Lines in TRL's conversational prompt format, read with
+    `datasets.load_dataset("json", data_files=PATH, split="train")` straight into a
+    `GRPOTrainer`: `prompt` is the agent's chat messages, the task's own prompt text is
+    `task_prompt`, `spec` and `meta` are JSON text (one Arrow column cannot hold their varying
+    shapes), and the provenance columns stay; `workbench.integrations.trl.reward_function`
+    scores a completion from these columns.
 `task_from_row(row)` turns a row of any format back into a `Task` the plugin can score.
 
 What it reads from a run folder (paths: `workbench.run_layout.RunLayout`; records read back
@@ -56,7 +62,7 @@ from workbench.records import EnvRecord, read_env_records, read_epoch_records, r
 from workbench.run_layout import RunLayout
 from workbench.textsafety import find_bad_text
 
-FORMATS = ("hf", "verl", "jsonl")
+FORMATS = ("hf", "verl", "jsonl", "trl")
 _TASK_FIELDS = {f.name for f in dataclasses.fields(Task)}
 
 
@@ -358,8 +364,20 @@ def _hf_row(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def trl_row(row: dict[str, Any]) -> dict[str, Any]:
+    """An export row with TRL's columns: `prompt` the agent's chat messages (`messages`), the
+    task's prompt text in `task_prompt`, `spec` and `meta` as JSON text."""
+    out = {k: v for k, v in row.items() if k not in ("prompt", "messages")}
+    out["prompt"] = row["messages"]
+    out["task_prompt"] = row["prompt"]
+    for key in ("spec", "meta"):
+        if not isinstance(out.get(key), str):
+            out[key] = json.dumps(out.get(key) if out.get(key) is not None else {}, sort_keys=key == "spec", ensure_ascii=False)
+    return out
+
+
 def task_from_row(row: dict[str, Any]) -> Task:
-    """The Task of an exported row (jsonl, hf or verl), ready for `Domain.score`."""
+    """The Task of an exported row (jsonl, hf, verl or trl), ready for `Domain.score`."""
     if "reward_model" in row:  # verl
         info = row.get("extra_info") or {}
         meta = info.get("meta")
@@ -367,7 +385,8 @@ def task_from_row(row: dict[str, Any]) -> Task:
                     id=info["task_id"], system=info.get("system"), source=info.get("source") or "generated",
                     meta=json.loads(meta) if isinstance(meta, str) else (meta or {}))
     spec, meta = row["spec"], row.get("meta")
-    return Task(domain=row["domain"], prompt=row["prompt"], spec=json.loads(spec) if isinstance(spec, str) else spec,
+    prompt = row["task_prompt"] if "task_prompt" in row else row["prompt"]  # trl: `prompt` is the chat messages
+    return Task(domain=row["domain"], prompt=prompt, spec=json.loads(spec) if isinstance(spec, str) else spec,
                 id=row["id"], system=row.get("system"), source=row.get("source") or "generated",
                 meta=json.loads(meta) if isinstance(meta, str) else (meta or {}))
 
@@ -437,8 +456,8 @@ def _check_out(out: Path, fmt: str, force: bool = False) -> Path:
 
 def _write(fmt: str, out: Path, rows: list[dict[str, Any]]) -> None:
     """Write the dataset so that `out` appears only once it is complete."""
-    if fmt == "jsonl":
-        write_jsonl(out, rows)  # atomic: a temp file beside `out`, renamed
+    if fmt in ("jsonl", "trl"):
+        write_jsonl(out, rows if fmt == "jsonl" else [trl_row(r) for r in rows])  # atomic: a temp file beside `out`, renamed
         return
     import pyarrow as pa
 

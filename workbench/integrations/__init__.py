@@ -2,7 +2,7 @@
 
 * `workbench.integrations.trl`: TRL 1.16. `reward_function(domain)` is a reward function in
   TRL's signature that scores a completion with the domain plugin from the dataset's columns;
-  `trl_dataset(run_or_export)` is a run's curriculum (a run folder, or a jsonl, hf or verl
+  `trl_dataset(run_or_export)` is a run's curriculum (a run folder, or a jsonl, trl, hf or verl
   export) as a dataset with TRL's conversational `prompt` column; `GenEnvCurriculum` puts
   co-evolution itself (the environment model writing each epoch's tasks, p_hat per task, the
   alpha band and the environment update) into a user's own `GRPOTrainer` script as a

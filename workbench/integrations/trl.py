@@ -8,7 +8,7 @@ Train a plain `GRPOTrainer` on an exported curriculum (tests/test_integration_tr
     trainer = GRPOTrainer(
         model="path/to/agent",
         reward_funcs=reward_function("arithmetic"),
-        train_dataset=trl_dataset("curriculum.jsonl"),  # a run folder, or a jsonl, hf or verl export
+        train_dataset=trl_dataset("curriculum.jsonl"),  # a run folder, or a jsonl, trl, hf or verl export
         args=GRPOConfig(output_dir="grpo-out", num_generations=4, max_completion_length=16),
     )
     trainer.train()
@@ -25,7 +25,9 @@ functions on a multi-task dataset. The success rate of the batch is logged throu
 `trl_dataset` gives the conversational `prompt` column TRL wants: the agent's chat messages as
 the plugin writes them (the export's `messages`). The export's own `prompt` (the task's text)
 moves to `task_prompt`, and `spec` and `meta` are JSON text (their shapes vary from task to task,
-which one Arrow column cannot hold).
+which one Arrow column cannot hold). `workbench export RUN --format trl --out curriculum.jsonl`
+writes the same columns to a file that `datasets.load_dataset("json", data_files=...,
+split="train")` reads as it is, without the workbench installed where the trainer runs.
 
 Co-evolution in the same trainer (the environment model writing each epoch's tasks) is
 `workbench.integrations.trl_curriculum.GenEnvCurriculum`.
@@ -33,7 +35,6 @@ Co-evolution in the same trainer (the environment model writing each epoch's tas
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -41,7 +42,7 @@ from workbench.contract.containment import is_plugin_fault
 from workbench.contract.domain import Domain
 from workbench.contract.registry import Registry
 from workbench.contract.tasks import Task, read_jsonl
-from workbench.export import HF_DATASET_FILES, curriculum_rows, load_run, parse_epochs
+from workbench.export import HF_DATASET_FILES, curriculum_rows, load_run, parse_epochs, trl_row
 from workbench.integrations._rows import IntegrationError, completion_text, domain_named, task_of
 from workbench.run_layout import RunLayout
 
@@ -144,7 +145,7 @@ def trl_dataset(
         rows = curriculum_rows(run, parse_epochs(epochs), in_band_only, include_seeds, domain)
         if not rows:
             raise IntegrationError(f"{path} holds no tasks with epochs={epochs!r}, in_band_only={in_band_only}, include_seeds={include_seeds}")
-        return Dataset.from_list([_trl_row(r) for r in rows])
+        return Dataset.from_list([trl_row(r) for r in rows])
     if path.is_dir():
         if not all((path / name).is_file() for name in HF_DATASET_FILES):
             raise IntegrationError(f"{path} is a folder but neither a run folder ({RunLayout(path).config_path.name}) nor an hf export "
@@ -159,21 +160,13 @@ def trl_dataset(
     try:
         rows = list(read_jsonl(path))
     except (ValueError, UnicodeDecodeError) as exc:
-        raise IntegrationError(f"{path} is not a jsonl export ({exc}); pass a run folder, or a jsonl, hf or verl export") from None
+        raise IntegrationError(f"{path} is not a jsonl export ({exc}); pass a run folder, or a jsonl, trl, hf or verl export") from None
+    if rows and all(isinstance(r, dict) and "task_prompt" in r and isinstance(r.get("prompt"), list) and "spec" in r for r in rows):
+        return Dataset.from_list(rows)  # `workbench export --format trl`: TRL's columns already
     if not rows or not all(isinstance(r, dict) and "messages" in r and "spec" in r for r in rows):
-        raise IntegrationError(f"{path} holds no rows of `workbench export --format jsonl` (each with messages and spec)")
-    return Dataset.from_list([_trl_row(r) for r in rows])
-
-
-def _trl_row(row: dict[str, Any]) -> dict[str, Any]:
-    """An export row (jsonl, or a run's curriculum row) with TRL's columns."""
-    out = {k: v for k, v in row.items() if k not in ("prompt", "messages")}
-    out["prompt"] = row["messages"]
-    out["task_prompt"] = row["prompt"]
-    for key in ("spec", "meta"):
-        if not isinstance(out.get(key), str):
-            out[key] = json.dumps(out.get(key) if out.get(key) is not None else {}, sort_keys=key == "spec", ensure_ascii=False)
-    return out
+        raise IntegrationError(f"{path} holds no rows of `workbench export --format jsonl` or `--format trl` "
+                               "(each with messages and spec, or a chat-message prompt, task_prompt and spec)")
+    return Dataset.from_list([trl_row(r) for r in rows])
 
 
 def _trl_columns(dataset: Any) -> Any:
