@@ -19,7 +19,7 @@ ifneq ($(wildcard ../shared/benchmarks),)
 export WORKBENCH_BENCHMARK_DATA ?= $(abspath ../shared/benchmarks)
 endif
 
-.PHONY: install install-test install-real-model browser-deps demo lint test test-slow test-all
+.PHONY: install install-test install-real-model install-verifiers browser-deps demo lint test test-slow test-verifiers test-all
 
 .venv/bin/python:
 	python3 -m venv .venv
@@ -60,7 +60,22 @@ browser-deps:
 	-command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 	-cd tests/browser && npm install --silent --no-audit --no-fund
 
-test-slow: install-test install-real-model browser-deps
+# verifiers 0.4.0 pins mcp==2.0.0, which the openenv extra's fastmcp (mcp<2) cannot share, so its
+# integration test runs in an environment of its own: the workbench, verifiers, uv (verifiers prepares
+# its harness program with it) and the test's endpoint server (fastapi, uvicorn).
+VERIFIERS_VENV ?= .venv-verifiers
+$(VERIFIERS_VENV)/bin/python:
+	python3 -m venv $(VERIFIERS_VENV)
+	$(VERIFIERS_VENV)/bin/python -m pip install -q --upgrade pip
+
+install-verifiers: $(VERIFIERS_VENV)/bin/python
+	$(VERIFIERS_VENV)/bin/python -m pip install -q $(TORCH)
+	$(VERIFIERS_VENV)/bin/python -m pip install -q -e . 'verifiers==0.4.0' uv fastapi uvicorn pytest pytest-timeout traitlets
+
+test-verifiers: install-verifiers
+	$(VERIFIERS_VENV)/bin/python -m pytest tests/test_integration_verifiers.py -m slow -q
+
+test-slow: install-test install-real-model browser-deps test-verifiers
 	$(PYTHON) -m pytest -m "slow" -q
 
 test-all: test test-slow

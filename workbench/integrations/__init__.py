@@ -11,6 +11,10 @@
   ground_truth, extra_info)` is a `custom_reward_function` for rows of `workbench export
   --format verl`. It imports neither torch, transformers nor TRL, so it runs in veRL's own
   environment (veRL 0.9.1 pins transformers below 5.11).
+* `workbench.integrations.verifiers`: verifiers 0.4.0. `verifiers_environment(source or domain)`
+  is a `SingleAgentEnv` over a domain's seeds, a run's curriculum or an export, rewarded by the
+  plugin; verifiers' own `run_eval` evaluates a model on it. verifiers needs an environment of
+  its own (`make install-verifiers`: it pins mcp 2, which the openenv extra cannot share).
 
 docs/ecosystem.md has one section per peer with the snippet its test runs.
 
@@ -20,7 +24,7 @@ because glue for a peer needs them and they are stable:
 * `load_registry(allow=None, ...)`: load the domain plugins (built-in and entry-point ones);
   `load_registry().domain("arithmetic")` is a `Domain` with `score(task, output)`,
   `agent_messages(task)` and the other hooks, each call fault-contained.
-* `task_from_row(row)`: the `Task` of a row of any export format (jsonl, hf, verl), ready for
+* `task_from_row(row)`: the `Task` of a row of any export format (jsonl, trl, hf, verl), ready for
   `Domain.score`.
 
 The submodules are imported only when used (each needs its peer's packages, except `verl`).
