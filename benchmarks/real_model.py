@@ -29,8 +29,10 @@ is the plugin's headline metric, with the success rate per difficulty rung besid
 
 Each (row, seed) cell runs in a child process of its own (its peak memory is its own) and is
 saved as `OUT/cells/BENCHMARK-ROW-sSEED.json` when it completes: a stopped table loses at most
-the cell in flight, and the next invocation measures only the missing cells (`--redo` measures
-named rows again). `OUT/result-BENCHMARK.json` gathers the cells.
+the cells in flight, and the next invocation measures only the missing cells (`--redo` measures
+named rows again). `--workers N` measures N cells at once (the cold starts first, one at a time),
+each child with the cores shared out and its output in `OUT/logs/`. `OUT/result-BENCHMARK.json`
+gathers the cells.
 
     python benchmarks/real_model.py --benchmark arithmetic --out runs/real-model
     python benchmarks/real_model.py --table runs/real-model
@@ -289,25 +291,61 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
           f"seeds 0..{args.seeds - 1}, rows {','.join(args.rows)}", flush=True)
     cells_dir = out / "cells"
     cells_dir.mkdir(parents=True, exist_ok=True)
+    pending = []
     for row in [r for r in ALL_ROWS if r in args.rows]:
         for seed in range(args.seeds):
             path = cells_dir / f"{args.benchmark}-{row}-s{seed}.json"
             if path.exists() and row not in args.redo and json.loads(path.read_text()).get("identity") == identity:
                 continue
-            cmd = [sys.executable, __file__, "--cell", row, str(seed), "--benchmark", args.benchmark, "--out", str(out),
-                   "--model", args.model] + _size_flags(args)
-            started = time.perf_counter()
-            proc = subprocess.run(cmd)
-            if proc.returncode != 0:
-                raise SystemExit(f"cell {row} seed {seed} failed (exit {proc.returncode}); the cells measured so far are kept in {cells_dir}")
-            cell = json.loads(path.read_text())
-            score = cell.get("eval", {}).get("score")
-            print(f"  {row:<7} seed {seed}: {score if score is None else round(100 * score, 1)} "
-                  f"({time.perf_counter() - started:.0f} s, peak {cell['peak_rss_gib']:.2f} GiB)", flush=True)
+            pending.append((row, seed))
+    # The cold starts first, one at a time: the trained rows copy them from the cache, and two
+    # cells writing the same cold start (BFCL's serves every run seed) would each pay for it.
+    run_cells(args, [c for c in pending if c[0] == "cold"], 1)
+    run_cells(args, [c for c in pending if c[0] != "cold"], args.workers)
     result = gather(out, args.benchmark, identity, args.seeds)
     result["cpu"] = cpu_description()
     _save(out / f"result-{args.benchmark}.json", result)
     return result
+
+
+def run_cells(args: argparse.Namespace, cells: list[tuple[str, int]], workers: int) -> None:
+    """Measure `cells` ((row, seed) pairs, in order), each in a child process, `workers` at a time.
+    With more than one worker, each child's torch threads are the cores shared out
+    (`WORKBENCH_THREADS` unless set) and its output goes to `OUT/logs/CELL.log`. A failed cell
+    stops new ones from starting; those in flight finish and are saved, then the table stops."""
+    out = Path(args.out)
+    env = dict(os.environ)
+    if workers > 1:
+        env.setdefault("WORKBENCH_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+        (out / "logs").mkdir(parents=True, exist_ok=True)
+    queue, running, failed = list(cells), [], []
+    while queue or running:
+        while queue and not failed and len(running) < workers:
+            row, seed = queue.pop(0)
+            name = f"{args.benchmark}-{row}-s{seed}"
+            cmd = [sys.executable, __file__, "--cell", row, str(seed), "--benchmark", args.benchmark, "--out", str(out),
+                   "--model", args.model] + _size_flags(args)
+            log = open(out / "logs" / f"{name}.log", "w") if workers > 1 else None  # closed when the cell ends
+            proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT if log else None)
+            running.append((row, seed, name, proc, log, time.perf_counter()))
+            if log:
+                print(f"  {row:<7} seed {seed}: started (output in {log.name})", flush=True)
+        if not queue or failed or len(running) >= workers:
+            time.sleep(0.5)
+        for entry in [e for e in running if e[3].poll() is not None]:
+            running.remove(entry)
+            row, seed, name, proc, log, started = entry
+            if log:
+                log.close()
+            if proc.returncode != 0:
+                failed.append(f"cell {row} seed {seed} failed (exit {proc.returncode})" + (f"; its output: {log.name}" if log else ""))
+                continue
+            cell = json.loads((out / "cells" / f"{name}.json").read_text())
+            score = cell.get("eval", {}).get("score")
+            print(f"  {row:<7} seed {seed}: {score if score is None else round(100 * score, 1)} "
+                  f"({time.perf_counter() - started:.0f} s, peak {cell['peak_rss_gib']:.2f} GiB)", flush=True)
+    if failed:
+        raise SystemExit(f"{'; '.join(failed)}; the cells measured so far are kept in {out / 'cells'}")
 
 
 def reevaluate(args: argparse.Namespace) -> None:
@@ -572,6 +610,9 @@ def main() -> None:
     parser.add_argument("--rows", type=lambda s: s.split(","), default=ROWS,
                         help=f"rows to measure, comma-separated (default {','.join(ROWS)}; remedies: {','.join(VARIANTS)})")
     parser.add_argument("--redo", type=lambda s: s.split(","), default=[], help="rows to measure again although their cells exist")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="cells measured at once, each in its own process with the cores shared out (the cold starts run first, "
+                             "one at a time)")
     parser.add_argument("--max-prompt-chars", type=int, help="leave out records with longer prompts (CPU time; default 1600, API-Bank 2400)")
     parser.add_argument("--reeval", type=int, metavar="N",
                         help="evaluate every measured cell's final agent again with N answers per held-out task (less noise)")
@@ -602,6 +643,8 @@ def main() -> None:
         return
     if args.seeds < 2:
         parser.error("--seeds must be at least 2: the table reports a spread")
+    if args.workers < 1:
+        parser.error("--workers must be at least 1")
     unknown = set(args.rows) - set(ALL_ROWS)
     if unknown:
         parser.error(f"unknown rows {sorted(unknown)}; choose from {','.join(ALL_ROWS)}")
