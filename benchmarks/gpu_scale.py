@@ -48,7 +48,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -405,27 +405,27 @@ def phase_figures(run: Any, record: dict[str, Any], hw: dict[str, Any], memory: 
 
 
 def decode_bench(model: Any, tokenizer: Any, device: torch.device, batch: int, new_tokens: int, bw: float,
-                 compare_no_cache: bool, compile_static: bool = False) -> dict[str, Any]:
-    """model.generate at `batch` sequences: dynamic cache, static cache, optionally no cache."""
+                 compare_no_cache: bool, compile_static: bool = False,
+                 progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """model.generate at `batch` sequences: dynamic cache, static cache, optionally no cache.
+    `progress` is called with the figures so far after each variant (a run cut off keeps them)."""
+    from workbench.engine.lora_merge import LoraMerge, lora_layers
+
     prompts = [f"Write task {i}: " + " ".join(WORDS) for i in range(batch)]
     inputs = tokenizer(prompts, return_tensors="pt", padding=True).to(device)
     limit = batch * bw / decode_bytes(model)
-    # "static" without torch.compile: generate() compiles a static-cache decode on its own, which on a
-    # lent H100 took over a minute at the 1.5B shape (the run ran out of time); --decode-compile adds it
-    variants: dict[str, dict[str, Any]] = {
-        "dynamic": {"use_cache": True},
-        "static": {"use_cache": True, "cache_implementation": "static", "disable_compile": True},
-    }
-    if compile_static:
-        variants["static_compiled"] = {"use_cache": True, "cache_implementation": "static"}
-    if compare_no_cache:
-        variants["no_cache"] = {"use_cache": False}
-    from workbench.engine.lora_merge import LoraMerge, lora_layers
-
+    variants: dict[str, dict[str, Any]] = {"dynamic": {"use_cache": True}}
     merger = LoraMerge()
     if lora_layers(model):  # adapters merged for the call (lora.merge_for_generation; merge and restore timed), and off
         variants["dynamic_lora_merged"] = {"use_cache": True}
         variants["dynamic_lora_off"] = {"use_cache": True}
+    # "static" without torch.compile: generate() compiles a static-cache decode on its own, which on a
+    # lent H100 took over a minute at the 1.5B shape (the run ran out of time); --decode-compile adds it
+    variants["static"] = {"use_cache": True, "cache_implementation": "static", "disable_compile": True}
+    if compile_static:
+        variants["static_compiled"] = {"use_cache": True, "cache_implementation": "static"}
+    if compare_no_cache:
+        variants["no_cache"] = {"use_cache": False}
     was_training = model.training
     model.eval()
     out: dict[str, Any] = {"batch": batch, "new_tokens": new_tokens, "bw_limit_tokens_per_s": limit}
@@ -446,6 +446,8 @@ def decode_bench(model: Any, tokenizer: Any, device: torch.device, batch: int, n
                 seconds = time.perf_counter() - start
             tps = batch * new_tokens / seconds
             out[name] = {"seconds": seconds, "tokens_per_s": tps, "frac_of_bw_limit": tps / limit}
+            if progress is not None:
+                progress(out)
     finally:
         model.train(was_training)
     if device.type == "cuda" and next(model.parameters()).dtype == torch.float32:
@@ -488,6 +490,16 @@ def profile_generate(run: Any, device: torch.device, out: Path) -> dict[str, Any
     device_us = sum(getattr(e, "self_device_time_total", 0.0) for e in events)
     return {"wall_seconds": wall, "device_busy_seconds": device_us / 1e6, "device_busy_share": device_us / 1e6 / wall if wall else None,
             "new_tokens": run.env_generator.stats.new_tokens, "table": str(out)}
+
+
+def save_partial(path: Path | None, result: dict[str, Any]) -> None:
+    """Write `result` so far to `path` (with `--json`), atomically: a run that a time limit cuts off
+    (benchmarks/gpu_run.sh gives each part its own) still leaves its set-up and finished epochs."""
+    if path is None:
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({**result, "complete": result.get("complete", False)}, default=float) + "\n")
+    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -602,52 +614,69 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"gpu_scale: shape {args.shape} on {hw['device']}; params agent {agent_total / 1e6:.1f}M (trainable {agent_trainable / 1e6:.1f}M), "
           f"env {env_total / 1e6:.1f}M; copy bandwidth {hw['copy_bandwidth'] / 1e9:.1f} GB/s; peak {hw['peak_flops'] / 1e12:.1f} TFLOP/s "
           f"({hw['peak_source']}); setup {setup_s:.1f} s", flush=True)
-    for _ in range(args.epochs):
-        record = run.step()
-        phases = phase_figures(run, record, hw, memory.finish())
-        result["epochs"].append({
-            "epoch": record["epoch"], "seconds": record["time"]["epoch"], "phases": phases,
-            "candidates": record["candidates"], "valid": record["valid"], "p_hat": record["p_hat"],
-            "agent_steps": record["agent_steps"], "env_examples": (record.get("env_update") or {}).get("examples"),
-            "checkpoint_write": record.get("checkpoint_write"),
-        })
-        print(f"epoch {record['epoch']}: {record['time']['epoch']:.2f} s", flush=True)
-        if record.get("checkpoint_write"):
-            w = record["checkpoint_write"]
-            print(f"  background write of epoch {w['epoch']}: {w['write_seconds']:.3f} s, waited {w['waited_seconds']:.3f} s", flush=True)
-        for name, fig in phases.items():
-            parts = [f"  phase={name}", f"seconds={fig['seconds']:.3f}", f"share={fig['share_of_epoch']:.1%}"]
-            if fig.get("tokens_per_s") is not None:
-                parts.append(f"tokens_per_s={fig['tokens_per_s']:.1f}")
-            if "frac_of_bw_limit" in fig:
-                parts.append(f"frac_of_bw_limit={fig['frac_of_bw_limit']:.4f} (limit {fig['bw_limit_tokens_per_s']:.0f} tokens/s)")
-            if fig.get("mfu") is not None:
-                parts.append(f"mfu={fig['mfu']:.4f}")
-            if "max_allocated_mib" in fig:
-                parts.append(f"max_allocated_mib={fig['max_allocated_mib']:.0f} max_reserved_mib={fig['max_reserved_mib']:.0f}")
-            print(" ".join(parts), flush=True)
-    if args.checkpoint_background:
-        result["last_checkpoint_write"] = run.wait_for_checkpoint()
-        if result["last_checkpoint_write"]:
-            print(f"  background write of epoch {result['last_checkpoint_write']['epoch']}: "
-                  f"{result['last_checkpoint_write']['write_seconds']:.3f} s", flush=True)
-    if args.profile_generate:
-        result["profile"] = profile_generate(run, device, args.profile_generate)
-        print(f"  profile: {result['profile']}", flush=True)
-    if args.decode_bench:
-        batch = args.decode_batch or (64 if device.type == "cuda" else 8)
-        tokens = args.decode_tokens or (128 if device.type == "cuda" else 32)
-        run._offload(idle="agent")  # the env model on its device, as in the generate phase
-        bench = decode_bench(run.env_updater.model, run.env_tokenizer, device, batch, tokens, hw["copy_bandwidth"], args.compare_no_cache,
-                             args.decode_compile)
-        result["decode"] = bench
-        for name in ("dynamic", "static", "static_compiled", "no_cache", "dynamic_lora_merged", "dynamic_lora_off", "dynamic_bf16_copy", "static_bf16_copy",
-                     "static_compiled_bf16_copy"):
-            if name in bench:
-                print(f"  decode={name} batch={batch} tokens_per_s={bench[name]['tokens_per_s']:.1f} "
-                      f"frac_of_bw_limit={bench[name]['frac_of_bw_limit']:.4f}", flush=True)
-        if "cache_speedup" in bench:
-            print(f"  decode cache_speedup={bench['cache_speedup']:.2f}", flush=True)
+    save_partial(args.json, result)  # what a run cut off by a time limit leaves: rewritten after each epoch
+    try:
+        for _ in range(args.epochs):
+            record = run.step()
+            phases = phase_figures(run, record, hw, memory.finish())
+            result["epochs"].append({
+                "epoch": record["epoch"], "seconds": record["time"]["epoch"], "phases": phases,
+                "candidates": record["candidates"], "valid": record["valid"], "p_hat": record["p_hat"],
+                "agent_steps": record["agent_steps"], "env_examples": (record.get("env_update") or {}).get("examples"),
+                "checkpoint_write": record.get("checkpoint_write"),
+            })
+            print(f"epoch {record['epoch']}: {record['time']['epoch']:.2f} s", flush=True)
+            if record.get("checkpoint_write"):
+                w = record["checkpoint_write"]
+                print(f"  background write of epoch {w['epoch']}: {w['write_seconds']:.3f} s, waited {w['waited_seconds']:.3f} s", flush=True)
+            for name, fig in phases.items():
+                parts = [f"  phase={name}", f"seconds={fig['seconds']:.3f}", f"share={fig['share_of_epoch']:.1%}"]
+                if fig.get("tokens_per_s") is not None:
+                    parts.append(f"tokens_per_s={fig['tokens_per_s']:.1f}")
+                if "frac_of_bw_limit" in fig:
+                    parts.append(f"frac_of_bw_limit={fig['frac_of_bw_limit']:.4f} (limit {fig['bw_limit_tokens_per_s']:.0f} tokens/s)")
+                if fig.get("mfu") is not None:
+                    parts.append(f"mfu={fig['mfu']:.4f}")
+                if "max_allocated_mib" in fig:
+                    parts.append(f"max_allocated_mib={fig['max_allocated_mib']:.0f} max_reserved_mib={fig['max_reserved_mib']:.0f}")
+                print(" ".join(parts), flush=True)
+            save_partial(args.json, result)
+        if args.checkpoint_background:
+            result["last_checkpoint_write"] = run.wait_for_checkpoint()
+            if result["last_checkpoint_write"]:
+                print(f"  background write of epoch {result['last_checkpoint_write']['epoch']}: "
+                      f"{result['last_checkpoint_write']['write_seconds']:.3f} s", flush=True)
+        if args.profile_generate:
+            result["profile"] = profile_generate(run, device, args.profile_generate)
+            print(f"  profile: {result['profile']}", flush=True)
+        if args.decode_bench:
+            batch = args.decode_batch or (64 if device.type == "cuda" else 8)
+            tokens = args.decode_tokens or (128 if device.type == "cuda" else 32)
+            run._offload(idle="agent")  # the env model on its device, as in the generate phase
+            bench = decode_bench(run.env_updater.model, run.env_tokenizer, device, batch, tokens, hw["copy_bandwidth"], args.compare_no_cache,
+                                 args.decode_compile, progress=lambda so_far: save_partial(args.json, {**result, "decode": so_far}))
+            result["decode"] = bench
+            for name in ("dynamic", "static", "static_compiled", "no_cache", "dynamic_lora_merged", "dynamic_lora_off", "dynamic_bf16_copy", "static_bf16_copy",
+                         "static_compiled_bf16_copy"):
+                if name in bench:
+                    print(f"  decode={name} batch={batch} tokens_per_s={bench[name]['tokens_per_s']:.1f} "
+                          f"frac_of_bw_limit={bench[name]['frac_of_bw_limit']:.4f}", flush=True)
+            if "cache_speedup" in bench:
+                print(f"  decode cache_speedup={bench['cache_speedup']:.2f}", flush=True)
+            save_partial(args.json, result)
+    except BaseException as exc:  # the error (and with --find-nonfinite the module that first went non-finite) goes in the JSON too
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        cause: BaseException | None = exc
+        while cause is not None and not isinstance(cause, NonFiniteOutput):
+            cause = cause.__cause__ or cause.__context__
+        if cause is not None:
+            result["nonfinite"] = str(cause)
+        save_partial(args.json, result)
+        raise
+    if args.find_nonfinite:
+        result["nonfinite"] = None  # every module's output stayed finite
+    result["complete"] = True
+
     line = json.dumps(result, default=float)
     if args.json:
         args.json.write_text(line + "\n")

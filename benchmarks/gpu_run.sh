@@ -1,0 +1,280 @@
+#!/usr/bin/env bash
+# Issue 30's one device call: the GPU checks still to run (docs/scale-out.md section 6), in priority order,
+# each under its own time limit, ending itself within 9 minutes (GPU_RUN_SECONDS, default 540) so that one
+# 10-minute device call holds it all. Every part writes its JSON into OUT_DIR as it goes (benchmarks/gpu_scale.py
+# rewrites its --json after each epoch), so a part cut off by its limit still leaves what it had.
+#
+#   bash benchmarks/gpu_run.sh OUT_DIR                       # on the lent H100 / H200 (run from the repository root)
+#   GPU_RUN_SHAPE=tiny bash benchmarks/gpu_run.sh OUT_DIR    # every part at the tiny shape on the CPU: the end-to-end check
+#   bash benchmarks/gpu_run.sh poll OUT_DIR                  # a later call on the same warm machine: collect part d
+#
+# The parts (GPU_RUN_PARTS="a b c d" picks some):
+#   a  tiny-nan   the tiny shape on CUDA with --find-nonfinite: the first module whose output holds inf/NaN
+#                 (the agent's first rollout failed there with "probability tensor contains inf/nan")   cap 75 s
+#   b  7b-decode  the 7B shape with the recipe's r64 LoRA: model.generate at batch 64, adapters unmerged,
+#                 merged (lora.merge_for_generation) and off, each as a fraction of the bandwidth bound
+#                 measured in the same run                                                              cap 190 s
+#   c  overlap    the 0.5B shape (GPU_RUN_C_SHAPE), 2 epochs, full fine-tuning, checkpoint every epoch: every
+#                 phase's share of the epoch with checkpoint_background off (c_fg) then on (c_bg), and the
+#                 generate phase's tokens/s as a fraction of the bandwidth bound                        the rest, less 20 s
+#   d  7b-8192    the 7B recipe's memory at its 8192-token completions (one task): started detached (it needs
+#                 ~15 min), then watched until the deadline; later calls collect it with `gpu_run.sh poll`
+# A part that fails or runs out of time is recorded in OUT_DIR/status.json (rc, seconds, budget) and the next
+# one runs. At the end status.json holds a summary of every part's figures, and the same is printed.
+# OUT_DIR holds at most 8 files (what a device call brings back): status.json, run.log (all output, progress
+# bars dropped), a_tiny_nan.json, b_7b_decode.json, c_fg.json, c_bg.json, d_7b_8192.log, d_7b_8192.json.
+#
+# Wheels: if .whl/ holds wheels (benchmarks/gpu_wheels.sh makes them: trl, datasets, dacite, jsonschema, ...),
+# they are installed first with pip --target into a folder named site-packages (dill, which datasets hashes
+# with, pickles modules from such a folder by reference) and put on PYTHONPATH; GPU_RUN_WHEELS=0 skips that
+# (the default at the tiny shape, where the development venv has everything). The workbench itself is the
+# working tree: PYTHONPATH gets the repository and plugins/. PYTHON picks the interpreter (default python3; on the
+# development machine: PYTHON=/work/venv/bin/python WORKBENCH_THREADS=1 OMP_NUM_THREADS=1 for the tiny check, ~70 s).
+set -u
+cd "$(dirname "$0")/.."
+repo=$PWD
+d_dir=${GPU_RUN_D_DIR:-/tmp/gpu-run-7b}          # part d's log, JSON and pid: outlives this call
+d_work=${GPU_RUN_D_WORKDIR:-/tmp/gpu-run-7b-work}  # part d's run folder (its checkpoints stay out of OUT_DIR)
+
+collect_d() {  # copy part d's log (progress bars dropped) and JSON into $1; print the log's tail and whether it runs
+  local out=$1
+  [ -f "$d_dir/d_7b_8192.log" ] || { echo "part d: not started ($d_dir/d_7b_8192.log missing)"; return 1; }
+  grep -v -E 'it/s\]|s/it\]' "$d_dir/d_7b_8192.log" | grep -v '^RESULT ' > "$out/d_7b_8192.log"
+  [ -f "$d_dir/d_7b_8192.json" ] && cp "$d_dir/d_7b_8192.json" "$out/"
+  tail -n 15 "$out/d_7b_8192.log"
+  if [ -f "$d_dir/pid" ] && kill -0 "$(cat "$d_dir/pid")" 2>/dev/null; then echo "part d: still running"; else
+    echo "part d: finished, rc $(cat "$d_dir/rc" 2>/dev/null || echo '?')"; fi
+}
+
+if [ "${1:-}" = poll ]; then
+  out=${2:?output folder}; mkdir -p "$out"; collect_d "$out"; exit 0
+fi
+out=${1:?usage: gpu_run.sh OUT_DIR, or gpu_run.sh poll OUT_DIR}
+mkdir -p "$out"; out=$(cd "$out" && pwd)
+total=${GPU_RUN_SECONDS:-540}
+deadline=$((SECONDS + total - 5))
+mode=${GPU_RUN_SHAPE:-gpu}
+parts=" ${GPU_RUN_PARTS:-a b c d} "
+work=${GPU_SCALE_WORKDIR:-/tmp/gpu-scale}       # built models (cached between calls on a warm machine) and the run folder
+state=$(mktemp -d /tmp/gpu-run-state.XXXXXX)    # per-part records, out of OUT_DIR (its 8 files)
+log=$out/run.log
+mkdir -p "$work"
+: > "$log"
+say() { echo "$*" | tee -a "$log"; }
+
+# a part d left running by an earlier call would share the GPU with these timings: stop it (its log stays in $d_dir)
+if [ -f "$d_dir/pid" ] && kill -0 "$(cat "$d_dir/pid")" 2>/dev/null; then
+  say "stopping part d of an earlier call (pid $(cat "$d_dir/pid")): it would share the GPU"
+  kill -TERM -- "-$(cat "$d_dir/pid")" 2>/dev/null; sleep 5; kill -KILL -- "-$(cat "$d_dir/pid")" 2>/dev/null
+fi
+rm -rf "$work"/.qwen2-* "$d_work"/.qwen2-*  # half-built models of a cut-off run (the 7B one is 15 GB of disk)
+
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+python=${PYTHON:-python3}
+site=${GPU_RUN_SITE:-/tmp/gpu-run-site/site-packages}
+if [ "$mode" = tiny ]; then wheels_default=0; else wheels_default=1; fi
+if [ "${GPU_RUN_WHEELS:-$wheels_default}" != 0 ] && compgen -G ".whl/*.whl" > /dev/null; then
+  # once per machine: a warm machine keeps /tmp, and the stamp lists the wheels installed
+  if [ "$(ls .whl)" != "$(cat "$site/.gpu-run-stamp" 2>/dev/null)" ]; then
+    t0=$SECONDS
+    timeout 120 "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl 2>&1 \
+        | tee -a "$log"
+    rc=${PIPESTATUS[0]}
+    [ "$rc" -eq 0 ] && ls .whl > "$site/.gpu-run-stamp"
+    say "wheels: $(ls .whl | wc -l) into $site, pip rc $rc, $((SECONDS - t0)) s"
+  else
+    say "wheels: already installed in $site"
+  fi
+  export PYTHONPATH=$site:$repo:$repo/plugins${PYTHONPATH:+:$PYTHONPATH}
+else
+  export PYTHONPATH=$repo:$repo/plugins${PYTHONPATH:+:$PYTHONPATH}
+fi
+
+# what ran where: versions, the device, free disk; and whether the engine imports at all
+timeout 120 "$python" - > "$state/env.json" 2>> "$log" <<'EOF'
+import importlib.metadata as md, json, platform, shutil, sys, time
+env = {"python": platform.python_version(), "executable": sys.executable, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+for dist in ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "huggingface-hub", "tokenizers", "safetensors",
+             "pyarrow", "fsspec", "dill", "multiprocess", "dacite", "jsonschema", "pluggy", "pyyaml", "numpy"):
+    try:
+        env[dist] = md.version(dist)
+    except md.PackageNotFoundError:
+        env[dist] = None
+try:
+    import torch
+    env["cuda"] = torch.cuda.is_available()
+    if env["cuda"]:
+        free, total = torch.cuda.mem_get_info()
+        env["gpu"] = torch.cuda.get_device_name()
+        env["gpu_memory_gib"] = {"free": round(free / 2**30, 1), "total": round(total / 2**30, 1)}
+    env["cpu_count"] = __import__("os").cpu_count()
+    env["tmp_free_gib"] = round(shutil.disk_usage("/tmp").free / 2**30, 1)
+    import workbench.engine.loop  # noqa: F401  (trl, datasets, peft, dacite, jsonschema: the engine's own imports)
+    env["engine_imports"] = True
+except Exception as exc:  # recorded; the parts then fail on their own and say why
+    env["engine_imports"] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(env))
+EOF
+say "env: $(cat "$state/env.json")"
+
+render() {  # status.json from the per-part records, the env probe and the parts' JSON; $1 = print the summary
+  "$python" - "$state" "$out" "$mode" "$SECONDS" "$total" "${1:-}" <<'EOF'
+import json, sys
+from pathlib import Path
+state, out, mode, elapsed, total, show = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+
+def load(path):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+parts = {}
+for line in (state / "parts.tsv").read_text().splitlines() if (state / "parts.tsv").exists() else []:
+    name, rc, seconds, budget, note = (line.split("\t") + [""] * 5)[:5]
+    rc = int(rc) if rc.lstrip("-").isdigit() else None
+    outcome = note or ("ok" if rc == 0 else "timed out" if rc in (124, 137) else "failed")
+    parts[name] = {"rc": rc, "seconds": int(seconds or 0), "budget_s": int(budget or 0), "outcome": outcome}
+summary = {}
+a = load(out / "a_tiny_nan.json")
+if a:
+    summary["a_tiny_nan"] = {"complete": a.get("complete"), "nonfinite": a.get("nonfinite", "(not reached)"), "error": a.get("error"),
+                             "epochs": len(a.get("epochs", []))}
+b = load(out / "b_7b_decode.json")
+if b:
+    dec = b.get("decode") or {}
+    rows = {k: {"tokens_per_s": round(v["tokens_per_s"], 1), "frac_of_bw_limit": round(v["frac_of_bw_limit"], 4)}
+            for k, v in dec.items() if isinstance(v, dict) and "tokens_per_s" in v}
+    s = {"device": b.get("device"), "copy_bandwidth_gb_per_s": round(b["hardware"]["copy_bandwidth_gb_per_s"], 1),
+         "batch": dec.get("batch"), "bw_limit_tokens_per_s": dec.get("bw_limit_tokens_per_s"), "decode": rows, "error": b.get("error")}
+    if "dynamic" in rows and "dynamic_lora_merged" in rows:
+        s["merged_over_unmerged"] = round(rows["dynamic_lora_merged"]["tokens_per_s"] / rows["dynamic"]["tokens_per_s"], 3)
+    if "dynamic_lora_off" in rows and "dynamic_lora_merged" in rows:
+        s["merged_over_off"] = round(rows["dynamic_lora_merged"]["tokens_per_s"] / rows["dynamic_lora_off"]["tokens_per_s"], 3)
+    summary["b_7b_decode"] = s
+for tag in ("c_fg", "c_bg"):
+    c = load(out / f"{tag}.json")
+    if c:
+        summary[tag] = {"complete": c.get("complete"), "error": c.get("error"), "epochs": [
+            {"epoch": e["epoch"], "seconds": round(e["seconds"], 2),
+             "share": {p: round(f["share_of_epoch"], 3) for p, f in e["phases"].items()},
+             "generate_frac_of_bw_limit": round(e["phases"]["generate"]["frac_of_bw_limit"], 4),
+             "max_allocated_mib": {p: round(f["max_allocated_mib"]) for p, f in e["phases"].items() if "max_allocated_mib" in f}}
+            for e in c.get("epochs", [])]}
+        if c.get("last_checkpoint_write"):
+            summary[tag]["last_background_write_s"] = round(c["last_checkpoint_write"]["write_seconds"], 2)
+fg, bg = load(out / "c_fg.json"), load(out / "c_bg.json")
+if fg and bg and fg.get("epochs") and bg.get("epochs"):
+    def overlap(result):  # benchmarks/checkpoint_overlap.py's summary: means over the epochs after the first
+        epochs = result["epochs"][1:] or result["epochs"]
+        mean = lambda values: sum(values) / len(values)  # noqa: E731
+        return {"epoch_seconds": mean([e["seconds"] for e in epochs]),
+                "checkpoint_seconds": mean([e["phases"]["checkpoint"]["seconds"] for e in epochs]),
+                "checkpoint_share": mean([e["phases"]["checkpoint"]["share_of_epoch"] for e in epochs]),
+                "training_seconds": mean([sum(e["phases"][p]["seconds"] for p in ("generate", "agent", "env_update") if p in e["phases"]) for e in epochs])}
+    try:
+        f, g = overlap(fg), overlap(bg)
+        summary["c_overlap"] = {"foreground": {k: round(v, 4) for k, v in f.items()}, "background": {k: round(v, 4) for k, v in g.items()},
+                                "background_over_foreground": {k: round(g[k] / f[k], 4) for k in ("epoch_seconds", "checkpoint_seconds", "training_seconds") if f[k]}}
+    except (KeyError, ZeroDivisionError) as exc:
+        summary["c_overlap"] = f"not computed: {exc!r}"
+d = load(out / "d_7b_8192.json")
+if d:
+    summary["d_7b_8192"] = {"complete": d.get("complete"), "error": d.get("error"), "epochs": [
+        {"seconds": round(e["seconds"], 1), "max_allocated_mib": {p: round(f["max_allocated_mib"]) for p, f in e["phases"].items() if "max_allocated_mib" in f}}
+        for e in d.get("epochs", [])]}
+status = {"mode": mode, "elapsed_s": elapsed, "limit_s": total, "env": load(state / "env.json"), "parts": parts, "summary": summary}
+(out / "status.json").write_text(json.dumps(status, indent=1, default=float) + "\n")
+if show:
+    print("=== summary (also in status.json)")
+    for name, p in parts.items():
+        print(f"part {name}: {p['outcome']} (rc {p['rc']}, {p['seconds']} s of {p['budget_s']} s)")
+    for name, s in summary.items():
+        print(f"{name}: {json.dumps(s, default=float)}")
+EOF
+}
+
+record() {  # name rc seconds budget [note]
+  printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "${5:-}" >> "$state/parts.tsv"
+  rm -f "$out"/*.tmp   # a JSON write cut off mid-way
+  render
+}
+
+budget() {  # cap [reserve]: seconds for the next part, at most cap, leaving reserve (and timeout's kill grace) before the deadline
+  local left=$((deadline - SECONDS - ${2:-0} - 12))
+  if [ "$left" -lt "$1" ]; then echo "$left"; else echo "$1"; fi
+}
+
+run() {  # name seconds json-name gpu_scale.py arguments...: one bounded gpu_scale run, output into run.log
+  local name=$1 limit=$2 json=$3; shift 3
+  if [ "$limit" -lt 15 ]; then say "=== $name: skipped, ${limit} s left"; record "$name" "" 0 "$limit" "skipped: no time left"; return; fi
+  local t0=$SECONDS
+  rm -rf "$work/run"
+  say "=== $name (limit ${limit} s): gpu_scale.py $*"
+  timeout --kill-after=10 "$limit" "$python" -u benchmarks/gpu_scale.py --workdir "$work" --json "$out/$json" "$@" 2>&1 \
+      | grep --line-buffered -v -E 'it/s\]|s/it\]' | grep --line-buffered -v '^RESULT ' | tee -a "$log"
+  local rc=${PIPESTATUS[0]}
+  [ "$rc" -eq 0 ] || say "=== $name: rc $rc after $((SECONDS - t0)) s$([ "$rc" -eq 124 ] && echo ' (its time limit)')"
+  record "$name" "$rc" $((SECONDS - t0)) "$limit"
+}
+
+if [ "$mode" = tiny ]; then
+  dev="--device ${GPU_RUN_DEVICE:-cpu}"
+  a_args="--shape tiny --epochs 1 --find-nonfinite $dev"
+  b_args="--shape tiny --epochs 0 --lora --decode-bench --decode-batch 8 --decode-tokens 16 $dev"
+  c_args="--shape tiny --epochs 2 --checkpoint-every 1 --completion-length 16 --tasks 8 --max-new 2 --pool-base 0 --pool-history 0 $dev"
+  d_args="--shape tiny --epochs 1 --lora --offload --completion-length 32 --num-generations 8 --agent-batch 4 --agent-accumulation 2
+          --tasks 2 --max-new 1 --pool-base 0 --pool-history 0 --gen-batch 16 --env-tokens 32 --rwr-batch 8 --agent-cache-implementation static $dev"
+else
+  c_shape=${GPU_RUN_C_SHAPE:-0.5b}  # 1.5b: a full fine-tuning checkpoint is ~37 GB and three do not fit the 64 GB disk
+  a_args="--shape tiny --epochs 1 --find-nonfinite"
+  b_args="--shape 7b --vocab-size 152064 --epochs 0 --lora --decode-bench"
+  c_args="--shape $c_shape --vocab-size 151936 --epochs 2 --checkpoint-every 1 --completion-length 128 --tasks 16 --max-new 4 --pool-base 0 --pool-history 0"
+  # gpu_issue9.sh 7b: one task an epoch, 8 attempts = two GRPO micro-batches of the recipe's per_device_batch_size 4
+  d_args="--shape 7b --vocab-size 152064 --epochs 1 --lora --offload --completion-length 8192 --agent-batch 4 --agent-accumulation 2
+          --tasks 2 --max-new 1 --pool-base 0 --pool-history 0 --gen-batch 16 --env-tokens 768 --rwr-batch 8 --agent-cache-implementation static"
+fi
+
+say "gpu_run: mode $mode, parts${parts}, ends by $total s; output $out"
+
+# shellcheck disable=SC2086  # the argument strings split into words on purpose
+{
+case $parts in *" a "*) run a_tiny_nan "$(budget 75)" a_tiny_nan.json $a_args ;; esac
+case $parts in *" b "*) run b_7b_decode "$(budget 190)" b_7b_decode.json $b_args ;; esac
+case $parts in *" c "*)
+  # background checkpoints off, then on; the first half of what is left (less 20 s for part d) to each, the rest to the second
+  c_total=$(budget 100000 20)
+  run c_fg $((c_total / 2)) c_fg.json $c_args
+  run c_bg "$(budget 100000 20)" c_bg.json $c_args --checkpoint-background
+  rm -rf "$work/run"  # the 0.5B checkpoints (~12 GB each)
+  ;;
+esac
+case $parts in *" d "*)
+  left=$((deadline - SECONDS))
+  if [ "$left" -lt 10 ]; then
+    say "=== d_7b_8192: not started, ${left} s left"; record d_7b_8192 "" 0 "$left" "skipped: no time left"
+  else
+    # detached (setsid): it outlives this call; its own limit is GPU_RUN_D_SECONDS (timeout --foreground keeps
+    # it in the one process group that `kill -- -PID` stops). The model built by part b is linked, not built twice.
+    mkdir -p "$d_dir" "$d_work"; rm -f "$d_dir"/d_7b_8192.* "$d_dir/rc" "$d_dir/pid"; rm -rf "$d_work/run"
+    for m in "$work"/qwen2-*; do [ -e "$m/config.json" ] && ln -sfn "$m" "$d_work/$(basename "$m")"; done
+    say "=== d_7b_8192 (detached, limit ${GPU_RUN_D_SECONDS:-1500} s): gpu_scale.py $(echo $d_args)"
+    # the detached shell writes its own pid: it leads its session and process group, whether setsid forked or not
+    setsid nohup bash -c 'echo $$ > "$4/pid"; timeout --foreground --kill-after=10 "$1" "$2" -u benchmarks/gpu_scale.py --workdir "$3" \
+        --json "$4/d_7b_8192.json" "${@:5}"; echo $? > "$4/rc"' \
+        d_7b_8192 "${GPU_RUN_D_SECONDS:-1500}" "$python" "$d_work" "$d_dir" $d_args > "$d_dir/d_7b_8192.log" 2>&1 < /dev/null &
+    t0=$SECONDS
+    while [ ! -s "$d_dir/pid" ] && [ $((SECONDS - t0)) -lt 10 ]; do sleep 0.2; done
+    if [ "${GPU_RUN_D_WAIT:-1}" != 0 ]; then  # watch it until the deadline (or its end), then leave it running
+      while kill -0 "$(cat "$d_dir/pid")" 2>/dev/null && [ $SECONDS -lt "$deadline" ]; do sleep 3; done
+    fi
+    collect_d "$out" | tee -a "$log"
+    if [ -f "$d_dir/rc" ]; then record d_7b_8192 "$(cat "$d_dir/rc")" $((SECONDS - t0)) "$left"
+    else record d_7b_8192 "" $((SECONDS - t0)) "$left" "running (detached): collect with gpu_run.sh poll"; fi
+  fi
+  ;;
+esac
+}
+render show | tee -a "$log"
+rm -rf "$state"
+say "gpu_run: done in $SECONDS s"
