@@ -2,7 +2,7 @@
 # Downloads into .whl/ the Python wheels that a lent GPU machine (the device image 'cuda': Python 3.12,
 # torch 2.11, transformers 5.17, accelerate, peft, no internet) lacks for benchmarks/gpu_run.sh, and
 # nothing else. The device call carries them (`carry: [".whl"]`); gpu_run.sh installs them with
-#   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+#   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/gpu-run-site/site-packages .whl/*.whl
 #
 #   bash benchmarks/gpu_wheels.sh          # in the repository root; prints the total size
 #   GPU_WHEELS_TRANSFORMERS=none bash benchmarks/gpu_wheels.sh   # keep the image's transformers 5.17
