@@ -336,6 +336,9 @@ def test_validator_rejection_codes():
     assert _codes(functions=[fx, fx], ground_truth=gt[:1]) == {"duplicate_function"}
     bad_type = {**timer, "parameters": {**timer["parameters"], "properties": {"minutes": {"type": "number"}}}}
     assert "bad_type" in _codes(functions=[fx, bad_type], ground_truth=gt[:1])
+    # a parameter schema that is no object, on a parameter the gold call fills: raised AttributeError (a real model wrote it)
+    listed = {**timer, "parameters": {"type": "dict", "properties": {"minutes": ["integer"]}, "required": ["minutes"]}}
+    assert _codes(functions=[fx, listed], ground_truth=[{"timer": {"minutes": [5]}}]) == {"bad_type"}
     no_items = {**timer, "parameters": {"type": "dict", "properties": {"minutes": {"type": "integer"}, "tags": {"type": "array"}}, "required": ["minutes"]}}
     assert "bad_type" in _codes(functions=[fx, no_items])
     assert "missing_description" in _codes(functions=[{**fx, "description": ""}, timer])

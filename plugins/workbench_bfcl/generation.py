@@ -177,7 +177,7 @@ def _problems_call(call: Any, index: int, functions: dict[str, dict]) -> list[tu
             out.append(("unknown_param", f"{where}: {name} has no parameter {param!r}"))
         elif not isinstance(allowed, list) or not [a for a in allowed if a != ""]:
             out.append(("bad_allowed", f"{where}: {param!r} needs a list with at least one allowed value"))
-        else:
+        elif isinstance(props[param], dict):  # a parameter schema that is no object is `bad_type` already (_problems_function)
             for value in allowed:
                 if value != "":
                     out.extend(_value_problems(value, props[param], f"{where}.{param}"))
