@@ -352,6 +352,9 @@ def test_parse_task_rejections():
     assert P.workbench_parse_task("no json here", []).code == "parse_error"
     assert P.workbench_parse_task('{"question": "x", "functions": [', []).code == "parse_error"
     assert P.workbench_parse_task(json.dumps({"question": "x", "functions": []}), []).code == "schema"
+    # one closing brace too many ends the outer object early; the reply's first well-formed object is an inner one
+    unbalanced = P.workbench_parse_task('{"question": "x", "functions": [{"name": "f", "parameters": {"type": "dict"}}}], "ground_truth": []}', [])
+    assert unbalanced.code == "schema" and "not well-formed" in unbalanced.message and "inner object" in unbalanced.message
     assert P.workbench_parse_task(json.dumps({"question": 3, "functions": [], "ground_truth": []}), []).code == "schema"
     assert P.workbench_parse_task("x" * 60_000, []).code == "too_long"
     assert P.workbench_parse_task(_generated(functions=[None]), []).code == "schema"  # raised AttributeError before

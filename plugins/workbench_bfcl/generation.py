@@ -262,6 +262,9 @@ def parse_task(text: str) -> Task | Rejection:
         return Rejection("bad_text", f"the JSON holds text that cannot be written as UTF-8 (a \\ud800-style escape or NUL): {bad}")
     for key in ("question", "functions", "ground_truth"):
         if key not in data:
+            if key == "question" and '"question"' in text:  # the object that holds it did not parse; a later, inner one did
+                return Rejection("schema", "the JSON object with the question is not well-formed (its brackets or quotes do not "
+                                           "balance), so only an inner object was read, which has no 'question'")
             return Rejection("schema", f"the JSON object has no {key!r}")
     functions = data["functions"]
     if not isinstance(data["question"], str) or not isinstance(functions, list) or not isinstance(data["ground_truth"], list):
