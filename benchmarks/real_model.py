@@ -68,6 +68,9 @@ VARIANTS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
     "genenv-replay": ("genenv", {"env": {"replay_epochs": 4, "rwr_epochs": 2}}),
     # copies of seeds and within-epoch repeats drawn again (2 rounds), and copies given no RWR weight
     "genenv-redraw": ("genenv", {"env": {"redraw_rounds": 2}, "curriculum": {"copy_weight": 0.0}}),
+    # BFCL's environment breaks the JSON of most replies: parse them again mended by json-repair (RWR trains on the
+    # mended text), and RWR on the in-band tasks of the last 4 epochs, 2 passes, as genenv-replay
+    "genenv-repair": ("genenv", {"env": {"repair_json": True, "replay_epochs": 4, "rwr_epochs": 2}}),
 }
 ALL_ROWS = ROWS + list(VARIANTS)
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
@@ -260,7 +263,7 @@ def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any
 
 
 EPOCH_KEYS = ("epoch", "candidates", "valid", "valid_distinct", "p_hat", "p_hat_mean", "frac_in_band", "in_band_for_env",
-              "agent_success_seed", "agent_reward_mean", "env_kl", "env_rolled_back", "difficulty", "novelty", "redraws",
+              "agent_success_seed", "agent_reward_mean", "env_kl", "env_rolled_back", "difficulty", "novelty", "redraws", "json_repaired",
               "rejections", "agent_micro_batches", "time")
 
 

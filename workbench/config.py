@@ -177,6 +177,15 @@ class EnvSettings:
         "redrawn_copy; a redraw no less a copy is kept there as redraw_still_copy; copies left after the last round "
         "stay valid, so no epoch loses tasks. Counted in metrics.jsonl's redraws.",
     )
+    repair_json: bool = _f(
+        False,
+        "Read a rejected reply a second time, its JSON mended: when the plugin's parse_task rejects what the environment "
+        "wrote, its first JSON object is rewritten by json-repair (unbalanced or missing brackets, a missing comma or "
+        "quote, a cut-off end closed) and parsed again; if that parses, the mended text is the candidate (validated as "
+        "usual, and what RWR trains on: the format the environment should have written), the model's own words kept in "
+        "the task's meta.env_text_unrepaired; else the first rejection stands. Counted in metrics.jsonl's json_repaired. "
+        "Off (the default): the paper's RWR, on the environment's own text only.",
+    )
 
 
 @dataclass

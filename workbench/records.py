@@ -110,6 +110,10 @@ class EpochRecord(_Record):
         "`candidates`), copies `replaced` by a valid redraw that is less of a copy (rejected as `redrawn_copy`); null "
         "when it is off"
     )
+    json_repaired: int | None = _f(
+        "candidates that parsed only after json-repair mended the environment's JSON (`env.repair_json`), valid or not; "
+        "null when it is off"
+    )
     task_length_mean: float | None = _f("mean prompt length in characters of the new tasks")
     env_text_length_mean: float | None = _f("mean characters the environment wrote per candidate")
     agent_completion_tokens_mean: float | None = _f("mean tokens of the agent's completions (TRL's log)")
@@ -315,6 +319,7 @@ def build_epoch_record(
     difficulty: dict[str, int | None] | None = None,
     redraws: dict[str, int] | None = None,
     copy_weight: float = 1.0,
+    repair_json: bool = False,
 ) -> dict[str, Any]:
     """The epoch's record from what the epoch produced: its candidates, the new and scored tasks,
     p_hat per task, the environment records, the agent's `AgentEpochResult` and the environment
@@ -342,6 +347,7 @@ def build_epoch_record(
         rejections=dict(Counter(r.code for c in candidates for r in c.rejections)),
         rejection_rate=(len(candidates) - len(valid) - sum(c.set_aside for c in candidates)) / len(candidates) if candidates else 0.0,
         redraws=redraws,
+        json_repaired=sum(c.json_repaired for c in candidates) if repair_json else None,
         task_length_mean=_mean([len(t.prompt) for t in new_tasks]),
         env_text_length_mean=_mean([len(c.text) for c in candidates]),
         agent_completion_tokens_mean=agent.completion_tokens_mean,

@@ -148,3 +148,28 @@ def json_values(text: str, *, max_depth: int = 40, max_starts: int = 200, max_sc
         except (ValueError, RecursionError):
             i += 1
     return values
+
+
+def repaired_json_object(text: Any, *, max_chars: int = 100_000, max_depth: int = 32) -> str | None:
+    """The first JSON object of a reply that `json.loads` cannot read, mended by `json-repair`
+    (unbalanced or missing brackets, a missing comma or quote, a cut-off end closed), written
+    back as JSON text; None when the text holds no `{`, is over `max_chars`, or mends to no
+    object or nests deeper than `max_depth` (json-repair recurses per level). `json-repair` is
+    a parser of its own (no `eval`); the engine calls this only with `env.repair_json` on, on a
+    reply its plugin rejected (workbench.engine.candidates)."""
+    if not isinstance(text, str) or len(text) > max_chars or max_bracket_depth(text, skip_strings=False) > max_depth:
+        return None
+    start = text.find("{")
+    if start < 0:
+        return None
+    import json_repair  # a core dependency; imported here so plain parsing never pays for it
+
+    try:
+        value = json_repair.loads(text[start:])
+    except (ValueError, RecursionError):  # never expected of it; a reply must not stop the epoch
+        return None
+    if isinstance(value, list):  # several objects one after another: the first, as reply_json reads it
+        value = next((v for v in value if isinstance(v, dict)), None)
+    if not isinstance(value, dict) or not value:
+        return None
+    return json.dumps(value, ensure_ascii=False)

@@ -217,7 +217,7 @@ class CoEvolution:
             novelty=novelty.to_dict(), score_errors=sum(is_plugin_fault(a.score) for atts in result.attempts.values() for a in atts),
             plugin_faults=self.domain.take_faults() | self.registry.take_faults(), epochs_without_valid=self._epochs_without_valid,
             redraws=redraw_summary(candidates) if cfg.env.redraw_rounds and self.mode.generates_each_epoch else None,
-            copy_weight=cfg.curriculum.copy_weight, difficulty=rungs,
+            copy_weight=cfg.curriculum.copy_weight, difficulty=rungs, repair_json=cfg.env.repair_json,
         )
         self.stats = AgentStats(epoch=epoch, p_hat_mean=record["p_hat_mean"], frac_in_band=record["frac_in_band"],
                                 alpha=cfg.curriculum.alpha, recent=[(t, p_hat_task[t.id]) for t in scored_new][:16])
