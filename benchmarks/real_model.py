@@ -511,13 +511,14 @@ def print_rungs(rows: dict[str, Any]) -> None:
 
 def dynamics(rows: dict[str, Any], row: str) -> dict[int, list[dict[str, Any]]]:
     """Per seed, the epochs of a trained row: p_hat mean of the valid generated tasks, in-band
-    share, mean difficulty rung, valid share."""
+    share, mean difficulty rung, valid share (and how many candidates parsed only mended, `env.repair_json`)."""
     out = {}
     for cell in rows.get(row, {}).get("cells", []):
         out[cell["seed"]] = [{"epoch": e["epoch"], "p_hat": e.get("p_hat_mean"), "in_band": e.get("frac_in_band"),
                               "rung": (e.get("difficulty") or {}).get("mean"), "valid": e.get("valid"), "candidates": e.get("candidates"),
                               "env_rolled_back": e.get("env_rolled_back"), "in_band_for_env": e.get("in_band_for_env"),
-                              "env_kl": e.get("env_kl")}
+                              "env_kl": e.get("env_kl"), "repaired": e.get("json_repaired"),
+                              "valid_share": e["valid"] / e["candidates"] if e.get("candidates") else None}
                              for e in cell.get("epochs", [])]
     return out
 
@@ -558,12 +559,13 @@ def print_dynamics(rows: dict[str, Any]) -> None:
               " [/ in-band records RWR trained on, env KL, R = rolled back]")
         for seed, epochs in sorted(per_seed.items()):
             print(f"  seed {seed}: " + "; ".join(f"{_fmt(e['p_hat'])}/{_fmt(e['in_band'])}/{_fmt(e['rung'])}/{e['valid']}of{e['candidates']}"
+                                                + (f"(+{e['repaired']} mended)" if e.get("repaired") is not None else "")
                                                 + _env_note(e) for e in epochs))
 
 
 def draw_figures(out: Path, to: Path) -> list[Path]:
-    """One PNG per benchmark: p_hat of the valid generated tasks, in-band share and mean rung per
-    epoch, genenv against random (and static), each seed a line."""
+    """One PNG per benchmark: p_hat of the valid generated tasks, in-band share, mean rung and
+    valid share per epoch, genenv and its remedies against random (and static), each seed a line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -574,9 +576,10 @@ def draw_figures(out: Path, to: Path) -> list[Path]:
     for path in sorted(out.glob("result-*.json")):
         result = json.loads(path.read_text())
         rows = result["rows"]
-        panels = [("p_hat", "p_hat of valid generated tasks"), ("in_band", "share in the band"), ("rung", "mean difficulty rung")]
+        panels = [("p_hat", "p_hat of valid generated tasks"), ("in_band", "share in the band"), ("rung", "mean difficulty rung"),
+                  ("valid_share", "valid share of the candidates")]
         fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4))
-        colors = {"genenv": "tab:red", "genenv-replay": "tab:orange", "genenv-redraw": "tab:purple", "random": "tab:blue", "static": "tab:gray"}
+        colors = {"genenv": "tab:red", "genenv-replay": "tab:orange", "genenv-redraw": "tab:purple", "genenv-repair": "tab:green", "random": "tab:blue", "static": "tab:gray"}
         for ax, (key, title) in zip(axes, panels):
             for row, color in colors.items():
                 for seed, epochs in sorted(dynamics(rows, row).items()):
