@@ -31,7 +31,7 @@ from workbench_alfworld.taskspec import make_episode_task
 pytestmark = [needs_alfworld, pytest.mark.skipif(importlib.util.find_spec("openenv") is None,
                                                  reason="openenv is not installed: pip install 'genenv-workbench[openenv]'")]
 
-STATIC_S = 2.0  # a refusal by the static checks: no worker, no engine
+STATIC_S = 5.0  # a refusal by the static checks, no worker, no engine (the house's one generous bound: 2.1 s under load 3 at nice 10)
 WORKER_S = 20.0  # one worker run on a loaded 2-core machine (about 1-2 s when quiet)
 APPLE = "pick_and_place_simple-Apple-None-Fridge-901/trial_wb_001"
 HOSTILE_LOCATIONS = 3_000
