@@ -445,8 +445,34 @@ def cell_eval(cell: dict[str, Any]) -> dict[str, Any] | None:
     return cell.get("eval_samples") or cell.get("eval")
 
 
-def _scores(row: dict[str, Any]) -> dict[int, float]:
-    return {c["seed"]: e["score"] for c in row["cells"] if (e := cell_eval(c))}
+def _scores(row: dict[str, Any], answers: int | None = None) -> dict[int, float]:
+    """Seed -> held-out score: each cell's `cell_eval`, or with `answers` the evaluation with that
+    many answers a task (1: the first evaluation), leaving out cells that lack it."""
+    if answers is None:
+        return {c["seed"]: e["score"] for c in row["cells"] if (e := cell_eval(c))}
+    return {c["seed"]: e["score"] for c in row["cells"] if (e := _eval_with(c, answers))}
+
+
+def _eval_with(cell: dict[str, Any], answers: int) -> dict[str, Any] | None:
+    if answers == 1:
+        return cell.get("eval")
+    samples = cell.get("eval_samples")
+    return samples if samples and samples.get("samples") == answers else None
+
+
+def _answers(row: dict[str, Any]) -> set[int]:
+    """How many answers a task each cell's `cell_eval` has."""
+    return {(cell_eval(c) or {}).get("samples", 1) for c in row["cells"]}
+
+
+def paired(rows: dict[str, Any], ours: str, other: str) -> tuple[int, list[float]] | None:
+    """The per-seed differences ours - other on evaluations alike: with several answers a task
+    where every cell of both rows has the same number, else with one answer a task."""
+    both = _answers(rows[ours]) | _answers(rows[other])
+    answers = both.pop() if len(both) == 1 else 1
+    g, o = _scores(rows[ours], answers), _scores(rows[other], answers)
+    diffs = [g[s] - o[s] for s in sorted(set(g) & set(o))]
+    return (answers, diffs) if diffs else None
 
 
 def _mean_sd(values: list[float]) -> str:
@@ -464,8 +490,8 @@ def print_table(out: Path) -> None:
         rows = r["rows"]
         print(f"\n## {r['benchmark']}: {len(r['heldout_ids'])} held out, {len(r['train_ids'])} training seeds, {r['epochs']} epochs, "
               f"{r['seeds']} seeds{'' if r.get('complete') else ' (not complete)'}; CPU {r.get('cpu', '?')}")
-        print("\n| row | headline (mean +/- sd over seeds) | per seed | wall time per seed (mean, max) | peak RSS (max) |")
-        print("|---|---|---|---|---|")
+        print("\n| row | headline (mean +/- sd over seeds) | per seed | answers a task | wall time per seed (mean, max) | peak RSS (max) |")
+        print("|---|---|---|---|---|---|")
         for row in ALL_ROWS:
             if row not in rows:
                 continue
@@ -473,16 +499,16 @@ def print_table(out: Path) -> None:
             secs = [c["seconds"] for c in rows[row]["cells"]]
             errors = [c["error"] for c in rows[row]["cells"] if c.get("error")]
             per_seed = ", ".join(f"{100 * s:.1f}" for _, s in sorted(scores.items()))
-            print(f"| {row} | {_mean_sd(list(scores.values()))} | {per_seed}{f' ({len(errors)} stopped)' if errors else ''} | "
+            answers = "/".join(str(a) for a in sorted(_answers(rows[row])))
+            print(f"| {row} | {_mean_sd(list(scores.values()))} | {per_seed}{f' ({len(errors)} stopped)' if errors else ''} | {answers} | "
                   f"{statistics.fmean(secs) / 60:.1f} min, {max(secs) / 60:.1f} min | {max(c['peak_rss_gib'] for c in rows[row]['cells']):.2f} GiB |")
         for ours in ["genenv", *VARIANTS]:
             for other in ("random", "static", "seeds", "cold"):
-                if ours in rows and other in rows:
-                    g, o = _scores(rows[ours]), _scores(rows[other])
-                    diffs = [g[s] - o[s] for s in sorted(set(g) & set(o))]
-                    if diffs:
-                        print(f"\npaired {ours} - {other}: {_mean_sd(diffs)} points over {len(diffs)} seeds "
-                              f"(per seed: {', '.join(f'{100 * d:+.1f}' for d in diffs)})")
+                found = paired(rows, ours, other) if ours in rows and other in rows else None
+                if found:
+                    answers, diffs = found
+                    print(f"\npaired {ours} - {other}: {_mean_sd(diffs)} points over {len(diffs)} seeds, {answers} answer(s) a task "
+                          f"(per seed: {', '.join(f'{100 * d:+.1f}' for d in diffs)})")
         total = sum(c["seconds"] for row in rows.values() for c in row["cells"])
         loads = [c["load_before"] for row in rows.values() for c in row["cells"]]
         print(f"\nwhole table: {total / 60:.1f} min of cells; load before each cell {min(loads):.2f}-{max(loads):.2f}; "
@@ -556,10 +582,10 @@ def print_dynamics(rows: dict[str, Any]) -> None:
         if not per_seed:
             continue
         print(f"\n{row}: per epoch, p_hat mean of the valid generated tasks / in-band share / mean rung / valid of candidates"
-              " [/ in-band records RWR trained on, env KL, R = rolled back]")
+              " [(candidates that parsed only mended)] [/ in-band records RWR trained on, env KL, R = rolled back]")
         for seed, epochs in sorted(per_seed.items()):
             print(f"  seed {seed}: " + "; ".join(f"{_fmt(e['p_hat'])}/{_fmt(e['in_band'])}/{_fmt(e['rung'])}/{e['valid']}of{e['candidates']}"
-                                                + (f"(+{e['repaired']} mended)" if e.get("repaired") is not None else "")
+                                                + (f"({e['repaired']} mended)" if e.get("repaired") is not None else "")
                                                 + _env_note(e) for e in epochs))
 
 
