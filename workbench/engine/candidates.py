@@ -49,6 +49,7 @@ from workbench.textparse import repaired_json_object
 REDRAWN_COPY = "redrawn_copy"  # a valid copy that a redraw replaced
 REDRAW_STILL_COPY = "redraw_still_copy"  # a redraw no less a copy than the task it was drawn for, set aside
 SET_ASIDE = frozenset({REDRAWN_COPY, REDRAW_STILL_COPY})
+UNREPAIRED = "env_text_unrepaired"  # a mended task's meta key: what the environment wrote before json-repair
 
 
 def content_id(task: Task) -> str:
@@ -68,7 +69,12 @@ class Candidate:
     rejections: list[Rejection]
     duplicate_of: str | None = None  # an identical valid generation earlier in the epoch
     redraw_round: int = 0  # 0: the epoch's first draw; r: drawn in redraw round r (env.redraw_rounds)
-    json_repaired: bool = False  # parsed only after json-repair mended its JSON (env.repair_json); `text` is the mended one
+
+    @property
+    def json_repaired(self) -> bool:
+        """Parsed only after json-repair mended its JSON (`env.repair_json`): `text` is the mended
+        one, the model's own words are in the task's `meta.env_text_unrepaired`."""
+        return self.task is not None and UNREPAIRED in self.task.meta
 
     @property
     def valid(self) -> bool:
@@ -208,30 +214,29 @@ class CandidateWriter:
                 continue
             (text,) = next(texts)
             parsed = self.domain.parse_task(text, examples)
-            repaired = False
             if isinstance(parsed, Rejection) and self.config.env.repair_json:
-                parsed, text, repaired = self._parse_repaired(parsed, text, examples)
+                parsed, text = self._parse_repaired(parsed, text, examples)
             if isinstance(parsed, Rejection):
                 candidates.append(Candidate(context, text, None, [parsed], redraw_round=redraw_round))
                 continue
             parsed.source, parsed.env_context, parsed.env_text = source, context, text
             parsed.id = content_id(parsed)
             reasons = self.domain.validate(parsed) + self.agent_fit(parsed)
-            candidates.append(Candidate(context, text, parsed, reasons, redraw_round=redraw_round, json_repaired=repaired))
+            candidates.append(Candidate(context, text, parsed, reasons, redraw_round=redraw_round))
         return candidates
 
-    def _parse_repaired(self, rejection: Rejection, text: str, examples: list[Task]) -> tuple[Task | Rejection, str, bool]:
+    def _parse_repaired(self, rejection: Rejection, text: str, examples: list[Task]) -> tuple[Task | Rejection, str]:
         """`env.repair_json`: the reply's first JSON object mended by json-repair and parsed
         again. A task from it keeps the model's own words in `meta.env_text_unrepaired` and
         the mended text becomes the candidate's; otherwise the first rejection stands."""
         mended = repaired_json_object(text)
         if mended is None or mended == text:
-            return rejection, text, False
+            return rejection, text
         again = self.domain.parse_task(mended, examples)
         if isinstance(again, Rejection):
-            return rejection, text, False
-        again.meta = {**again.meta, "env_text_unrepaired": text}
-        return again, mended, True
+            return rejection, text
+        again.meta = {**again.meta, UNREPAIRED: text}
+        return again, mended
 
     def env_prompt_fits(self, context: Prompt) -> Literal[True] | str:
         """True, or why this environment prompt plus its generation cannot fit the env model."""
