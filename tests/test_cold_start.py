@@ -146,6 +146,35 @@ def test_a_fixed_cold_start_seed_gives_runs_of_other_seeds_one_cold_start(base_c
     assert runs["own"]["env"]["files"] != runs["a"]["env"]["files"]  # the run's own seed draws other examples
 
 
+def test_a_cached_cold_start_is_one_copy_on_disk_and_a_damaged_entry_is_fine_tuned_again(base_config, tmp_path, tiny_cache):
+    """A run reusing a cached cold start hard-links the cached weights (the rows of a comparison
+    share one copy on disk); an entry whose weights no longer match the sha256 stored with them
+    is not reused: the role is fine-tuned again and stored again."""
+    cfg = dataclasses.replace(base_config, cold_start=dataclasses.replace(FAST, cache=True), seed=23)
+
+    def role_info(name: str) -> dict:
+        return json.loads((tmp_path / name / "cold_start" / "record.json").read_text())["roles"]["agent"]
+
+    CoEvolution(cfg, tmp_path / "first")
+    CoEvolution(cfg, tmp_path / "second")
+    cached = Path(role_info("second")["from_cache"])
+    assert role_info("first")["from_cache"] is None and cached.is_relative_to(tiny_cache)
+    linked = tmp_path / "second" / "cold_start" / "agent" / "model.safetensors"
+    assert os.path.samefile(linked, cached / "model.safetensors")
+    assert role_info("second")["files"] == role_info("first")["files"]
+    with open(cached / "model.safetensors", "r+b") as fh:  # an in-place write, as one through a run folder's link would be
+        fh.seek(-1, os.SEEK_END)
+        last = fh.read(1)
+        fh.seek(-1, os.SEEK_END)
+        fh.write(bytes([last[0] ^ 1]))
+    CoEvolution(cfg, tmp_path / "third")
+    assert role_info("third")["from_cache"] is None, "a damaged cache entry was reused"
+    stored = json.loads((cached / "cold_start.json").read_text())["files"]
+    assert stored == role_info("third")["files"]  # stored again, intact
+    CoEvolution(cfg, tmp_path / "fourth")
+    assert role_info("fourth")["from_cache"] == str(cached)
+
+
 def test_the_environment_may_take_fewer_seeds_than_the_agent(base_config, tmp_path):
     """`env_max_seeds`: the environment's long examples on the first seeds only, the agent on all."""
     cold = dataclasses.replace(FAST, env_max_seeds=3)

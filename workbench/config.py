@@ -244,8 +244,10 @@ class ColdStartSettings:
     cache: bool = _f(
         False,
         "Keep the cold-started models under the workbench cache ($WORKBENCH_CACHE/cold-start/KEY), keyed by model, seeds, "
-        "settings and seed, and copy them from there when another run asks for the same cold start (the rows of a "
-        "comparison share one). Off: each run fine-tunes its own.",
+        "settings and seed, and take them from there when another run asks for the same cold start (the rows of a "
+        "comparison share one): hard links to the cached weights where the filesystem allows, so they share one copy "
+        "on disk, and an entry whose weights no longer match their stored sha256 is fine-tuned again. Off: each run "
+        "fine-tunes its own.",
     )
 
 

@@ -28,8 +28,11 @@ The result lives in the run folder, `cold_start/<role>/` (a model folder with it
 settings, examples, loss on the seeds before and after, steps and seconds per role). A run
 killed during the cold start redoes the roles that are not complete; one killed after it reuses
 them; resume checks the files against the hashes in the record. With `cold_start.cache`, a
-role's result is also kept under the workbench cache, keyed by everything that decides it, and
-copied from there by the next run that asks for the same one (the rows of a comparison).
+role's result is also kept under the workbench cache, keyed by everything that decides it, with
+the sha256 of its weights, and taken from there by the next run that asks for the same one (the
+rows of a comparison): its weights hard-linked (a copy across filesystems), so a table's runs
+hold one copy on disk, not one each (BFCL's: 1.1 GB a run). An entry whose weights no longer
+match their stored sha256 is not reused; the role is fine-tuned and stored again.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import gc
 import hashlib
 import json
 import logging
+import os
 import random
 import shutil
 import tempfile
@@ -234,10 +238,10 @@ def _make_role(config: RunConfig, domain: Domain, seeds: list[Task], role: str, 
     key = _cache_key(config, role, model_settings, rows)
     cached = cache_root() / "cold-start" / key
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{role}-"))
-    if settings.cache and (cached / ROLE_FILE).exists():
+    if settings.cache and _cache_intact(cached, progress):
         progress(f"cold start of the {role}: reusing {cached}")
         shutil.rmtree(tmp)
-        shutil.copytree(cached, tmp)
+        shutil.copytree(cached, tmp, copy_function=_link_or_copy)
         info = json.loads((tmp / ROLE_FILE).read_text(encoding="utf-8"))
         info["from_cache"] = str(cached)
     else:
@@ -366,11 +370,37 @@ def _store_in_cache(folder: Path, cached: Path, info: dict[str, Any]) -> None:
     tmp = Path(tempfile.mkdtemp(dir=cached.parent, prefix=f".{cached.name}-"))
     shutil.rmtree(tmp)
     shutil.copytree(folder, tmp)
-    atomic_write_text(tmp / ROLE_FILE, json.dumps(info, indent=1))
+    atomic_write_text(tmp / ROLE_FILE, json.dumps({**info, "files": _hashes(tmp)}, indent=1))
+    if cached.exists() and not (cached / ROLE_FILE).exists():  # a damaged entry set aside by _cache_intact
+        shutil.rmtree(cached, ignore_errors=True)
     try:
         tmp.rename(cached)
     except OSError:  # already there
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _cache_intact(cached: Path, progress: Callable[[str], None]) -> bool:
+    """Whether a cache entry is there and its weights still have the sha256 stored with them (a
+    run folder's weights are hard links to the entry's, so a file changed in one place changes in
+    the other). A damaged entry is reported and unmarked, so the role is fine-tuned and stored again."""
+    if not (cached / ROLE_FILE).exists():
+        return False
+    stored = json.loads((cached / ROLE_FILE).read_text(encoding="utf-8")).get("files")
+    if stored is None or _hashes(cached) == stored:  # entries stored before the hashes were kept are taken as they are
+        return True
+    progress(f"the cached cold start {cached} differs from the sha256 stored with it: fine-tuning the role again")
+    (cached / ROLE_FILE).unlink()
+    return False
+
+
+def _link_or_copy(src: str, dst: str) -> str:
+    """A cached file into a run folder: a hard link (a cold-started model is written once and never
+    changed in place, so every run of a comparison shares one copy on disk), else a copy."""
+    try:
+        os.link(src, dst)
+    except OSError:  # another filesystem, or links not allowed
+        shutil.copy2(src, dst)
+    return dst
 
 
 def _remove_leftovers(folder: Path) -> None:
