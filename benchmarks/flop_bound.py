@@ -96,3 +96,32 @@ def phase_tokens(run_dir: Path, epoch: int, tokenizer: Any, n: int, lora: bool, 
         "agent": {"tokens": rollout * (1 + train_passes * trained_share), "length": rollout / sequences},
         "env_update": {"tokens": examples * env_mean * (train_passes + 2), "length": env_mean},  # + the KL cap's two forwards
     }
+
+
+def phase_ratios(run: Any, run_dir: Path, records: list[dict[str, Any]], peak: float) -> list[dict[str, Any]]:
+    """Each epoch's phases (environment generation, agent, environment update) of a finished run:
+    TFLOP, seconds, GFLOP/s and the ratio to `peak` (None where a phase did no work)."""
+    models = {"generate": run.env_updater.model, "agent": run.agent.model, "env_update": run.env_updater.model}
+    settings = run.config
+    epochs = []
+    for r in records:
+        tokens = phase_tokens(run_dir, r["epoch"], run.agent_tokenizer, settings.agent.num_generations,
+                              lora=settings.agent.model.lora is not None, checkpointing=settings.agent.model.gradient_checkpointing)
+        phases: dict[str, Any] = {}
+        for phase, t in tokens.items():
+            seconds = r["time"].get(phase, 0.0)
+            if not t["tokens"] or not seconds:
+                phases[phase] = None
+                continue
+            flops = t["tokens"] * flops_per_token(models[phase], t["length"])
+            phases[phase] = {"tflop": flops / 1e12, "seconds": seconds, "gflops": flops / seconds / 1e9, "ratio": flops / seconds / peak}
+        epochs.append({"epoch": r["epoch"], "phases": phases})
+    return epochs
+
+
+def describe(epoch: dict[str, Any]) -> str:
+    """One line of `phase_ratios`' epoch."""
+    cells = [f"{phase} -" if p is None else
+             f"{phase} {p['tflop']:.2f} TFLOP in {p['seconds']:.1f} s = {p['gflops']:.1f} GFLOP/s ({p['ratio']:.3f} of the bound)"
+             for phase, p in epoch["phases"].items()]
+    return f"  epoch {epoch['epoch']} FLOPs: " + "; ".join(cells)

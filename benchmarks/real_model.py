@@ -35,6 +35,7 @@ each child with the cores shared out and its output in `OUT/logs/`. `OUT/result-
 gathers the cells.
 
     python benchmarks/real_model.py --benchmark arithmetic --out runs/real-model
+    python benchmarks/real_model.py --benchmark bfcl --rows genenv --seeds 2 --flop-bound --out runs/flops  # phases vs the FLOP bound
     python benchmarks/real_model.py --table runs/real-model
     python benchmarks/real_model.py --figures runs/real-model --to docs/figures
 
@@ -223,6 +224,12 @@ def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any
     max_new = config.agent.max_completion_length
     run_dir = Path(args.out) / "runs" / f"{args.benchmark}-{row}-s{seed}"
     cell: dict[str, Any] = {"row": row, "seed": seed, "load_before": os.getloadavg()[0], "threads": torch.get_num_threads()}
+    peak = None
+    if args.flop_bound and row in TRAINED + list(VARIANTS):
+        from flop_bound import matmul_peak
+
+        peak = matmul_peak(getattr(torch, config.agent.model.dtype))  # with the threads the run uses, before it
+        cell["flop_bound_gflops"] = peak / 1e9
     tokenizer = load_tokenizer(config.agent.model, "--model")
     if row in ("base", "cold"):
         settings = ModelSettings(name_or_path=args.model, device="cpu", dtype=config.agent.model.dtype)
@@ -254,6 +261,13 @@ def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any
             from workbench.engine.invariants import check_run_folder
 
             check_run_folder(run_dir, n=config.agent.num_generations)  # raises on a broken invariant
+            if peak is not None:
+                from flop_bound import describe, phase_ratios
+
+                cell["flops"] = phase_ratios(run, run_dir, records, peak)
+                print(f"matrix-product bound: {peak / 1e9:.1f} GFLOP/s ({cell['threads']} threads)")
+                for epoch in cell["flops"]:
+                    print(describe(epoch), flush=True)
         cell["epochs"] = [_epoch_summary(r) for r in records]
         del run
         gc.collect()
@@ -327,7 +341,7 @@ def run_cells(args: argparse.Namespace, cells: list[tuple[str, int]], workers: i
             row, seed = queue.pop(0)
             name = f"{args.benchmark}-{row}-s{seed}"
             cmd = [sys.executable, __file__, "--cell", row, str(seed), "--benchmark", args.benchmark, "--out", str(out),
-                   "--model", args.model] + _size_flags(args)
+                   "--model", args.model] + _size_flags(args) + (["--flop-bound"] if args.flop_bound else [])
             log = open(out / "logs" / f"{name}.log", "w") if workers > 1 else None  # closed when the cell ends
             proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT if log else None)
             running.append((row, seed, name, proc, log, time.perf_counter()))
@@ -648,6 +662,9 @@ def main() -> None:
     parser.add_argument("--max-prompt-chars", type=int, help="leave out records with longer prompts (CPU time; default 1600, API-Bank 2400)")
     parser.add_argument("--reeval", type=int, metavar="N",
                         help="evaluate every measured cell's final agent again with N answers per held-out task (less noise)")
+    parser.add_argument("--flop-bound", action="store_true",
+                        help="trained cells also measure this CPU's matrix-product rate before the run and each epoch phase's "
+                             "FLOPs against it (benchmarks/flop_bound.py), kept in the cell as `flops`; run on a quiet machine")
     parser.add_argument("--cell", nargs=2, metavar=("ROW", "SEED"), help=argparse.SUPPRESS)  # one cell, in a child process
     parser.add_argument("--cell-eval", nargs=3, metavar=("ROW", "SEED", "N"), help=argparse.SUPPRESS)  # one re-evaluation
     args = parser.parse_args()

@@ -73,23 +73,10 @@ def variant(name: str, config):  # noqa: ANN001, ANN201
 
 def print_flop_ratios(run, run_dir: Path, records, peak: float) -> None:  # noqa: ANN001
     """Each epoch's phases as FLOPs over seconds, as a ratio to the matrix-product bound."""
-    from flop_bound import flops_per_token, phase_tokens
+    from flop_bound import describe, phase_ratios
 
-    models = {"generate": run.env_updater.model, "agent": run.agent.model, "env_update": run.env_updater.model}
-    settings = run.config
-    for r in records:
-        tokens = phase_tokens(run_dir, r["epoch"], run.agent_tokenizer, settings.agent.num_generations,
-                              lora=settings.agent.model.lora is not None, checkpointing=settings.agent.model.gradient_checkpointing)
-        cells = []
-        for phase, t in tokens.items():
-            seconds = r["time"].get(phase, 0.0)
-            if not t["tokens"] or not seconds:
-                cells.append(f"{phase} -")
-                continue
-            flops = t["tokens"] * flops_per_token(models[phase], t["length"])
-            cells.append(f"{phase} {flops / 1e12:.2f} TFLOP in {seconds:.1f} s = {flops / seconds / 1e9:.1f} GFLOP/s "
-                         f"({flops / seconds / peak:.3f} of the bound)")
-        print(f"  epoch {r['epoch']} FLOPs: " + "; ".join(cells), flush=True)
+    for epoch in phase_ratios(run, run_dir, records, peak):
+        print(describe(epoch), flush=True)
 
 
 def main() -> None:

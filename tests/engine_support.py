@@ -117,3 +117,19 @@ def start_script_run(tmp_path: Path, config, script_text: str) -> tuple[subproce
     env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins"), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen([sys.executable, str(script), str(config_path), str(run_dir)], stdout=subprocess.PIPE, text=True, env=env)
     return proc, run_dir
+
+
+def run_process_group(cmd: list[str], timeout: float, **kwargs) -> subprocess.CompletedProcess:
+    """`subprocess.run(cmd, capture_output=True, text=True)` in a session of its own, the whole
+    group killed on timeout: a script that starts workers of its own (benchmarks/real_model.py)
+    leaves none running on after the test, taking the cores and the disk from the tests after it."""
+    import signal
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kwargs)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(f"{cmd[1] if len(cmd) > 1 else cmd[0]} ran past {timeout} s; its output:\n{out[-3000:]}\n{err[-3000:]}") from None
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from engine_support import run_process_group
 
 from workbench.model_catalog import ALIASES
 
@@ -50,9 +50,9 @@ def test_one_real_model_epoch_on_a_benchmark_keeps_the_loops_invariants(tmp_path
 def test_the_held_out_table_script_runs_end_to_end(tmp_path):
     out = tmp_path / "table"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "real_model.py"), "--benchmark", "arithmetic", "--epochs", "1", "--seeds", "2",
-           "--train", "4", "--heldout", "4", "--rows", "base,cold,genenv", "--out", str(out), "--workers", "2"]
+           "--train", "4", "--heldout", "4", "--rows", "base,cold,genenv", "--out", str(out), "--workers", "2", "--flop-bound"]
     unpinned = {k: v for k, v in os.environ.items() if k != "WORKBENCH_THREADS"}  # the workers share the cores out themselves
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=2400, env=unpinned)
+    proc = run_process_group(cmd, timeout=2400, env=unpinned)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((out / "result-arithmetic.json").read_text())
     assert set(result["rows"]) == {"base", "cold", "genenv"}
@@ -61,11 +61,16 @@ def test_the_held_out_table_script_runs_end_to_end(tmp_path):
         assert [c["seed"] for c in row["cells"]] == [0, 1]
         assert all(0.0 <= c["eval"]["score"] <= 1.0 and c["eval"]["by_rung"] for c in row["cells"])
     assert all(len(c["epochs"]) == 1 for c in result["rows"]["genenv"]["cells"])
+    for cell in result["rows"]["genenv"]["cells"]:  # --flop-bound: each epoch phase against the bound measured in the cell
+        assert cell["flop_bound_gflops"] > 0 and [e["epoch"] for e in cell["flops"]] == [1]
+        generate = cell["flops"][0]["phases"]["generate"]
+        assert generate["seconds"] > 0 and 0 < generate["ratio"] < 2, generate
+    assert "flops" not in result["rows"]["base"]["cells"][0]
     assert "| genenv |" in proc.stdout and "paired genenv - cold" in proc.stdout and "peak RSS" in proc.stdout
     assert sorted(p.name for p in (out / "logs").iterdir()) == [f"arithmetic-{r}-s{s}.log" for r in ("base", "genenv") for s in (0, 1)]
     assert all(c["threads"] == max(1, (os.cpu_count() or 1) // 2) for row in result["rows"].values() for c in row["cells"]
                if row is not result["rows"]["cold"])  # two workers share the cores out; the cold starts ran alone
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)  # every cell exists: nothing is measured again
+    again = run_process_group(cmd, timeout=600)  # every cell exists: nothing is measured again
     assert again.returncode == 0 and "genenv  seed 0:" not in again.stdout
 
 
