@@ -74,6 +74,42 @@ def test_the_held_out_table_script_runs_end_to_end(tmp_path):
     assert again.returncode == 0 and "genenv  seed 0:" not in again.stdout
 
 
+def test_a_real_model_run_killed_in_its_second_epoch_resumes_with_the_documented_command(tmp_path):
+    """`workbench demo --model` killed with SIGKILL while epoch 2 is under way, then
+    `workbench run RUN/config.yaml --out RUN --resume` (the README's command): the run ends with
+    epochs 1 and 2, keeps its invariants, and reuses its cold start instead of redoing it."""
+    import signal
+    import subprocess
+    import time
+
+    import yaml
+
+    from workbench.contract.tasks import read_jsonl
+    from workbench.engine.invariants import check_run_folder
+
+    run = tmp_path / "run"
+    demo = subprocess.Popen([sys.executable, "-m", "workbench", "demo", "--model", ALIAS, "--epochs", "2", "--out", str(run)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 1500
+    try:
+        while not (run / "epochs" / "epoch_0002.jsonl").exists():  # written as epoch 2 generates: epoch 1 is complete
+            assert demo.poll() is None, f"the demo ended before epoch 2 (exit {demo.returncode}): {demo.stderr.read()[-2000:]}"
+            assert time.monotonic() < deadline, "epoch 2 never started"
+            time.sleep(0.5)
+    finally:
+        os.killpg(demo.pid, signal.SIGKILL)
+        demo.communicate()
+    assert [m["epoch"] for m in read_jsonl(run / "metrics.jsonl")] == [1]
+    record = (run / "cold_start" / "record.json").read_bytes()
+    resumed = run_process_group([sys.executable, "-m", "workbench", "run", str(run / "config.yaml"), "--out", str(run), "--resume"], timeout=1500)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resumed" in resumed.stdout and "after epoch 1" in resumed.stdout
+    assert [m["epoch"] for m in read_jsonl(run / "metrics.jsonl")] == [1, 2]
+    assert (run / "cold_start" / "record.json").read_bytes() == record, "the cold start was redone"
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    check_run_folder(run, n=config["agent"]["num_generations"])  # raises on a broken invariant
+
+
 def test_the_cold_start_lifts_strict_held_out_arithmetic_above_zero(tmp_path):
     """SmolLM2 answers none of the held-out arithmetic tasks in the strict `Answer: N` format; a
     cold start of the agent alone (2 passes over 96 training seeds) makes it answer some right."""
