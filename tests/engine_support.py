@@ -10,6 +10,7 @@ with some hooks replaced: a faulty plugin, one that collapses task ids, or a scr
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import types
@@ -123,8 +124,6 @@ def run_process_group(cmd: list[str], timeout: float, **kwargs) -> subprocess.Co
     """`subprocess.run(cmd, capture_output=True, text=True)` in a session of its own, the whole
     group killed on timeout: a script that starts workers of its own (benchmarks/real_model.py)
     leaves none running on after the test, taking the cores and the disk from the tests after it."""
-    import signal
-
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kwargs)
     try:
         out, err = proc.communicate(timeout=timeout)

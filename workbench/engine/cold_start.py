@@ -197,7 +197,8 @@ def prepare(
             shutil.rmtree(folder, ignore_errors=True)
             _make_role(config, domain, chosen[role], role, folder, progress)
         roles[role] = json.loads((folder / ROLE_FILE).read_text(encoding="utf-8"))
-        roles[role]["files"] = _hashes(folder)
+        if "files" not in roles[role]:  # a cache entry stored before entries kept their hashes
+            roles[role]["files"] = _hashes(folder)
     record = {"version": COLD_START_VERSION, "settings": dataclasses.asdict(settings), "seeds": {r: len(c) for r, c in chosen.items()},
               "seconds": round(time.perf_counter() - start, 3), "roles": roles}
     atomic_write_text(layout.cold_start_record, json.dumps(record, indent=1))
@@ -249,6 +250,7 @@ def _make_role(config: RunConfig, domain: Domain, seeds: list[Task], role: str, 
         info = _fine_tune(config, model_settings, field, rows, tmp, role)
         info["seeds_without_example"] = missing
         info["key"] = key
+        info["files"] = _hashes(tmp)
         if settings.cache:
             _store_in_cache(tmp, cached, info)
         info["from_cache"] = None
@@ -370,9 +372,7 @@ def _store_in_cache(folder: Path, cached: Path, info: dict[str, Any]) -> None:
     tmp = Path(tempfile.mkdtemp(dir=cached.parent, prefix=f".{cached.name}-"))
     shutil.rmtree(tmp)
     shutil.copytree(folder, tmp)
-    atomic_write_text(tmp / ROLE_FILE, json.dumps({**info, "files": _hashes(tmp)}, indent=1))
-    if cached.exists() and not (cached / ROLE_FILE).exists():  # a damaged entry set aside by _cache_intact
-        shutil.rmtree(cached, ignore_errors=True)
+    atomic_write_text(tmp / ROLE_FILE, json.dumps(info, indent=1))
     try:
         tmp.rename(cached)
     except OSError:  # already there
@@ -382,14 +382,15 @@ def _store_in_cache(folder: Path, cached: Path, info: dict[str, Any]) -> None:
 def _cache_intact(cached: Path, progress: Callable[[str], None]) -> bool:
     """Whether a cache entry is there and its weights still have the sha256 stored with them (a
     run folder's weights are hard links to the entry's, so a file changed in one place changes in
-    the other). A damaged entry is reported and unmarked, so the role is fine-tuned and stored again."""
+    the other). A damaged entry is reported and removed, so the role is fine-tuned and stored again
+    (runs already linked to its files keep them: a link outlives the name)."""
     if not (cached / ROLE_FILE).exists():
         return False
     stored = json.loads((cached / ROLE_FILE).read_text(encoding="utf-8")).get("files")
     if stored is None or _hashes(cached) == stored:  # entries stored before the hashes were kept are taken as they are
         return True
     progress(f"the cached cold start {cached} differs from the sha256 stored with it: fine-tuning the role again")
-    (cached / ROLE_FILE).unlink()
+    shutil.rmtree(cached, ignore_errors=True)
     return False
 
 
