@@ -50,6 +50,8 @@ CASES = [
      lambda a: a is None),
     ("workbench_make_interaction", lambda task: meddle(task), lambda d, t: d.make_interaction(t), "make_interaction", lambda a: a is None),
     ("workbench_task_difficulty", lambda task: meddle(task) or 1, lambda d, t: d.difficulty(t), "task_difficulty", lambda a: a is None),
+    ("workbench_task_variations", lambda task, count, seed: meddle(task) or [], lambda d, t: d.task_variations(t, 4, 0), "task_variations",
+     lambda a: a[0] == [] and "changed" in a[1][0]),
     ("workbench_aggregate", lambda tasks, scores: meddle(tasks[0]) or {"x": 1.0}, lambda d, t: d.aggregate([t], [Score(1.0, True)]),
      "aggregate", lambda a: a == {"n": 1, "reward_mean": 1.0, "accuracy": 1.0, "parse_error_rate": 0.0}),
     ("workbench_report_section", lambda tasks, outputs, scores: meddle(tasks[0]) or ReportSection("x", {}),

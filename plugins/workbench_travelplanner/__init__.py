@@ -104,6 +104,12 @@ def workbench_render_task(task: Task) -> str | None:
 
 
 @hookimpl
+def workbench_task_variations(task: Task, count: int, seed: int) -> list[Task]:
+    """Other people, budgets and local constraints on the seed's sandbox (the demo's warm start)."""
+    return generation.task_variations(task, count, seed)
+
+
+@hookimpl
 def workbench_validate_task(task: Task) -> list[Rejection]:
     return validate_spec(task.spec)
 

@@ -220,3 +220,68 @@ def validate_spec(spec: Any) -> list[Rejection]:
     else:
         out += _sandbox_problems(query, reference)
     return out
+
+
+_PEOPLE_WORDS = {1: "one person", 2: "two people", 3: "three people", 4: "four people"}
+
+
+def _day_text(value: str) -> str:
+    day = dt.date.fromisoformat(value)
+    suffix = "th" if 10 <= day.day % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(day.day % 10, "th")
+    return f"{day.strftime('%B')} {day.day}{suffix}"
+
+
+def _query_text(query: dict[str, Any]) -> str:
+    """The natural-language query stating every field, in the style of the benchmark's own."""
+    dates = query["date"]
+    text = (f"Please plan a {query['days']}-day trip for {_PEOPLE_WORDS[query['people_number']]} from {query['org']} to "
+            f"{query['dest']}, from {_day_text(dates[0])} to {_day_text(dates[-1])}, {dates[0][:4]}, "
+            f"with a budget of ${query['budget']:,}.")
+    local = query["local_constraint"]
+    if local["house rule"]:
+        text += f" The accommodation must allow {local['house rule']}."
+    if local["room type"]:
+        text += f" We would like a {local['room type']}."
+    if local["cuisine"]:
+        text += f" We want to try {' and '.join(local['cuisine'])} food."
+    if local["transportation"]:
+        text += f" Please plan it with {local['transportation']}."
+    return text
+
+
+def task_variations(task: Task, count: int, seed: int) -> list[Task]:
+    """Up to `count` queries on `task`'s sandbox with other people, budget and local
+    constraints, the text written to state them all and the level set by them (easy: one
+    person, no constraint; medium: one; hard: more), as the environment prompt asks."""
+    import random
+
+    spec = task.spec if isinstance(task.spec, dict) else {}
+    if not isinstance(spec.get("query"), dict) or not spec.get("reference_information"):
+        return []
+    try:
+        base = loaders.normalize_query(spec["query"], literal=False)
+    except (ValueError, TypeError, OverflowError):
+        return []
+    rng = random.Random(f"{seed}:{task.id}")
+    city_list = task.meta.get(cities.OPTION) if isinstance(task.meta, dict) else None
+    out: list[Task] = []
+    seen = {json.dumps(base, sort_keys=True)}
+    for _ in range(count * 10):
+        if len(out) == count:
+            break
+        local: dict[str, Any] = {"house rule": rng.choice(loaders.HOUSE_RULES), "cuisine": [rng.choice(loaders.CUISINES)],
+                                 "room type": rng.choice(loaders.ROOM_TYPES), "transportation": rng.choice(loaders.TRANSPORT_RULES)}
+        local = {key: value if rng.random() < 0.3 else None for key, value in local.items()}
+        people = rng.choice([1, 1, 2, 3, 4])
+        constraints = sum(value is not None for value in local.values())
+        query = dict(base, people_number=people, local_constraint=local,
+                     budget=max(300, int(round(base["budget"] * rng.uniform(0.6, 2.0) * people ** 0.5, -2))),
+                     level="easy" if people == 1 and not constraints else "medium" if constraints <= 1 else "hard")
+        query["query"] = _query_text(query)
+        key = json.dumps(query, sort_keys=True)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(_with_example_gold(make_task(query, spec["reference_information"], None, source="generated", city_list=city_list),
+                                      task, city_list))
+    return out

@@ -680,7 +680,54 @@ def check_plugin(target: Any, options: dict[str, Any] | None = None) -> CheckRep
     _check_optional(c, implemented, seeds, info)
     _check_metrics_agree(c, implemented, seeds, info)
     _check_difficulty(c, implemented, seeds, info)
+    _check_variations(c, implemented, seeds)
     return report
+
+
+def _check_variations(c: _Checker, implemented: set[str], seeds: list[Task], count: int = 4) -> None:
+    """`workbench_task_variations`, when implemented, on up to 3 seeds: a list of Tasks, each
+    valid, rendering to a text other than its seed's that parses back (with the seed as the
+    only example) into the same text, and the same list for the same seed."""
+    name = "task variations"
+    if "workbench_task_variations" not in implemented:
+        return
+    if "workbench_render_task" not in implemented:
+        c.report.add(name, "error", "workbench_task_variations needs workbench_render_task: the demo warm start trains on the rendered variations")
+        return
+    wrong: list[str] = []
+    made = 0
+    for task in seeds[:3]:
+        called, first = c.call(name, "workbench_task_variations", task=task, count=count, seed=0)
+        if not called:
+            return
+        called, again = c.call(name, "workbench_task_variations", task=task, count=count, seed=0)
+        if not called:
+            return
+        if not isinstance(first, list) or not all(isinstance(v, Task) for v in first):
+            wrong.append(f"seed {task.id}: returned {type(first).__name__}, not a list of Task")
+            continue
+        if len(first) > count:
+            wrong.append(f"seed {task.id}: {len(first)} variations for count={count}")
+        _, seed_text = c.call(name, "workbench_render_task", task=task)
+        texts = [c.call(name, "workbench_render_task", task=v)[1] for v in first]
+        if [c.call(name, "workbench_render_task", task=v)[1] for v in again if isinstance(v, Task)] != texts:
+            wrong.append(f"seed {task.id}: two calls with seed=0 gave different variations")
+        for i, (variation, text) in enumerate(zip(first, texts)):
+            made += 1
+            _, reasons = c.call(name, "workbench_validate_task", task=variation)
+            if reasons:
+                wrong.append(f"seed {task.id} variation {i}: fails validation ({reasons[0].code}: {reasons[0].message})")
+            elif not isinstance(text, str) or text == seed_text:
+                wrong.append(f"seed {task.id} variation {i}: renders to {'nothing' if not isinstance(text, str) else 'the seed itself'}")
+            else:
+                _, parsed = c.call(name, "workbench_parse_task", text=text, examples=[task])
+                back = c.call(name, "workbench_render_task", task=parsed)[1] if isinstance(parsed, Task) else None
+                if back != text:
+                    wrong.append(f"seed {task.id} variation {i}: its rendering does not parse back into the same task")
+    if wrong:
+        c.report.add(name, "error", f"{len(wrong)} problem(s), e.g. {wrong[0]}; the demo warm start leaves such variations out")
+    else:
+        c.report.add(name, "ok", f"{made} variations of {min(3, len(seeds))} seeds: valid, new, round-trip, the same for the same seed")
 
 
 def _check_difficulty(c: _Checker, implemented: set[str], seeds: list[Task], info: DomainInfo) -> None:

@@ -281,6 +281,36 @@ class Domain:
         """An agent output scoring a success on `task` (workbench_reference_output), or None."""
         return self._optional_text("reference_output", task)
 
+    def task_variations(self, task: Task, count: int, seed: int) -> tuple[list[Task], list[str]]:
+        """The plugin's variations of `task` (`workbench_task_variations`) that keep its rules:
+        (kept, why each other one was dropped). Kept: a Task that passes `validate` and renders
+        to a text other than `task`'s, once each. No hook, or a fault (counted): ([], [why])."""
+        if not self.implements("workbench_task_variations"):
+            return [], []
+        hook = "task_variations"
+        result = self._contained(hook, task=task, count=count, seed=seed)
+        if isinstance(result, Fault):
+            return [], [result.message]
+        if not isinstance(result, list):
+            return [], [self._fault(hook, "plugin_error", f"returned {type(result).__name__}, not a list of Task").message]
+        kept: list[Task] = []
+        dropped: list[str] = []
+        seen = {self.render_task(task)}
+        for i, variation in enumerate(result[:count]):
+            if not isinstance(variation, Task):
+                dropped.append(f"variation {i} is a {type(variation).__name__}, not a Task")
+                continue
+            reasons = self.validate(variation)
+            text = self.render_task(variation)
+            if reasons:
+                dropped.append(f"variation {i} fails validation: {reasons[0].code}: {reasons[0].message}")
+            elif text is None or text in seen:
+                dropped.append(f"variation {i} renders to {'nothing' if text is None else 'the seed or an earlier variation'}")
+            else:
+                seen.add(text)
+                kept.append(variation)
+        return kept, dropped
+
     @property
     def declares_difficulty(self) -> bool:
         """The plugin rates its tasks' difficulty (`workbench_task_difficulty`)."""

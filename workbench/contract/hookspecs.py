@@ -62,6 +62,7 @@ OPTIONAL_DOMAIN_HOOKS = (
     "workbench_render_task",
     "workbench_reference_output",
     "workbench_task_difficulty",
+    "workbench_task_variations",
 )
 CROSS_CUTTING_HOOKS = ("workbench_extra_validators", "workbench_run_start", "workbench_epoch_end")
 
@@ -178,6 +179,22 @@ def workbench_render_task(task: Task) -> str | None:
     task that passes validation; return None for a task that cannot be written that way;
     never raise for a task of this domain. Used to warm-start a small environment model on
     the seed tasks (`workbench demo --domain NAME`) and by the conformance checker's round trip.
+    """
+
+
+@hookspec(firstresult=True)
+def workbench_task_variations(task: Task, count: int, seed: int) -> list[Task]:
+    """Optional: up to `count` tasks that vary `task` the way the environment prompt asks a
+    model to (other numbers, constraints, wording), written by the plugin itself.
+
+    Rules: each variation passes `workbench_validate_task` and renders
+    (`workbench_render_task`) to a text other than `task`'s, which parsed with `task` as the
+    only example gives the variation back; the list is the same for the same `seed`; never
+    raise for a task of this domain. Used only to warm-start a tiny random-weight environment
+    model (`workbench demo --domain NAME`): trained on its few seeds alone, such a model learns
+    them as strings and copies them (the tiny TravelPlanner demo wrote 3-4 distinct tasks an
+    epoch); trained on variations of each seed, it learns the family the prompt asks for. A
+    real model's run never uses them.
     """
 
 
