@@ -8,12 +8,17 @@ over `valid`, the share of the valid generated tasks that are distinct), `novel_
 share (valid tasks over `env.tasks_per_epoch`: the redraw's extra generations are not in the
 denominator, since it never lowers the valid count), the redraws requested and replaced, seconds
 per epoch. Each run's figure is its mean over the epochs; the table gives the mean over the run
-seeds, their standard deviation and range. Every run folder is checked with the engine's own
-invariant checker. Prints the CPU and the load average before and after (the figures are
+seeds, their standard deviation and range. Per run, from its folder: mean p_hat of the generated
+tasks, the epochs whose environment update was kept, and its valid generated tasks, how many are
+distinct over the whole run and how many copy one of the seed variations the plugin writes
+(`workbench_task_variations`: what the demo's environment is warm-started on, so a model that
+only replays its training targets shows here). Every run folder is checked with the engine's own
+invariant checker. `--summarize OUT/STAMP` prints the tables of runs already made. Prints the CPU and the load average before and after (the figures are
 seconds on a shared machine: run it with WORKBENCH_THREADS=1 when another job shares the cores).
 
     WORKBENCH_THREADS=1 python benchmarks/novelty_redraw.py [--seeds 0,1,2] [--epochs 4] [--rounds 3]
         [--variants off,redraw,copy0,both] [--temperature T] [--models CACHED_DEMO_DIR] [--out runs/novelty-redraw]
+        [--summarize runs/novelty-redraw/STAMP]
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ import statistics
 import time
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 VARIANTS = {  # name -> (redraw on, copy_weight)
     "off": (False, 1.0),
@@ -47,6 +54,28 @@ def epoch_figures(record: dict[str, Any], tasks_per_epoch: int) -> dict[str, flo
         "requested": redraws.get("requested", 0),
         "replaced": redraws.get("replaced", 0),
         "seconds": record["time"]["epoch"],
+    }
+
+
+def run_figures(run_dir: Path, domain: Any, variation_texts: set[str]) -> dict[str, float]:
+    """A whole run's figures from its folder: mean p_hat of the generated tasks, epochs whose
+    environment update was kept, valid generated tasks over the run, how many of them are
+    distinct over the whole run, and how many are exact copies of a seed variation the plugin
+    writes (`workbench_task_variations`, what the demo's environment warm start trains on)."""
+    from workbench.contract.tasks import Task, read_jsonl
+
+    metrics = list(read_jsonl(run_dir / "metrics.jsonl"))
+    texts = []
+    for path in sorted((run_dir / "epochs").glob("epoch_*.jsonl")):
+        for row in read_jsonl(path):
+            if row["valid"] and row["task"] is not None:
+                texts.append(domain.render_task(Task.from_dict(row["task"])))
+    return {
+        "p_hat": statistics.fmean(m["p_hat_mean"] or 0.0 for m in metrics),
+        "env_updates": sum(m["env_update"] is not None and not m["env_rolled_back"] for m in metrics),
+        "valid": len(texts),
+        "distinct_over_run": len(set(texts)),
+        "variation_copies": sum(t in variation_texts for t in texts),
     }
 
 
@@ -76,10 +105,14 @@ def main() -> None:
     parser.add_argument("--models", default=None,
                         help="a cached demo folder (agent/, env/, demo.json) to run on instead of the current warm start's")
     parser.add_argument("--out", default="runs/novelty-redraw")
+    parser.add_argument("--summarize", default=None,
+                        help="print the tables of the runs already in this folder (one run's OUT/STAMP) instead of running")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    from workbench.demo import DomainDemo, demo_run_config, domain_demo_config
+    from workbench.contract.registry import load_registry
+    from workbench.contract.tasks import read_jsonl
+    from workbench.demo import VARIATIONS_PER_SEED, DomainDemo, demo_run_config, domain_demo_config
     from workbench.engine.invariants import check_run_folder
     from workbench.engine.loop import CoEvolution
     from workbench.engine.models import cpu_description
@@ -89,9 +122,25 @@ def main() -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
     stamp = time.strftime("%Y%m%d-%H%M%S")
     results: dict[str, list[list[dict[str, Any]]]] = {}
+    whole: dict[str, list[dict[str, float]]] = {}
+    domain = load_registry().domain(args.domain)
+    variation_texts = {domain.render_task(v) for t in domain.seed_tasks({}) for v in domain.task_variations(t, VARIATIONS_PER_SEED, seed=0)[0]}
+    if args.summarize:
+        for name in args.variants.split(","):
+            for seed in seeds:
+                run_dir = Path(args.summarize) / f"{name}-seed{seed}"
+                if not (run_dir / "metrics.jsonl").exists():
+                    continue
+                config = yaml.safe_load((run_dir / "config.yaml").read_text())
+                per_epoch = [epoch_figures(m, config["env"]["tasks_per_epoch"]) for m in read_jsonl(run_dir / "metrics.jsonl")]
+                results.setdefault(name, []).append(per_epoch)
+                whole.setdefault(name, []).append(run_figures(run_dir, domain, variation_texts))
+        print_tables(args, results, whole, config["env"]["generation"]["temperature"], len(seeds))
+        return
     for name in args.variants.split(","):
         redraw, copy_weight = VARIANTS[name]
         results[name] = []
+        whole[name] = []
         for seed in seeds:
             if args.models:
                 root = Path(args.models).expanduser()
@@ -116,13 +165,18 @@ def main() -> None:
             check_run_folder(run_dir, config.agent.num_generations)
             per_epoch = [epoch_figures(m, config.env.tasks_per_epoch) for m in metrics]
             results[name].append(per_epoch)
+            whole[name].append(run_figures(run_dir, domain, variation_texts))
             line = " ".join(f"{f['distinct_share']:.2f}" if f["distinct_share"] is not None else "-" for f in per_epoch)
             print(f"{name} seed {seed}: distinct/valid per epoch {line} ({run_dir})", flush=True)
-    (Path(args.out) / stamp / "results.json").write_text(json.dumps(results, indent=1))
+    (Path(args.out) / stamp / "results.json").write_text(json.dumps({"epochs": results, "runs": whole}, indent=1))
+    print_tables(args, results, whole, args.temperature if args.temperature is not None else base.env.generation.temperature, len(seeds))
 
+
+def print_tables(args: argparse.Namespace, results: dict[str, list[list[dict[str, Any]]]], whole: dict[str, list[dict[str, float]]],
+                 temperature: float, seed_count: int) -> None:
+    """The per-variant table, distinct / valid per epoch, and the whole-run figures."""
     print()
-    temperature = args.temperature if args.temperature is not None else base.env.generation.temperature
-    print(f"{args.domain} demo, {len(seeds)} run seeds x {args.epochs} epochs, redraw variants at env.redraw_rounds {args.rounds}, "
+    print(f"{args.domain} demo, {seed_count} run seeds x {args.epochs} epochs, redraw variants at env.redraw_rounds {args.rounds}, "
           f"env.generation.temperature {temperature:g}; "
           "each cell: mean ± sd (min-max) over the seeds of the run's mean over its epochs")
     print()
@@ -146,6 +200,15 @@ def main() -> None:
     for name, runs in results.items():
         cells = [_mean([epochs[e]["distinct_share"] for epochs in runs if e < len(epochs)]) for e in range(args.epochs)]
         print(f"| {name} | " + " | ".join("-" if c is None else f"{c:.2f}" for c in cells) + " |")
+    print()
+    print("whole runs (per run seed): mean p_hat of the generated tasks; epochs whose environment update was kept; "
+          "valid generated tasks, distinct over the run, exact copies of a seed variation the plugin writes")
+    print()
+    print("| variant | p_hat | env updated (epochs) | valid / distinct over the run / variation copies |")
+    print("| --- | --- | --- | --- |")
+    for name, runs_ in whole.items():
+        print(f"| {name} | {summary([r['p_hat'] for r in runs_], 3)} | {', '.join(str(r['env_updates']) for r in runs_)} | "
+              + ", ".join(f"{r['valid']} / {r['distinct_over_run']} / {r['variation_copies']}" for r in runs_) + " |")
     print()
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 

@@ -5,11 +5,13 @@ its few seeds.
 The Domain wrapper keeps only valid, new variations and says why it left each other one out;
 a hook that raises is a counted fault; the checker reports a plugin whose variations break the
 rules and passes TravelPlanner's; TravelPlanner's variations keep the seed's trip, change what
-the environment prompt asks to vary, state it in the query text and set the level by it.
+the environment prompt asks to vary, state it in the query text and set the level by it; and the
+warm start's environment examples write the variations, not the seed.
 """
 
 from __future__ import annotations
 
+import json
 import random
 
 from engine_support import toy_plugin
@@ -17,6 +19,7 @@ from engine_support import toy_plugin
 from workbench import Rejection, Task, hookimpl
 from workbench.contract.conformance import check_plugin
 from workbench.contract.registry import load_registry
+from workbench.demo import _env_examples
 
 
 def registry_of(*plugins: tuple[str, object]):
@@ -112,3 +115,19 @@ def test_travelplanner_varies_people_budget_and_constraints_on_the_seeds_trip_an
         people = {t.spec["query"]["people_number"] for t in kept}
         budgets = {t.spec["query"]["budget"] for t in kept}
         assert len(people) > 1 and len(budgets) > 1, "the variations vary what the prompt asks to vary"
+
+
+def test_the_warm_start_writes_each_seeds_variations_for_it_and_the_seed_where_it_has_none():
+    domain = registry_of(("varied", toy_plugin(workbench_render_task=hookimpl(toy_render)))).domain("toy")
+    seeds = domain.seed_tasks({})
+
+    class Tokenizer:
+        def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
+            return json.dumps(messages)
+
+    variations = {seeds[0].id: [Task(domain="toy", prompt="say hix", spec={"answer": "hix"}),
+                                Task(domain="toy", prompt="say hiy", spec={"answer": "hiy"})]}
+    examples = _env_examples(Tokenizer(), domain, seeds, random.Random(0), shown=1, include_self=True, variations=variations)
+    written = [e.completion for e in examples]
+    assert written == ["Q: say hix", "Q: say hiy", "Q: say yo", "Q: say ok"]
+    assert all("Q: say hi" in e.prompt for e in examples[:2]), "the seed is shown, its variations written"

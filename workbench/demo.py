@@ -44,7 +44,10 @@ plugin can render and answer, sizes the tokenizer and the context from their len
 warm-starts in rounds until the environment writes valid tasks for most of its
 samples (75% at temperature 0.8, prompts showing varied agent statistics as a run does) and the agent solves at
 least a fifth of its attempts on the seeds (so p_hat has somewhere to go), or the round budget
-is spent. Runs use n = 4, 16 generated tasks per epoch (sampled at temperature 0.8), an
+is spent. Where the plugin writes variations of its tasks (`workbench_task_variations`:
+TravelPlanner's other people, budgets and constraints on a seed's sandbox), the environment
+learns to write `VARIATIONS_PER_SEED` of them for each seed shown instead of the seed itself:
+a tiny model trained on three seeds alone copies them. Runs use n = 4, 16 generated tasks per epoch (sampled at temperature 0.8), an
 environment learning rate of 3e-4 (1e-3, the arithmetic demo's, broke the longer formats within
 three updates: ALFWorld's valid share fell from 7 to 2 of 16) and the same k_min 0.3 override.
 """
@@ -91,6 +94,7 @@ AGENT_LADDER_PASSES, SMALL_REPEATS = 40, 4
 ENV_WARM_PASSES, WARM_LEARNING_RATE = 4, 3e-3  # the arithmetic environment's warm start: passes over the 320 seeds
 DOMAIN_SEEDS = 12
 AGENT_STEPS_PER_ROUND, ENV_STEPS_PER_ROUND = 30, 60  # optimizer steps of one warm-start round (batch 4)
+VARIATIONS_PER_SEED = 8  # what a domain demo's environment learns per seed, where the plugin varies its tasks
 VALID_TARGET = 0.75  # share of the warm-started environment's samples that must be valid tasks
 ENV_TEMPERATURE = 0.8  # the domain demos' environment sampling temperature (warm start and runs)
 
@@ -138,17 +142,24 @@ def _agent_examples(tokenizer: Any, domain: Domain, seeds: list[Task], turns: li
     return examples
 
 
-def _env_examples(tokenizer: Any, domain: Domain, seeds: list[Task], rng: random.Random, shown: int, include_self: bool) -> list[Any]:
+def _env_examples(tokenizer: Any, domain: Domain, seeds: list[Task], rng: random.Random, shown: int, include_self: bool,
+                  variations: dict[str, list[Task]] | None = None) -> list[Any]:
+    """(environment prompt -> rendered task) pairs. The arithmetic default: a few seeds shown,
+    another written. A domain demo (`include_self`): one seed shown under varied agent
+    statistics, and written back, or, where the plugin varies its tasks (`variations`, by seed
+    id), each of its variations written instead, so the model learns the family, not the seed."""
     from workbench.engine.generation import chat_prompt
     from workbench.engine.rwr import RWRExample
 
     examples = []
     for task in seeds:
-        if include_self:  # a domain demo: the seed is shown, under varied agent statistics
-            context, stats = [task], _random_stats(rng)
-        else:  # the arithmetic default
-            context, stats = rng.sample(seeds, min(shown, len(seeds))), AgentStats()
-        examples.append(RWRExample(chat_prompt(tokenizer, domain.environment_prompt(context, stats)), _render(domain, task)))
+        if include_self:
+            for target in (variations or {}).get(task.id) or [task]:
+                prompt = domain.environment_prompt([task], _random_stats(rng))
+                examples.append(RWRExample(chat_prompt(tokenizer, prompt), _render(domain, target)))
+        else:
+            context = rng.sample(seeds, min(shown, len(seeds)))
+            examples.append(RWRExample(chat_prompt(tokenizer, domain.environment_prompt(context, AgentStats())), _render(domain, task)))
     return examples
 
 
@@ -402,6 +413,19 @@ def _choose_seeds(domain: Domain, options: dict[str, Any], count: int) -> list[T
     return [task for _, _, task in sized[:count]]
 
 
+def _seed_variations(domain: Domain, seeds: list[Task], progress: Callable[[str], None]) -> dict[str, list[Task]]:
+    """Each seed's variations from the plugin (`workbench_task_variations`, kept only when
+    valid and new), by seed id; empty where the plugin writes none. A dropped one is reported."""
+    out: dict[str, list[Task]] = {}
+    for task in seeds:
+        kept, dropped = domain.task_variations(task, VARIATIONS_PER_SEED, seed=0)
+        for reason in dropped:
+            progress(f"a variation of seed {task.id} is left out of the warm start: {reason}")
+        if kept:
+            out[task.id] = kept
+    return out
+
+
 def _tokens(tokenizer: Any, text: str) -> int:
     return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
@@ -430,10 +454,15 @@ def prepare_domain_demo(
     domain = load_registry().domain(name)
     chosen = _choose_seeds(domain, options, seeds)
     corpus = _corpus(domain, chosen, examples_per_prompt=1)
+    variations = _seed_variations(domain, chosen, progress)
     recipe: dict[str, Any] = {"v": WARM_START_VERSION, "domain": name, "version": domain.info.version, "seeds": [t.id for t in chosen],
               "vocab": 2048, "hidden": 64, "layers": 2, "lr": 3e-3, "rounds": max_rounds,
               "valid_target": VALID_TARGET, "temperature": ENV_TEMPERATURE,
               "steps_per_round": [AGENT_STEPS_PER_ROUND, ENV_STEPS_PER_ROUND]}
+    if variations:  # the environment learns each seed's variations (workbench_task_variations), not the seed; the agent
+        recipe["variations_per_seed"] = VARIATIONS_PER_SEED  # answers those with a reference output
+        corpus += [_render(domain, v) for vs in variations.values() for v in vs]
+        corpus += ["\n".join(m["content"] for m in domain.agent_messages(v)) for vs in variations.values() for v in vs]
     if domain.info.multi_turn:
         recipe["agent_examples"] = "per turn of an episode"  # episode seeds warm-start the agent turn by turn
     key = hashlib.sha1(json.dumps([recipe, corpus], sort_keys=True).encode()).hexdigest()[:10]
@@ -447,8 +476,10 @@ def prepare_domain_demo(
 
     progress(f"training a tokenizer on {len(chosen)} {name} seed tasks (offline)")
     tokenizer = train_tokenizer(corpus, recipe["vocab"])
-    env_texts = [(chat_prompt(tokenizer, domain.environment_prompt([t], AgentStats())), _render(domain, t)) for t in chosen]
-    agent_texts = [(chat_prompt(tokenizer, domain.agent_messages(t)), _reference(domain, t)) for t in chosen]
+    env_texts = [(chat_prompt(tokenizer, domain.environment_prompt([t], AgentStats())), _render(domain, target))
+                 for t in chosen for target in [t, *variations.get(t.id, [])]]
+    agent_texts = [(chat_prompt(tokenizer, domain.agent_messages(t)), _reference(domain, t))
+                   for t in [*chosen, *(v for vs in variations.values() for v in vs if domain.reference_output(v))]]
     longest_render = max(_tokens(tokenizer, out) for _, out in env_texts)
     longest_reference = max(_tokens(tokenizer, out) for _, out in agent_texts)
     max_new_tokens = _round_up(longest_render * 1.25 + 8, 8)
@@ -470,8 +501,13 @@ def prepare_domain_demo(
 
     # a round is a number of optimizer steps, whatever the seed count (3 long TravelPlanner seeds
     # need as many steps as 12 short Bamboogle ones)
-    steps_per_epoch = math.ceil(len(chosen) / 4)
+    env_examples = len(chosen) + sum(max(0, len(v) - 1) for v in variations.values())  # a seed with variations trains on them alone
+    steps_per_epoch = math.ceil(env_examples / 4)
     agent_examples = _agent_examples(tok, domain, chosen, turns)  # an episode seed gives one example a turn: count those
+    # the agent learns to answer the variations that have a reference output too: the environment will write such
+    # tasks, and a tiny agent taught only the seeds' prompts answers none of them (p_hat 0: no curriculum)
+    answerable = [v for vs in variations.values() for v in vs if domain.reference_output(v)]
+    agent_examples += _agent_examples(tok, domain, answerable)
     agent_settings = RWRSettings(learning_rate=recipe["lr"], batch_size=4,
                                  epochs=math.ceil(AGENT_STEPS_PER_ROUND / math.ceil(len(agent_examples) / 4)))
     env_settings = RWRSettings(learning_rate=recipe["lr"], batch_size=4, epochs=math.ceil(ENV_STEPS_PER_ROUND / steps_per_epoch))
@@ -485,7 +521,7 @@ def prepare_domain_demo(
     valid_share = success = 0.0
     for round_no in range(1, max_rounds + 1):
         if valid_share < VALID_TARGET:
-            env.update(_env_examples(tok, domain, chosen, rng, shown=1, include_self=True))
+            env.update(_env_examples(tok, domain, chosen, rng, shown=1, include_self=True, variations=variations))
         if success < 0.2:
             agent.update(agent_examples)
         valid_share = _valid_share(domain, chosen, env_gen, seed=round_no)
@@ -496,7 +532,8 @@ def prepare_domain_demo(
         if valid_share >= VALID_TARGET and 0.2 <= success:
             break
     facts = {"seed_ids": [t.id for t in chosen], "max_new_tokens": max_new_tokens, "max_completion_length": max_completion,
-             "episode_turn_tokens": turn_tokens, "warm_start": {"rounds": history, "context": spec.max_position_embeddings}}
+             "episode_turn_tokens": turn_tokens, "warm_start": {"rounds": history, "context": spec.max_position_embeddings,
+                            "variations": {"env": sum(map(len, variations.values())), "agent": len(answerable)}}}
     _save(agent.model, tok, agent_dir)
     _save(env.model, tok, env_dir)
     facts_path.write_text(json.dumps(facts, indent=2))
