@@ -230,6 +230,24 @@ def test_an_epoch_of_seed_copies_is_a_warning(make_config, tmp_path):
     assert any("all 8 valid generated tasks are copies of seed tasks" in w for w in warnings), warnings
 
 
+def test_an_epoch_of_near_seed_copies_only_is_not_called_a_replay(make_config, tmp_path):
+    """TravelPlanner's new queries over a seed's reference sheet are near copies, none exact: the
+    warning says what they keep rather than that the environment replays its seeds."""
+    from workbench.engine.loop import CoEvolution
+    from workbench.novelty import NoveltyReport
+
+    run = CoEvolution(make_config(epochs=1), tmp_path / "run")
+    events = []
+    run.subscribe(events.append)
+    run._warn_if_collapsed(2, NoveltyReport(valid=12, distinct=11, seed_near=11))
+    run._warn_if_collapsed(3, NoveltyReport(valid=12, distinct=3, seed_exact=2, seed_near=1))
+    run._warn_if_collapsed(4, NoveltyReport(valid=12, distinct=11, seed_near=10, novel=1))
+    near, exact = [e["message"] for e in events if e["type"] == "warning"]
+    assert near.startswith("epoch 2: all 12 valid generated tasks are copies of seed tasks (0 distinct exact, 11 near)")
+    assert "replays" not in near and "shared context" in near
+    assert exact.startswith("epoch 3:") and exact.endswith("the environment model replays its seeds")
+
+
 def test_the_run_summary_and_the_html_report_show_novelty(novelty_runs, tmp_path):
     from workbench.reports.report import render_report
     from workbench.reports.summary import COLUMNS, summary_markdown

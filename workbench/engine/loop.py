@@ -274,9 +274,14 @@ class CoEvolution:
 
     def _warn_if_collapsed(self, epoch: int, novelty: NoveltyReport) -> None:
         """Warn when every valid task of the epoch is a copy (exact or near) of a seed task."""
-        if novelty.collapsed:
-            self.events.warn(f"epoch {epoch}: all {novelty.valid} valid generated tasks are copies of seed tasks "
-                             f"({novelty.seed_exact} distinct exact, {novelty.seed_near} near); the environment model replays its seeds")
+        if not novelty.collapsed:
+            return
+        head = f"epoch {epoch}: all {novelty.valid} valid generated tasks are copies of seed tasks ({novelty.seed_exact} distinct exact, "
+        if novelty.seed_exact:
+            self.events.warn(head + f"{novelty.seed_near} near); the environment model replays its seeds")
+        else:  # new text over a seed's long shared context (a TravelPlanner reference sheet) is a near copy
+            self.events.warn(head + f"{novelty.seed_near} near): each keeps most of a seed's text, such as its shared context, "
+                                    "and changes the rest")
 
     def _check_valid_streak(self, record: dict[str, Any]) -> None:
         """Warn on an epoch with no valid generation; stop after max_epochs_without_valid in a row."""
