@@ -85,6 +85,13 @@ class GenerationSettings:
         "transformers backend: the KV cache kind passed to generate (e.g. 'static': preallocated, the fast "
         "path with torch.compile on CUDA); None = transformers' default dynamic cache.",
     )
+    stop_repeats: int = _f(
+        0,
+        "Stop a sequence once its last tokens are one span of up to 32 tokens repeated this many times back to back "
+        "(and at least 48 tokens in all): a reply caught in a loop, which would otherwise hold its whole batch to "
+        "max_new_tokens. 0 = off. 3 would have ended 19 of 34 runaway BFCL replies of a real model early and none of "
+        "218 valid ones (docs/configuration.md).",
+    )
     compile_static_cache: bool = _f(
         False,
         "With cache_implementation 'static': let generate() compile the decode step with torch.compile (CUDA). "
@@ -362,6 +369,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
     "env.rwr_epochs": (1, math.inf, True, False, "use at least 1"),
     "env.generation.max_new_tokens": (1, math.inf, True, False, "use at least 1 token"),
     "env.generation.batch_size": (1, math.inf, True, False, "use at least 1"),
+    "env.generation.stop_repeats": (0, 100, True, True, "use 0 (off) or a number of back-to-back repeats, 3 for example"),
     "pool.base_per_epoch": (0, math.inf, True, False, "use a count >= 0"),
     "pool.history_per_epoch": (0, math.inf, True, False, "use a count >= 0"),
     "pool.max_new_per_epoch": (0, math.inf, True, False, "use a count >= 0"),

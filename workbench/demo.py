@@ -46,9 +46,10 @@ samples (75% at temperature 0.8, prompts showing varied agent statistics as a ru
 least a fifth of its attempts on the seeds (so p_hat has somewhere to go), or the round budget
 is spent. Where the plugin writes variations of its tasks (`workbench_task_variations`:
 TravelPlanner's other people, budgets and constraints on a seed's sandbox), the environment
-learns to write `VARIATIONS_PER_SEED` of them for each seed shown instead of the seed itself:
-a tiny model trained on three seeds alone copies them. Runs use n = 4, 16 generated tasks per epoch (sampled at temperature 0.8), an
-environment learning rate of 3e-4 (1e-3, the arithmetic demo's, broke the longer formats within
+learns to write `VARIATIONS_PER_SEED` of them for each seed shown instead of the seed itself
+(a tiny model trained on three seeds alone copies them), and the agent learns to answer those
+with a reference output. Runs use n = 4, 16 generated tasks per epoch (sampled at temperature
+0.8), an environment learning rate of 3e-4 (1e-3, the arithmetic demo's, broke the longer formats within
 three updates: ALFWorld's valid share fell from 7 to 2 of 16) and the same k_min 0.3 override.
 """
 
@@ -459,8 +460,8 @@ def prepare_domain_demo(
               "vocab": 2048, "hidden": 64, "layers": 2, "lr": 3e-3, "rounds": max_rounds,
               "valid_target": VALID_TARGET, "temperature": ENV_TEMPERATURE,
               "steps_per_round": [AGENT_STEPS_PER_ROUND, ENV_STEPS_PER_ROUND]}
-    if variations:  # the environment learns each seed's variations (workbench_task_variations), not the seed; the agent
-        recipe["variations_per_seed"] = VARIATIONS_PER_SEED  # answers those with a reference output
+    if variations:  # the environment learns each seed's variations, not the seed; the agent answers them too
+        recipe["variations_per_seed"] = VARIATIONS_PER_SEED
         corpus += [_render(domain, v) for vs in variations.values() for v in vs]
         corpus += ["\n".join(m["content"] for m in domain.agent_messages(v)) for vs in variations.values() for v in vs]
     if domain.info.multi_turn:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
+from transformers import StoppingCriteria
 
 from workbench.config import GenerationSettings
 from workbench.engine.lora_merge import LoraMerge
@@ -104,8 +105,10 @@ class TransformersGenerator:
         new_tokens = 0
         for i in range(0, len(texts), self.settings.batch_size):
             batch = self.tokenizer(texts[i : i + self.settings.batch_size], return_tensors="pt", padding=True).to(device)
+            stopping = [RepeatStop(batch["input_ids"].shape[1], self.settings.stop_repeats)] if self.settings.stop_repeats else None
             out = self.model.generate(
                 **batch,
+                stopping_criteria=stopping,
                 do_sample=True,
                 temperature=self.settings.temperature,
                 top_p=self.settings.top_p,
@@ -118,6 +121,29 @@ class TransformersGenerator:
             new_tokens += int((completion_ids != self.tokenizer.pad_token_id).sum())
             outputs += [clean_text(t) for t in self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)]
         return outputs, new_tokens
+
+
+class RepeatStop(StoppingCriteria):
+    """A transformers stopping criterion (`GenerationSettings.stop_repeats`): a sequence is done
+    once its last generated tokens are one span of `max_period` tokens or fewer repeated `repeats`
+    times back to back, over at least `min_tokens` tokens. Such a reply is in a loop (a key nested
+    in itself again and again) and never closes; it would hold its batch until `max_new_tokens`.
+    Done sequences get padding while the rest of the batch samples on, so the others' tokens are
+    the same as without the stop."""
+
+    def __init__(self, prompt_length: int, repeats: int, max_period: int = 32, min_tokens: int = 48):
+        self.prompt_length, self.repeats, self.max_period, self.min_tokens = prompt_length, repeats, max_period, min_tokens
+
+    def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
+        generated = input_ids[:, self.prompt_length :]
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        for period in range(1, self.max_period + 1):
+            window = max(self.repeats * period, self.min_tokens)
+            if generated.shape[1] < window:
+                break
+            tail = generated[:, -window:]
+            done |= (tail[:, period:] == tail[:, :-period]).all(dim=1)
+        return done
 
 
 def decode_cache_arguments(settings: GenerationSettings) -> dict[str, Any]:
