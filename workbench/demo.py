@@ -479,8 +479,10 @@ def prepare_domain_demo(
     tokenizer = train_tokenizer(corpus, recipe["vocab"])
     env_texts = [(chat_prompt(tokenizer, domain.environment_prompt([t], AgentStats())), _render(domain, target))
                  for t in chosen for target in [t, *variations.get(t.id, [])]]
-    agent_texts = [(chat_prompt(tokenizer, domain.agent_messages(t)), _reference(domain, t))
-                   for t in [*chosen, *(v for vs in variations.values() for v in vs if domain.reference_output(v))]]
+    # the agent learns to answer the variations that have a reference output too: the environment will write such
+    # tasks, and a tiny agent taught only the seeds' prompts answers none of them (p_hat 0: no curriculum)
+    answerable = [v for vs in variations.values() for v in vs if domain.reference_output(v)]
+    agent_texts = [(chat_prompt(tokenizer, domain.agent_messages(t)), _reference(domain, t)) for t in [*chosen, *answerable]]
     longest_render = max(_tokens(tokenizer, out) for _, out in env_texts)
     longest_reference = max(_tokens(tokenizer, out) for _, out in agent_texts)
     max_new_tokens = _round_up(longest_render * 1.25 + 8, 8)
@@ -502,12 +504,9 @@ def prepare_domain_demo(
 
     # a round is a number of optimizer steps, whatever the seed count (3 long TravelPlanner seeds
     # need as many steps as 12 short Bamboogle ones)
-    env_examples = len(chosen) + sum(max(0, len(v) - 1) for v in variations.values())  # a seed with variations trains on them alone
+    env_examples = sum(len(variations.get(t.id, [t])) for t in chosen)  # a seed with variations trains on them alone
     steps_per_epoch = math.ceil(env_examples / 4)
     agent_examples = _agent_examples(tok, domain, chosen, turns)  # an episode seed gives one example a turn: count those
-    # the agent learns to answer the variations that have a reference output too: the environment will write such
-    # tasks, and a tiny agent taught only the seeds' prompts answers none of them (p_hat 0: no curriculum)
-    answerable = [v for vs in variations.values() for v in vs if domain.reference_output(v)]
     agent_examples += _agent_examples(tok, domain, answerable)
     agent_settings = RWRSettings(learning_rate=recipe["lr"], batch_size=4,
                                  epochs=math.ceil(AGENT_STEPS_PER_ROUND / math.ceil(len(agent_examples) / 4)))

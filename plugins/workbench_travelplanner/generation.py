@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import random
 from typing import Any
 
 from workbench import AgentStats, Rejection, Task
@@ -253,8 +254,6 @@ def task_variations(task: Task, count: int, seed: int) -> list[Task]:
     """Up to `count` queries on `task`'s sandbox with other people, budget and local
     constraints, the text written to state them all and the level set by them (easy: one
     person, no constraint; medium: one; hard: more), as the environment prompt asks."""
-    import random
-
     spec = task.spec if isinstance(task.spec, dict) else {}
     if not isinstance(spec.get("query"), dict) or not spec.get("reference_information"):
         return []
