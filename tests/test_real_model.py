@@ -91,11 +91,18 @@ def test_a_real_model_run_killed_in_its_second_epoch_resumes_with_the_documented
     demo = subprocess.Popen([sys.executable, "-m", "workbench", "demo", "--model", ALIAS, "--epochs", "2", "--out", str(run)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 1500
+
+    def epochs_recorded() -> list[int]:  # metrics.jsonl is written whole (atomically) at the end of each epoch
+        path = run / "metrics.jsonl"
+        return [m["epoch"] for m in read_jsonl(path)] if path.exists() else []
+
     try:
-        while not (run / "epochs" / "epoch_0002.jsonl").exists():  # written as epoch 2 generates: epoch 1 is complete
+        while not epochs_recorded():  # epoch 1 is complete, checkpoint included; epoch 2 starts next
             assert demo.poll() is None, f"the demo ended before epoch 2 (exit {demo.returncode}): {demo.stderr.read()[-2000:]}"
-            assert time.monotonic() < deadline, "epoch 2 never started"
+            assert time.monotonic() < deadline, "epoch 1 never ended"
             time.sleep(0.5)
+        time.sleep(2)  # into epoch 2 (a cold-started SmolLM2 epoch takes about a minute); its epoch file is written only at its end
+        assert demo.poll() is None and epochs_recorded() == [1], "the demo finished epoch 2 before it could be killed"
     finally:
         os.killpg(demo.pid, signal.SIGKILL)
         demo.communicate()
