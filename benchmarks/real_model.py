@@ -84,8 +84,13 @@ BENCHMARKS: dict[str, dict[str, Any]] = {
     # BFCL's environment examples are ~1,500-token sequences (two rendered seeds shown, one written): the cold
     # start fine-tunes the environment on the first 48 seeds (the agent on all 96: on 48 it learned too little), and one
     # cold start (seed 0) serves every run seed (docs/real-model.md)
+    # Its generation is the table's largest cost (memory-bound decoding after those prompts, a batch held to its longest
+    # reply), and the table must fit 3 hours here: one seed shown in the few-shot turns instead of two, a reply that
+    # repeats a span three times back to back ended, and static's up-front tasks sampled in one batch instead of four
+    # (docs/real-model.md, "The budget of the BFCL table")
     "bfcl": {"options": {"categories": ["simple_python", "multiple"]}, "train": 96, "heldout": 64,
-             "epochs": 4, "tasks": 8, "base": 4, "history": 4, "cold_start": {"env_max_seeds": 48, "seed": 0}},
+             "epochs": 4, "tasks": 8, "base": 4, "history": 4, "cold_start": {"env_max_seeds": 48, "seed": 0},
+             "env": {"examples_per_prompt": 1, "generation": {"stop_repeats": 3, "batch_size": 32}}},
     # no level-1 prompt is under 1,600 characters (median 2,836): API-Bank allows 2,400 (89 of its 399 records fit)
     "api_bank": {"options": {"data_path": str(SHARED / "api_bank" / "level-1-api_processed.json")}, "train": 16, "heldout": 48,
                  "max_prompt_chars": 2400, "epochs": 2, "tasks": 4, "base": 2, "history": 2},
@@ -194,14 +199,22 @@ def train_config(args: argparse.Namespace, row: str, seed: int, seed_ids: list[s
     pool = dataclasses.replace(config.pool, base_per_epoch=spec["base"], history_per_epoch=spec["history"], max_new_per_epoch=spec["tasks"])
     if row == "seeds":  # no generated tasks: the agent's mixture is as many seeds as the others' whole mixture
         pool = dataclasses.replace(pool, base_per_epoch=spec["base"] + spec["history"] + spec["tasks"], history_per_epoch=0)
+    env = replace_section(replace_section(config.env, spec.get("env", {})), changes.get("env", {}))
     return dataclasses.replace(
         config,
         cold_start=dataclasses.replace(config.cold_start, **spec.get("cold_start", {})) if config.cold_start else None,
         pool=pool,
-        env=dataclasses.replace(config.env, tasks_per_epoch=spec["tasks"], **changes.get("env", {})),
+        env=dataclasses.replace(env, tasks_per_epoch=spec["tasks"]),
         curriculum=dataclasses.replace(config.curriculum, **changes.get("curriculum", {})),
         static_variations_per_seed=spec["tasks"] * epochs / len(seed_ids),
     )
+
+
+def replace_section(section: Any, changes: dict[str, Any]) -> Any:
+    """A config dataclass with `changes`; a dict for a field that is itself a dataclass
+    (`env.generation`) changes that one's fields."""
+    nested = {k: replace_section(getattr(section, k), v) for k, v in changes.items() if isinstance(v, dict)}
+    return dataclasses.replace(section, **{**changes, **nested})
 
 
 def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any]:
@@ -419,6 +432,8 @@ def _identity(args: argparse.Namespace, train: list[Any], heldout: list[Any]) ->
                 "train_ids": [t.id for t in train], "heldout_ids": [t.id for t in heldout]}
     if "cold_start" in BENCHMARKS[args.benchmark]:  # a benchmark's own cold-start sizes (the others take the run's)
         identity["cold_start"] = BENCHMARKS[args.benchmark]["cold_start"]
+    if "env" in BENCHMARKS[args.benchmark]:  # and its own environment settings: a cell measured without them is another table
+        identity["env"] = BENCHMARKS[args.benchmark]["env"]
     return identity
 
 

@@ -1,0 +1,48 @@
+"""The held-out table's per-benchmark settings (benchmarks/real_model.py): a benchmark's own
+environment settings reach every row's config under a variant's changes, and they are part of a
+cell's identity, so a cell measured without them is measured again instead of reused."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from workbench.config import EnvSettings, GenerationSettings, ModelSettings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import real_model  # noqa: E402
+
+
+def env_settings() -> EnvSettings:
+    return EnvSettings(model=ModelSettings(name_or_path="tiny", device="cpu"), examples_per_prompt=2,
+                       generation=GenerationSettings(max_new_tokens=624, batch_size=8))
+
+
+def test_a_benchmark_s_environment_settings_and_a_variant_s_changes_both_apply():
+    spec_env = real_model.BENCHMARKS["bfcl"]["env"]
+    _, variant = real_model.VARIANTS["genenv-repair"]
+    env = real_model.replace_section(real_model.replace_section(env_settings(), spec_env), variant["env"])
+    assert env.examples_per_prompt == 1 and env.generation.stop_repeats == 3 and env.generation.batch_size == 32
+    assert env.generation.max_new_tokens == 624  # a nested section keeps the fields the changes do not name
+    assert env.repair_json and env.replay_epochs == 4 and env.rwr_epochs == 2
+
+
+def test_an_unknown_setting_is_an_error_not_ignored():
+    with pytest.raises(TypeError, match="no_such_field"):
+        real_model.replace_section(env_settings(), {"generation": {"no_such_field": 1}})
+
+
+def test_a_cell_s_identity_holds_its_benchmark_s_environment_settings_only_where_it_has_some():
+    tasks = [SimpleNamespace(id="a"), SimpleNamespace(id="b")]
+
+    def identity(benchmark: str) -> dict:
+        args = argparse.Namespace(benchmark=benchmark, model="smollm2-135m-instruct", epochs=None)
+        return real_model._identity(args, tasks[:1], tasks[1:])
+
+    assert identity("bfcl")["env"] == real_model.BENCHMARKS["bfcl"]["env"]
+    # arithmetic's cells, measured before benchmarks had settings of their own, keep their identity
+    assert set(identity("arithmetic")) == {"benchmark", "model", "epochs", "train_ids", "heldout_ids"}
