@@ -84,13 +84,11 @@ BENCHMARKS: dict[str, dict[str, Any]] = {
     # BFCL's environment examples are ~1,500-token sequences (two rendered seeds shown, one written): the cold
     # start fine-tunes the environment on the first 48 seeds (the agent on all 96: on 48 it learned too little), and one
     # cold start (seed 0) serves every run seed (docs/real-model.md)
-    # Its generation is the table's largest cost (memory-bound decoding after those prompts, a batch held to its longest
-    # reply), and the table must fit 3 hours here: one seed shown in the few-shot turns instead of two, a reply that
-    # repeats a span three times back to back ended, and static's up-front tasks sampled in one batch instead of four
-    # (docs/real-model.md, "The budget of the BFCL table")
+    # (A benchmark may also set its own environment settings, "env": {"generation": {"stop_repeats": 3}} say; they
+    # enter its cells' identity. One seed shown instead of two cut BFCL's valid tasks from 8 to 1 of 32:
+    # benchmarks/env_validity.py, docs/real-model.md)
     "bfcl": {"options": {"categories": ["simple_python", "multiple"]}, "train": 96, "heldout": 64,
-             "epochs": 4, "tasks": 8, "base": 4, "history": 4, "cold_start": {"env_max_seeds": 48, "seed": 0},
-             "env": {"examples_per_prompt": 1, "generation": {"stop_repeats": 3, "batch_size": 32}}},
+             "epochs": 4, "tasks": 8, "base": 4, "history": 4, "cold_start": {"env_max_seeds": 48, "seed": 0}},
     # no level-1 prompt is under 1,600 characters (median 2,836): API-Bank allows 2,400 (89 of its 399 records fit)
     "api_bank": {"options": {"data_path": str(SHARED / "api_bank" / "level-1-api_processed.json")}, "train": 16, "heldout": 48,
                  "max_prompt_chars": 2400, "epochs": 2, "tasks": 4, "base": 2, "history": 2},

@@ -22,8 +22,11 @@ def env_settings() -> EnvSettings:
                        generation=GenerationSettings(max_new_tokens=624, batch_size=8))
 
 
+SPEC_ENV = {"examples_per_prompt": 1, "generation": {"stop_repeats": 3, "batch_size": 32}}
+
+
 def test_a_benchmark_s_environment_settings_and_a_variant_s_changes_both_apply():
-    spec_env = real_model.BENCHMARKS["bfcl"]["env"]
+    spec_env = SPEC_ENV
     _, variant = real_model.VARIANTS["genenv-repair"]
     env = real_model.replace_section(real_model.replace_section(env_settings(), spec_env), variant["env"])
     assert env.examples_per_prompt == 1 and env.generation.stop_repeats == 3 and env.generation.batch_size == 32
@@ -36,13 +39,14 @@ def test_an_unknown_setting_is_an_error_not_ignored():
         real_model.replace_section(env_settings(), {"generation": {"no_such_field": 1}})
 
 
-def test_a_cell_s_identity_holds_its_benchmark_s_environment_settings_only_where_it_has_some():
+def test_a_cell_s_identity_holds_its_benchmark_s_environment_settings_only_where_it_has_some(monkeypatch):
+    monkeypatch.setitem(real_model.BENCHMARKS, "bfcl", {**real_model.BENCHMARKS["bfcl"], "env": SPEC_ENV})
     tasks = [SimpleNamespace(id="a"), SimpleNamespace(id="b")]
 
     def identity(benchmark: str) -> dict:
         args = argparse.Namespace(benchmark=benchmark, model="smollm2-135m-instruct", epochs=None)
         return real_model._identity(args, tasks[:1], tasks[1:])
 
-    assert identity("bfcl")["env"] == real_model.BENCHMARKS["bfcl"]["env"]
-    # arithmetic's cells, measured before benchmarks had settings of their own, keep their identity
+    assert identity("bfcl")["env"] == SPEC_ENV
+    # a benchmark without settings of its own keeps the identity its cells were measured with
     assert set(identity("arithmetic")) == {"benchmark", "model", "epochs", "train_ids", "heldout_ids"}
