@@ -4,10 +4,10 @@ tasks written at once as static's up-front pool is (before any epoch), parsed an
 the plugin. Prints the valid, duplicate and rejected counts with the rejection codes, and the
 seconds and new tokens the generation took, for each setting asked for.
 
-    python benchmarks/env_validity.py --benchmark bfcl --shots 2 --batch 32 --count 32
+    python benchmarks/env_validity.py --benchmark bfcl --shots 2 1 --batch 32 --stop-repeats 3
 
 `--shots` is env.examples_per_prompt (seeds shown in the few-shot turns), `--batch` is
-env.generation.batch_size; the rest is the table's (benchmarks/real_model.py BENCHMARKS), so the
+env.generation.batch_size, `--stop-repeats` env.generation.stop_repeats; the rest is the table's (benchmarks/real_model.py BENCHMARKS), so the
 cold-started environment comes from the cache the table filled (or is made once)."""
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--shots", type=int, nargs="+", default=[2], help="env.examples_per_prompt, one run each")
     parser.add_argument("--batch", type=int, default=32, help="env.generation.batch_size")
+    parser.add_argument("--stop-repeats", type=int, default=0, help="env.generation.stop_repeats (0: off, the table's)")
     parser.add_argument("--count", type=int, default=32, help="tasks to write (static's pool: 32 on BFCL)")
     parser.add_argument("--seed", type=int, default=0, help="the run seed (the prompts' examples and the sampling)")
     args = parser.parse_args()
@@ -45,8 +46,9 @@ def main() -> None:
     train, _ = real_model.benchmark_split(table, domain)
     for shots in args.shots:
         config = real_model.train_config(table, "random", args.seed, [t.id for t in train])  # random: no pool made up front
-        generation = dataclasses.replace(config.env.generation, batch_size=args.batch)
-        config = dataclasses.replace(config, env=dataclasses.replace(config.env, examples_per_prompt=shots, generation=generation))
+        generation = {"batch_size": args.batch, "stop_repeats": args.stop_repeats}
+        env = real_model.replace_section(config.env, {"examples_per_prompt": shots, "generation": generation})
+        config = dataclasses.replace(config, env=env)
         with tempfile.TemporaryDirectory() as folder:
             run = CoEvolution(config, Path(folder) / "run")
             start = time.perf_counter()
@@ -55,7 +57,7 @@ def main() -> None:
         valid = [c for c in candidates if c.valid]
         duplicates = sum(c.duplicate_of is not None for c in valid)
         codes = Counter(r.code for c in candidates for r in c.rejections)
-        tokens = getattr(run.models.env_generator.stats, "new_tokens", None)
+        tokens = run.models.env_generator.stats.new_tokens
         print(f"{args.benchmark} shots={shots} batch={args.batch} seed={args.seed}: {len(valid)} valid of {len(candidates)} "
               f"({duplicates} of them duplicates), rejections {dict(codes.most_common())}; {seconds:.0f} s, new tokens {tokens}",
               flush=True)

@@ -78,15 +78,15 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
 
 # Each benchmark's records, split sizes and run sizes. `epochs`, `tasks` (generated a run epoch),
 # `base`/`history` (seeds and earlier tasks in the mixture): docs/real-model.md says how they were chosen.
+# A benchmark may set its own `cold_start` sizes and `env` settings ({"generation": {"stop_repeats": 3}}, say);
+# both enter its cells' identity. BFCL keeps two seeds shown: one cut its valid tasks from 8 to 1 of 32
+# (benchmarks/env_validity.py, docs/real-model.md).
 BENCHMARKS: dict[str, dict[str, Any]] = {
     "arithmetic": {"options": {"count": 2000}, "train": 96, "heldout": 96, "stratify": True,
                    "epochs": 8, "tasks": 8, "base": 4, "history": 4},
     # BFCL's environment examples are ~1,500-token sequences (two rendered seeds shown, one written): the cold
     # start fine-tunes the environment on the first 48 seeds (the agent on all 96: on 48 it learned too little), and one
     # cold start (seed 0) serves every run seed (docs/real-model.md)
-    # (A benchmark may also set its own environment settings, "env": {"generation": {"stop_repeats": 3}} say; they
-    # enter its cells' identity. One seed shown instead of two cut BFCL's valid tasks from 8 to 1 of 32:
-    # benchmarks/env_validity.py, docs/real-model.md)
     "bfcl": {"options": {"categories": ["simple_python", "multiple"]}, "train": 96, "heldout": 64,
              "epochs": 4, "tasks": 8, "base": 4, "history": 4, "cold_start": {"env_max_seeds": 48, "seed": 0}},
     # no level-1 prompt is under 1,600 characters (median 2,836): API-Bank allows 2,400 (89 of its 399 records fit)
@@ -428,10 +428,9 @@ def eval_cell(args: argparse.Namespace, row: str, seed: int, samples: int) -> No
 def _identity(args: argparse.Namespace, train: list[Any], heldout: list[Any]) -> dict[str, Any]:
     identity = {"benchmark": args.benchmark, "model": args.model, "epochs": args.epochs or BENCHMARKS[args.benchmark]["epochs"],
                 "train_ids": [t.id for t in train], "heldout_ids": [t.id for t in heldout]}
-    if "cold_start" in BENCHMARKS[args.benchmark]:  # a benchmark's own cold-start sizes (the others take the run's)
-        identity["cold_start"] = BENCHMARKS[args.benchmark]["cold_start"]
-    if "env" in BENCHMARKS[args.benchmark]:  # and its own environment settings: a cell measured without them is another table
-        identity["env"] = BENCHMARKS[args.benchmark]["env"]
+    for key in ("cold_start", "env"):  # a benchmark's own settings (the others take the run's): without them, another table
+        if key in BENCHMARKS[args.benchmark]:
+            identity[key] = BENCHMARKS[args.benchmark][key]
     return identity
 
 

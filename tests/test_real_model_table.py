@@ -26,9 +26,8 @@ SPEC_ENV = {"examples_per_prompt": 1, "generation": {"stop_repeats": 3, "batch_s
 
 
 def test_a_benchmark_s_environment_settings_and_a_variant_s_changes_both_apply():
-    spec_env = SPEC_ENV
     _, variant = real_model.VARIANTS["genenv-repair"]
-    env = real_model.replace_section(real_model.replace_section(env_settings(), spec_env), variant["env"])
+    env = real_model.replace_section(real_model.replace_section(env_settings(), SPEC_ENV), variant["env"])
     assert env.examples_per_prompt == 1 and env.generation.stop_repeats == 3 and env.generation.batch_size == 32
     assert env.generation.max_new_tokens == 624  # a nested section keeps the fields the changes do not name
     assert env.repair_json and env.replay_epochs == 4 and env.rwr_epochs == 2
