@@ -49,3 +49,24 @@ def test_a_cell_s_identity_holds_its_benchmark_s_environment_settings_only_where
     assert identity("bfcl")["env"] == SPEC_ENV
     # a benchmark without settings of its own keeps the identity its cells were measured with
     assert set(identity("arithmetic")) == {"benchmark", "model", "epochs", "train_ids", "heldout_ids"}
+
+
+def test_every_benchmark_s_own_environment_settings_pass_the_config_check():
+    """A benchmark's `env` settings are checked as a user's config is, so a bad value fails here
+    instead of after the table's cold start."""
+    import dataclasses
+
+    from workbench.config import from_dict, validate
+
+    def base_config():
+        return from_dict({"agent": {"model": {"name_or_path": "smollm2-135m-instruct"}},
+                          "env": {"model": {"name_or_path": "smollm2-135m-instruct"}}})
+
+    with_settings = {name: spec["env"] for name, spec in real_model.BENCHMARKS.items() if "env" in spec}
+    assert with_settings, "no benchmark sets env settings: this test checks nothing"
+    for name, changes in with_settings.items():
+        config = base_config()
+        validate(dataclasses.replace(config, env=real_model.replace_section(config.env, changes)))
+    with pytest.raises(Exception, match="stop_repeats"):
+        config = base_config()
+        validate(dataclasses.replace(config, env=real_model.replace_section(config.env, {"generation": {"stop_repeats": -1}})))
