@@ -118,6 +118,7 @@ class GRPOAgent:
     ):
         from trl import GRPOConfig
 
+        from workbench.engine.finite_gradients import FiniteGradientGuard
         from workbench.engine.grpo_trainer import AgentGRPOTrainer  # imports TRL's trainer: only when an agent is built
 
         self.settings = settings
@@ -171,6 +172,7 @@ class GRPOAgent:
         self.trainer.remove_callback(PrinterCallback)  # metrics go to metrics.jsonl, not stdout
         self.step_progress = StepProgress()  # the loop points its `report` at the run's progress events
         self.trainer.add_callback(self.step_progress)
+        self.trainer.add_callback(FiniteGradientGuard("agent"))
         self.zero_advantage = self.trainer.zero_advantage
 
     @property

@@ -267,6 +267,8 @@ def _fine_tune(config: RunConfig, model_settings: ModelSettings, field: str, row
     from transformers import PrinterCallback
     from trl import SFTConfig, SFTTrainer
 
+    from workbench.engine.finite_gradients import FiniteGradientGuard
+
     settings = config.cold_start
     assert settings is not None
     start = time.perf_counter()
@@ -300,6 +302,7 @@ def _fine_tune(config: RunConfig, model_settings: ModelSettings, field: str, row
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
                          eval_dataset=Dataset.from_list(probe), processing_class=tokenizer)
     trainer.remove_callback(PrinterCallback)
+    trainer.add_callback(FiniteGradientGuard(f"{role} cold start"))
     loss_before = float(trainer.evaluate()["eval_loss"])
     out_train = trainer.train()
     loss_after = float(trainer.evaluate()["eval_loss"])
