@@ -1,28 +1,30 @@
 #!/usr/bin/env bash
-# Issue 30's one device call: the GPU checks still to run (docs/scale-out.md section 6), in priority order,
-# each under its own time limit, ending itself within 9 minutes (GPU_RUN_SECONDS, default 540) so that one
-# 10-minute device call holds it all. Every part writes its JSON into OUT_DIR as it goes (benchmarks/gpu_scale.py
-# rewrites its --json after each epoch), so a part cut off by its limit still leaves what it had.
+# One device call of GPU checks (docs/scale-out.md section 6), in priority order, each under its own time limit,
+# ending itself within 9 minutes (GPU_RUN_SECONDS, default 540) so that one 10-minute device call holds it all.
+# Every part writes its JSON into OUT_DIR as it goes (benchmarks/gpu_scale.py rewrites its --json after each
+# epoch or probe), so a part cut off by its limit still leaves what it had.
 #
 #   bash benchmarks/gpu_run.sh OUT_DIR                       # on the lent H100 / H200 (run from the repository root)
 #   GPU_RUN_SHAPE=tiny bash benchmarks/gpu_run.sh OUT_DIR    # every part at the tiny shape on the CPU: the end-to-end check
-#   bash benchmarks/gpu_run.sh poll OUT_DIR                  # a later call on the same warm machine: collect part d
 #
-# The parts (GPU_RUN_PARTS="a b c d" picks some):
-#   a  tiny-nan   the tiny shape on CUDA with --find-nonfinite: the first module whose output holds inf/NaN
-#                 (the agent's first rollout failed there with "probability tensor contains inf/nan")   cap 75 s
-#   b  7b-decode  the 7B shape with the recipe's r64 LoRA: model.generate at batch 64, adapters unmerged,
-#                 merged (lora.merge_for_generation) and off, each as a fraction of the bandwidth bound
-#                 measured in the same run                                                              cap 190 s
-#   c  overlap    the 0.5B shape (GPU_RUN_C_SHAPE), 2 epochs, full fine-tuning, checkpoint every epoch: every
-#                 phase's share of the epoch with checkpoint_background off (c_fg) then on (c_bg), and the
-#                 generate phase's tokens/s as a fraction of the bandwidth bound                        the rest, less 20 s
-#   d  7b-8192    the 7B recipe's memory at its 8192-token completions (one task): started detached (it needs
-#                 ~15 min), then watched until the deadline; later calls collect it with `gpu_run.sh poll`
+# The parts (GPU_RUN_PARTS="a a2 d b c" picks some; that is the default order):
+#   a   tiny-nan        the tiny shape on CUDA with --find-nonfinite: forward hooks on every module, and backward
+#                       hooks naming the first module (or weight) whose gradient goes inf/NaN. Run 1 (2026-11-28,
+#                       H200) found the agent's embedding weights already NaN at a rollout: a backward made them so  cap 75 s
+#   a2  tiny-nan-eager  the same with eager attention instead of SDPA: if a2 stays finite where a does not, the SDPA
+#                       kernel's backward is the cause                                                          cap 75 s
+#   d   7b-memory       the 7B recipe's agent micro-batch (LoRA r64, gradient checkpointing, TRL's fused LM head) at
+#                       800 prompt + 8192 completion tokens, forward and backward, batch 4 then 8: its peak memory.
+#                       Run 1 tried a whole epoch at 8192 tokens instead; its rollouts did not finish in ~8 minutes  cap 150 s
+#   b   7b-decode       the 7B shape with the recipe's r64 LoRA: model.generate at batch 64, adapters unmerged,
+#                       merged (lora.merge_for_generation) and off, each against the bandwidth bound measured in the
+#                       same run (measured in run 1: again only to see it repeat)                               cap 190 s
+#   c   overlap         the 0.5B shape (GPU_RUN_C_SHAPE), 2 epochs, full fine-tuning, checkpoint every epoch: every
+#                       phase's share with checkpoint_background off (c_fg) then on (c_bg)                      the rest
 # A part that fails or runs out of time is recorded in OUT_DIR/status.json (rc, seconds, budget) and the next
 # one runs. At the end status.json holds a summary of every part's figures, and the same is printed.
 # OUT_DIR holds at most 8 files (what a device call brings back): status.json, run.log (all output, progress
-# bars dropped), a_tiny_nan.json, b_7b_decode.json, c_fg.json, c_bg.json, d_7b_8192.log, d_7b_8192.json.
+# bars dropped), a_tiny_nan.json, a2_tiny_nan_eager.json, d_7b_memory.json, b_7b_decode.json, c_fg.json, c_bg.json.
 #
 # Wheels: if .whl/ holds wheels (benchmarks/gpu_wheels.sh makes them: trl, datasets, dacite, jsonschema, ...),
 # they are installed first with pip --target into a folder named site-packages (dill, which datasets hashes
@@ -33,28 +35,12 @@
 set -u
 cd "$(dirname "$0")/.."
 repo=$PWD
-d_dir=${GPU_RUN_D_DIR:-/tmp/gpu-run-7b}          # part d's log, JSON and pid: outlives this call
-d_work=${GPU_RUN_D_WORKDIR:-/tmp/gpu-run-7b-work}  # part d's run folder (its checkpoints stay out of OUT_DIR)
-
-collect_d() {  # copy part d's log (progress bars dropped) and JSON into $1; print the log's tail and whether it runs
-  local out=$1
-  [ -f "$d_dir/d_7b_8192.log" ] || { echo "part d: not started ($d_dir/d_7b_8192.log missing)"; return 1; }
-  grep -v -E 'it/s\]|s/it\]' "$d_dir/d_7b_8192.log" | grep -v '^RESULT ' > "$out/d_7b_8192.log"
-  [ -f "$d_dir/d_7b_8192.json" ] && cp "$d_dir/d_7b_8192.json" "$out/"
-  tail -n 15 "$out/d_7b_8192.log"
-  if [ -f "$d_dir/pid" ] && kill -0 "$(cat "$d_dir/pid")" 2>/dev/null; then echo "part d: still running"; else
-    echo "part d: finished, rc $(cat "$d_dir/rc" 2>/dev/null || echo '?')"; fi
-}
-
-if [ "${1:-}" = poll ]; then
-  out=${2:?output folder}; mkdir -p "$out"; collect_d "$out"; exit 0
-fi
-out=${1:?usage: gpu_run.sh OUT_DIR, or gpu_run.sh poll OUT_DIR}
+out=${1:?usage: gpu_run.sh OUT_DIR}
 mkdir -p "$out"; out=$(cd "$out" && pwd)
 total=${GPU_RUN_SECONDS:-540}
 deadline=$((SECONDS + total - 5))
 mode=${GPU_RUN_SHAPE:-gpu}
-parts=" ${GPU_RUN_PARTS:-a b c d} "
+parts=" ${GPU_RUN_PARTS:-a a2 d b c} "
 work=${GPU_SCALE_WORKDIR:-/tmp/gpu-scale}       # built models (cached between calls on a warm machine) and the run folder
 state=$(mktemp -d /tmp/gpu-run-state.XXXXXX)    # per-part records, out of OUT_DIR (its 8 files)
 log=$out/run.log
@@ -62,12 +48,7 @@ mkdir -p "$work"
 : > "$log"
 say() { echo "$*" | tee -a "$log"; }
 
-# a part d left running by an earlier call would share the GPU with these timings: stop it (its log stays in $d_dir)
-if [ -f "$d_dir/pid" ] && kill -0 "$(cat "$d_dir/pid")" 2>/dev/null; then
-  say "stopping part d of an earlier call (pid $(cat "$d_dir/pid")): it would share the GPU"
-  kill -TERM -- "-$(cat "$d_dir/pid")" 2>/dev/null; sleep 5; kill -KILL -- "-$(cat "$d_dir/pid")" 2>/dev/null
-fi
-rm -rf "$work"/.qwen2-* "$d_work"/.qwen2-*  # half-built models of a cut-off run (the 7B one is 15 GB of disk)
+rm -rf "$work"/.qwen2-*  # half-built models of a cut-off run (the 7B one is 15 GB of disk)
 
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 python=${PYTHON:-python3}
@@ -136,10 +117,11 @@ for line in (state / "parts.tsv").read_text().splitlines() if (state / "parts.ts
     outcome = note or ("ok" if rc == 0 else "timed out" if rc in (124, 137) else "failed")
     parts[name] = {"rc": rc, "seconds": int(seconds or 0), "budget_s": int(budget or 0), "outcome": outcome}
 summary = {}
-a = load(out / "a_tiny_nan.json")
-if a:
-    summary["a_tiny_nan"] = {"complete": a.get("complete"), "nonfinite": a.get("nonfinite", "(not reached)"), "error": a.get("error"),
-                             "epochs": len(a.get("epochs", []))}
+for tag in ("a_tiny_nan", "a2_tiny_nan_eager"):
+    a = load(out / f"{tag}.json")
+    if a:
+        summary[tag] = {"complete": a.get("complete"), "nonfinite": a.get("nonfinite", "(not reached)"), "error": a.get("error"),
+                        "epochs": len(a.get("epochs", []))}
 b = load(out / "b_7b_decode.json")
 if b:
     dec = b.get("decode") or {}
@@ -178,11 +160,10 @@ if fg and bg and fg.get("epochs") and bg.get("epochs"):
                                 "background_over_foreground": {k: round(g[k] / f[k], 4) for k in ("epoch_seconds", "checkpoint_seconds", "training_seconds") if f[k]}}
     except (KeyError, ZeroDivisionError) as exc:
         summary["c_overlap"] = f"not computed: {exc!r}"
-d = load(out / "d_7b_8192.json")
+d = load(out / "d_7b_memory.json")
 if d:
-    summary["d_7b_8192"] = {"complete": d.get("complete"), "error": d.get("error"), "epochs": [
-        {"seconds": round(e["seconds"], 1), "max_allocated_mib": {p: round(f["max_allocated_mib"]) for p, f in e["phases"].items() if "max_allocated_mib" in f}}
-        for e in d.get("epochs", [])]}
+    summary["d_7b_memory"] = {"complete": d.get("complete"), "error": d.get("error"), "probes": [
+        {k: (round(v, 3) if isinstance(v, float) else v) for k, v in probe.items()} for probe in d.get("memory_probe", [])]}
 status = {"mode": mode, "elapsed_s": elapsed, "limit_s": total, "env": load(state / "env.json"), "parts": parts, "summary": summary}
 (out / "status.json").write_text(json.dumps(status, indent=1, default=float) + "\n")
 if show:
@@ -221,18 +202,18 @@ run() {  # name seconds json-name gpu_scale.py arguments...: one bounded gpu_sca
 if [ "$mode" = tiny ]; then
   dev="--device ${GPU_RUN_DEVICE:-cpu}"
   a_args="--shape tiny --epochs 1 --find-nonfinite $dev"
+  a2_args="--shape tiny --epochs 1 --find-nonfinite --attn-implementation eager $dev"
   b_args="--shape tiny --epochs 0 --lora --decode-bench --decode-batch 8 --decode-tokens 16 $dev"
   c_args="--shape tiny --epochs 2 --checkpoint-every 1 --completion-length 16 --tasks 8 --max-new 2 --pool-base 0 --pool-history 0 $dev"
-  d_args="--shape tiny --epochs 1 --lora --offload --completion-length 32 --num-generations 8 --agent-batch 4 --agent-accumulation 2
-          --tasks 2 --max-new 1 --pool-base 0 --pool-history 0 --gen-batch 16 --env-tokens 32 --rwr-batch 8 --agent-cache-implementation static $dev"
+  d_args="--shape tiny --epochs 0 --lora --offload --memory-probe 64 512 --probe-batches 4 8 $dev"
 else
   c_shape=${GPU_RUN_C_SHAPE:-0.5b}  # 1.5b: a full fine-tuning checkpoint is ~37 GB and three do not fit the 64 GB disk
   a_args="--shape tiny --epochs 1 --find-nonfinite"
+  a2_args="--shape tiny --epochs 1 --find-nonfinite --attn-implementation eager"
   b_args="--shape 7b --vocab-size 152064 --epochs 0 --lora --decode-bench"
   c_args="--shape $c_shape --vocab-size 151936 --epochs 2 --checkpoint-every 1 --completion-length 128 --tasks 16 --max-new 4 --pool-base 0 --pool-history 0"
-  # gpu_issue9.sh 7b: one task an epoch, 8 attempts = two GRPO micro-batches of the recipe's per_device_batch_size 4
-  d_args="--shape 7b --vocab-size 152064 --epochs 1 --lora --offload --completion-length 8192 --agent-batch 4 --agent-accumulation 2
-          --tasks 2 --max-new 1 --pool-base 0 --pool-history 0 --gen-batch 16 --env-tokens 768 --rwr-batch 8 --agent-cache-implementation static"
+  # configs/genenv-7b.yaml: per_device_batch_size 4 (8 is the faster layout its header says to try if room shows)
+  d_args="--shape 7b --vocab-size 152064 --epochs 0 --lora --offload --memory-probe 800 8192 --probe-batches 4 8"
 fi
 
 say "gpu_run: mode $mode, parts${parts}, ends by $total s; output $out"
@@ -240,38 +221,15 @@ say "gpu_run: mode $mode, parts${parts}, ends by $total s; output $out"
 # shellcheck disable=SC2086  # the argument strings split into words on purpose
 {
 case $parts in *" a "*) run a_tiny_nan "$(budget 75)" a_tiny_nan.json $a_args ;; esac
+case $parts in *" a2 "*) run a2_tiny_nan_eager "$(budget 75)" a2_tiny_nan_eager.json $a2_args ;; esac
+case $parts in *" d "*) run d_7b_memory "$(budget 150)" d_7b_memory.json $d_args ;; esac
 case $parts in *" b "*) run b_7b_decode "$(budget 190)" b_7b_decode.json $b_args ;; esac
 case $parts in *" c "*)
-  # background checkpoints off, then on; the first half of what is left (less 20 s for part d) to each, the rest to the second
-  c_total=$(budget 100000 20)
+  # background checkpoints off, then on; half of what is left to each
+  c_total=$(budget 100000)
   run c_fg $((c_total / 2)) c_fg.json $c_args
-  run c_bg "$(budget 100000 20)" c_bg.json $c_args --checkpoint-background
+  run c_bg "$(budget 100000)" c_bg.json $c_args --checkpoint-background
   rm -rf "$work/run"  # the 0.5B checkpoints (~12 GB each)
-  ;;
-esac
-case $parts in *" d "*)
-  left=$((deadline - SECONDS))
-  if [ "$left" -lt 10 ]; then
-    say "=== d_7b_8192: not started, ${left} s left"; record d_7b_8192 "" 0 "$left" "skipped: no time left"
-  else
-    # detached (setsid): it outlives this call; its own limit is GPU_RUN_D_SECONDS (timeout --foreground keeps
-    # it in the one process group that `kill -- -PID` stops). The model built by part b is linked, not built twice.
-    mkdir -p "$d_dir" "$d_work"; rm -f "$d_dir"/d_7b_8192.* "$d_dir/rc" "$d_dir/pid"; rm -rf "$d_work/run"
-    for m in "$work"/qwen2-*; do [ -e "$m/config.json" ] && ln -sfn "$m" "$d_work/$(basename "$m")"; done
-    say "=== d_7b_8192 (detached, limit ${GPU_RUN_D_SECONDS:-1500} s): gpu_scale.py $(echo $d_args)"
-    # the detached shell writes its own pid: it leads its session and process group, whether setsid forked or not
-    setsid nohup bash -c 'echo $$ > "$4/pid"; timeout --foreground --kill-after=10 "$1" "$2" -u benchmarks/gpu_scale.py --workdir "$3" \
-        --json "$4/d_7b_8192.json" "${@:5}"; echo $? > "$4/rc"' \
-        d_7b_8192 "${GPU_RUN_D_SECONDS:-1500}" "$python" "$d_work" "$d_dir" $d_args > "$d_dir/d_7b_8192.log" 2>&1 < /dev/null &
-    t0=$SECONDS
-    while [ ! -s "$d_dir/pid" ] && [ $((SECONDS - t0)) -lt 10 ]; do sleep 0.2; done
-    if [ "${GPU_RUN_D_WAIT:-1}" != 0 ]; then  # watch it until the deadline (or its end), then leave it running
-      while kill -0 "$(cat "$d_dir/pid")" 2>/dev/null && [ $SECONDS -lt "$deadline" ]; do sleep 3; done
-    fi
-    collect_d "$out" | tee -a "$log"
-    if [ -f "$d_dir/rc" ]; then record d_7b_8192 "$(cat "$d_dir/rc")" $((SECONDS - t0)) "$left"
-    else record d_7b_8192 "" $((SECONDS - t0)) "$left" "running (detached): collect with gpu_run.sh poll"; fi
-  fi
   ;;
 esac
 }

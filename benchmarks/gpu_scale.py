@@ -296,8 +296,13 @@ class NonFiniteOutput(RuntimeError):
 
 def watch_nonfinite(model: Any, role: str) -> None:
     """Raise NonFiniteOutput at the first module whose output holds inf or NaN, naming the module
-    and describing its input: the tiny shape failed on CUDA with "probability tensor contains
-    either inf, nan or element < 0" in the agent's first rollout, and this finds where it starts."""
+    and describing its input. In the backward pass, at the first module that turns finite output
+    gradients into non-finite input gradients (an attention module whose projections stay finite
+    points at the attention kernel itself), or at the first weight whose own gradient is not finite.
+    The tiny shape failed on CUDA with "probability tensor contains either inf, nan or element < 0"
+    in the agent's first rollout; on the H200 (2026-11-28) the forward hooks first fired at
+    `model.embed_tokens` with no float input, so the weights were already NaN: a backward pass had
+    made them so, and these backward hooks find where."""
 
     def floats(value: Any) -> list[torch.Tensor]:
         if isinstance(value, torch.Tensor):
@@ -321,8 +326,30 @@ def watch_nonfinite(model: Any, role: str) -> None:
                     f"(NaN {int(torch.isnan(tensor).sum())}) in a {tuple(tensor.shape)} {tensor.dtype} output on {tensor.device}; {described}"
                 )
 
+    def backward_hook(name: str, module: Any, grad_input: Any, grad_output: Any) -> None:
+        # the module whose output gradient is finite but whose input gradient is not made the NaN
+        if all(bool(torch.isfinite(g).all()) for g in floats(grad_output)):
+            for tensor in floats(grad_input):
+                if not bool(torch.isfinite(tensor).all()):
+                    raise NonFiniteOutput(
+                        f"{role}: backward through {name or 'the model'} ({type(module).__name__}) turned finite output gradients "
+                        f"into {int((~torch.isfinite(tensor)).sum())} non-finite input-gradient values in a {tuple(tensor.shape)} "
+                        f"{tensor.dtype} tensor on {tensor.device}"
+                    )
+
+    def gradient_hook(name: str, grad: torch.Tensor) -> None:
+        # a weight's own gradient (before accumulation and clipping, which spreads a NaN to every weight)
+        if not bool(torch.isfinite(grad).all()):
+            raise NonFiniteOutput(f"{role}: the gradient of {name} holds {int((~torch.isfinite(grad)).sum())} non-finite values "
+                                  f"of {grad.numel()} ({grad.dtype} on {grad.device})")
+
     for name, module in model.named_modules():
         module.register_forward_hook(lambda m, i, o, name=name: hook(name, m, i, o))
+        if name:  # every module but the model itself (whose output gradient is the loss's)
+            module.register_full_backward_hook(lambda m, gi, go, name=name: backward_hook(name, m, gi, go))
+    for name, param in model.named_parameters():
+        if param.requires_grad:
+            param.register_hook(lambda grad, name=name: gradient_hook(name, grad))
 
 
 class PhaseMemory:
@@ -492,6 +519,54 @@ def profile_generate(run: Any, device: torch.device, out: Path) -> dict[str, Any
             "new_tokens": run.env_generator.stats.new_tokens, "table": str(out)}
 
 
+def memory_probe(run: Any, device: torch.device, batch: int, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+    """Peak memory of one agent training micro-batch at full length, without decoding it first.
+
+    Part d of gpu_run.sh (the 7B recipe's 8192-token completions through a real epoch) first decodes
+    8192 tokens with transformers, which did not finish within a lent GPU's 15 minutes (2026-11-28:
+    still in the rollouts after ~8 minutes at 20.0 GB). The memory that decides whether the recipe
+    fits is the GRPO step's: `batch` sequences of prompt + completion random tokens through the
+    agent's forward with TRL's fused LM head (as `GRPOTrainer.compute_loss` calls it: the logits
+    never exist in full), gradient checkpointing and LoRA as configured, then backward. GRPO's own
+    extras (old and reference log-probs, advantages) are per-token vectors, small beside this."""
+    run._offload(idle="env")  # the agent on its device, as in the agent phase
+    model = run.agent.model
+    model.train()
+    vocab = model.get_input_embeddings().weight.shape[0]
+    length = prompt_tokens + completion_tokens
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, vocab, (batch, length), generator=generator).to(device)
+    mask = torch.ones_like(ids)
+    labels = ids.clone()
+    labels[:, :prompt_tokens] = -100  # the loss is on the completion only, as GRPO's
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=run.agent.trainer.args.bf16)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+    _sync(device)
+    start = time.perf_counter()
+    with autocast:
+        try:
+            out, fused = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True), True
+        except TypeError:  # a model without TRL's fused head (not built through GRPOTrainer): plain logits
+            out, fused = model(input_ids=ids, attention_mask=mask, labels=labels), False
+    out.loss.backward()
+    _sync(device)
+    seconds = time.perf_counter() - start
+    model.zero_grad(set_to_none=True)
+    result: dict[str, Any] = {"batch": batch, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                              "tokens": batch * length, "fused_lm_head": fused, "seconds": seconds, "loss_finite": bool(torch.isfinite(out.loss.detach()))}
+    if device.type == "cuda":
+        free, total = torch.cuda.mem_get_info(device)
+        result.update(allocated_before_mib=before / 2**20, max_allocated_mib=torch.cuda.max_memory_allocated(device) / 2**20,
+                      max_reserved_mib=torch.cuda.max_memory_reserved(device) / 2**20, device_total_mib=total / 2**20)
+        result["share_of_device"] = result["max_reserved_mib"] / result["device_total_mib"]
+        result["share_of_80gb"] = result["max_reserved_mib"] / (80 * 1000**3 / 2**20)  # the recipe's target card
+    del out
+    return result
+
+
 def save_partial(path: Path | None, result: dict[str, Any]) -> None:
     """Write `result` so far to `path` (with `--json`), atomically: a run that a time limit cuts off
     (benchmarks/gpu_run.sh gives each part its own) still leaves its set-up and finished epochs."""
@@ -543,6 +618,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--decode-compile", action="store_true",
                         help="decode benchmark: also the static cache with generate()'s own torch.compile (slow to warm up)")
     parser.add_argument("--compare-no-cache", action="store_true", help="decode benchmark: also without the KV cache")
+    parser.add_argument("--memory-probe", type=int, nargs=2, metavar=("PROMPT", "COMPLETION"), default=None,
+                        help="after the epochs: one agent micro-batch (--agent-batch sequences) of PROMPT + COMPLETION tokens "
+                             "forward and backward, its peak memory (no decoding: part d's 8192-token rollouts take too long)")
+    parser.add_argument("--probe-batches", type=int, nargs="+", default=None,
+                        help="--memory-probe: the micro-batch sizes to try, smallest first (default: --agent-batch)")
+    parser.add_argument("--attn-implementation", choices=["sdpa", "eager"], default=None,
+                        help="set both models' attention (default: the model's own, sdpa): compare where a kernel is suspect")
     parser.add_argument("--find-nonfinite", action="store_true",
                         help="hook every module of both models: stop at the first inf/NaN output, naming the module (slow)")
     parser.add_argument("--workdir", type=Path, default=None, help="models and the run folder (default: a temporary folder)")
@@ -553,8 +635,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                              ("num_generations", 8, 4)]:
         if getattr(args, name) is None:
             setattr(args, name, small if tiny else big)
-    if args.epochs < 0 or (args.epochs == 0 and not (args.decode_bench or args.profile_generate)):
-        parser.error("--epochs must be at least 1 (0 only with --decode-bench or --profile-generate)")
+    if args.epochs < 0 or (args.epochs == 0 and not (args.decode_bench or args.profile_generate or args.memory_probe)):
+        parser.error("--epochs must be at least 1 (0 only with --decode-bench, --profile-generate or --memory-probe)")
     lora = args.lora if args.lora is not None else args.shape == "7b"
     args.offload = args.offload if args.offload is not None else args.shape == "7b"
 
@@ -592,6 +674,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     build_start = time.perf_counter()
     run = CoEvolution(cfg, run_dir, registry=registry)
     setup_s = time.perf_counter() - build_start
+    if args.attn_implementation:
+        for model in (run.agent.model, run.env_updater.model):
+            (model.get_base_model() if hasattr(model, "get_base_model") else model).set_attn_implementation(args.attn_implementation)
     if args.find_nonfinite:
         watch_nonfinite(run.agent.model, "agent")
         watch_nonfinite(run.env_updater.model, "env")
@@ -664,6 +749,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if "cache_speedup" in bench:
                 print(f"  decode cache_speedup={bench['cache_speedup']:.2f}", flush=True)
             save_partial(args.json, result)
+        if args.memory_probe:
+            result["memory_probe"] = []
+            for batch in args.probe_batches or [args.agent_batch or args.num_generations * 2]:
+                try:
+                    probe = memory_probe(run, device, batch, *args.memory_probe)
+                except torch.OutOfMemoryError as exc:  # the figure is that it does not fit: recorded, and the next batch is tried
+                    probe = {"batch": batch, "out_of_memory": str(exc).splitlines()[0]}
+                    run.agent.model.zero_grad(set_to_none=True)
+                    torch.cuda.empty_cache()
+                result["memory_probe"].append(probe)
+                print("  memory_probe " + " ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in probe.items()), flush=True)
+                save_partial(args.json, result)
     except BaseException as exc:  # the error (and with --find-nonfinite the module that first went non-finite) goes in the JSON too
         result["error"] = f"{type(exc).__name__}: {exc}"
         cause: BaseException | None = exc

@@ -122,3 +122,48 @@ def test_find_nonfinite_names_the_first_module_whose_output_is_not_finite():
         model.model.layers[1].mlp.down_proj.weight[0, 0] = float("inf")
         with pytest.raises(script.NonFiniteOutput, match=r"agent: model\.layers\.1\.mlp\.down_proj \(Linear\) produced .* finite True"):
             model(input_ids=ids)
+
+
+def test_find_nonfinite_names_where_a_backward_pass_first_makes_a_nan():
+    """On the H200 the forward hooks fired at `model.embed_tokens` with no float input: the weights
+    were already NaN, so an earlier backward pass made them so. The backward hooks name the module
+    that turned finite output gradients into NaN input gradients, or the weight whose gradient is NaN."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    class SiluWithNanGradient(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return torch.nn.functional.silu(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * float("nan")
+
+    class BrokenSilu(torch.nn.Module):  # finite forward, NaN backward: a kernel bug, as on the GPU
+        def forward(self, x):
+            return SiluWithNanGradient.apply(x)
+
+    script = load_script()
+    ids = torch.tensor([[1, 2, 3, 4]])
+
+    def tiny_model():
+        torch.manual_seed(0)
+        return Qwen2ForCausalLM(Qwen2Config(vocab_size=64, **script.SHAPES["tiny"]))
+
+    model = tiny_model()
+    script.watch_nonfinite(model, "agent")
+    model(input_ids=ids, labels=ids).loss.backward()  # finite both ways: no complaint
+
+    model = tiny_model()
+    model.model.layers[1].mlp.act_fn = BrokenSilu()
+    script.watch_nonfinite(model, "agent")
+    with pytest.raises(script.NonFiniteOutput, match=r"agent: backward through model\.layers\.1\.mlp\.act_fn \(BrokenSilu\) turned finite"):
+        model(input_ids=ids, labels=ids).loss.backward()
+
+    model = tiny_model()
+    weight = model.model.layers[0].self_attn.q_proj.weight
+    weight.register_hook(lambda grad: grad * float("nan"))  # before the watch's own hook: it sees the NaN
+    script.watch_nonfinite(model, "agent")
+    with pytest.raises(script.NonFiniteOutput, match=r"agent: the gradient of model\.layers\.0\.self_attn\.q_proj\.weight holds 4096 non-finite"):
+        model(input_ids=ids, labels=ids).loss.backward()

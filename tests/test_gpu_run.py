@@ -1,0 +1,37 @@
+"""benchmarks/gpu_run.sh, the one device call a lent GPU gets, run end to end at the tiny shape on
+the CPU, so the script does not rot between leases (GPUs are lent to few sessions, 15 minutes each,
+and a broken script wastes them). Slow tier: about 70 s on 2 cores."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_gpu_run_script_runs_every_part_at_the_tiny_shape_on_the_cpu(tmp_path):
+    out = tmp_path / "out"
+    env = dict(os.environ, GPU_RUN_SHAPE="tiny", PYTHON=sys.executable, GPU_SCALE_WORKDIR=str(tmp_path / "work"),
+               WORKBENCH_THREADS="1", OMP_NUM_THREADS="1", WORKBENCH_CACHE=str(tmp_path / "cache"))
+    proc = subprocess.run(["bash", "benchmarks/gpu_run.sh", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    files = sorted(p.name for p in out.iterdir())
+    assert len(files) <= 8, f"a device call brings back at most 8 files: {files}"
+    status = json.loads((out / "status.json").read_text())
+    assert status["env"]["engine_imports"] is True
+    assert {name: part["outcome"] for name, part in status["parts"].items()} == {
+        name: "ok" for name in ("a_tiny_nan", "a2_tiny_nan_eager", "d_7b_memory", "b_7b_decode", "c_fg", "c_bg")}
+    summary = status["summary"]
+    assert summary["a_tiny_nan"]["nonfinite"] is None and summary["a2_tiny_nan_eager"]["nonfinite"] is None
+    assert [p["batch"] for p in summary["d_7b_memory"]["probes"]] == [4, 8]
+    assert all(p["loss_finite"] and p["fused_lm_head"] for p in summary["d_7b_memory"]["probes"])
+    assert set(summary["b_7b_decode"]["decode"]) >= {"dynamic", "static", "dynamic_lora_merged", "dynamic_lora_off"}
+    assert set(summary["c_overlap"]) == {"foreground", "background", "background_over_foreground"}
