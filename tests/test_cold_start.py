@@ -146,10 +146,10 @@ def test_a_fixed_cold_start_seed_gives_runs_of_other_seeds_one_cold_start(base_c
     assert runs["own"]["env"]["files"] != runs["a"]["env"]["files"]  # the run's own seed draws other examples
 
 
-def test_a_cached_cold_start_is_one_copy_on_disk_and_a_damaged_entry_is_fine_tuned_again(base_config, tmp_path, tiny_cache):
-    """A run reusing a cached cold start hard-links the cached weights (the rows of a comparison
-    share one copy on disk); an entry whose weights no longer match the sha256 stored with them
-    is not reused: the role is fine-tuned again and stored again."""
+def test_a_cached_cold_start_is_copied_and_a_damaged_entry_is_fine_tuned_again(base_config, tmp_path, tiny_cache):
+    """A run reusing a cached cold start gets a copy of the cached weights, never a hard link
+    (tests/test_cold_start_cache.py writes into one); an entry whose weights no longer match the
+    sha256 stored with them is not reused: the role is fine-tuned again and stored again."""
     cfg = dataclasses.replace(base_config, cold_start=dataclasses.replace(FAST, cache=True), seed=23)
 
     def role_info(name: str) -> dict:
@@ -159,10 +159,10 @@ def test_a_cached_cold_start_is_one_copy_on_disk_and_a_damaged_entry_is_fine_tun
     CoEvolution(cfg, tmp_path / "second")
     cached = Path(role_info("second")["from_cache"])
     assert role_info("first")["from_cache"] is None and cached.is_relative_to(tiny_cache)
-    linked = tmp_path / "second" / "cold_start" / "agent" / "model.safetensors"
-    assert os.path.samefile(linked, cached / "model.safetensors")
+    copied = tmp_path / "second" / "cold_start" / "agent" / "model.safetensors"
+    assert not os.path.samefile(copied, cached / "model.safetensors") and copied.stat().st_nlink == 1
     assert role_info("second")["files"] == role_info("first")["files"]
-    with open(cached / "model.safetensors", "r+b") as fh:  # an in-place write, as one through a run folder's link would be
+    with open(cached / "model.safetensors", "r+b") as fh:  # an in-place write into the entry itself
         fh.seek(-1, os.SEEK_END)
         last = fh.read(1)
         fh.seek(-1, os.SEEK_END)

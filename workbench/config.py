@@ -252,9 +252,9 @@ class ColdStartSettings:
         False,
         "Keep the cold-started models under the workbench cache ($WORKBENCH_CACHE/cold-start/KEY), keyed by model, seeds, "
         "settings and seed, and take them from there when another run asks for the same cold start (the rows of a "
-        "comparison share one): hard links to the cached weights where the filesystem allows, so they share one copy "
-        "on disk, and an entry whose weights no longer match their stored sha256 is fine-tuned again. Off: each run "
-        "fine-tunes its own.",
+        "comparison share one): each run gets its own copy of the weights (a reflink where the filesystem has them, else a "
+        "plain copy: nothing a user can open shares storage with the cache or another run), and an entry whose weights "
+        "no longer match their stored sha256 is fine-tuned again. Off: each run fine-tunes its own.",
     )
 
 

@@ -23,16 +23,25 @@ references (the environment's KL cap, the agent's `kl_beta`) are the cold-starte
 the paper's are its starting models, and checkpoints stay adapter-only. A fully trained model
 is saved as it is.
 
+Each role's cold start is a function of its config and seed alone: torch is seeded from the
+cold start's seed right before the role's model is built (its LoRA adapters are drawn then), so
+a role redone in a new process after a kill gives the bits the uninterrupted run gave.
+
 The result lives in the run folder, `cold_start/<role>/` (a model folder with its tokenizer and
 `cold_start.json`, renamed into place whole) and `cold_start/record.json` (written last: the
-settings, examples, loss on the seeds before and after, steps and seconds per role). A run
-killed during the cold start redoes the roles that are not complete; one killed after it reuses
-them; resume checks the files against the hashes in the record. With `cold_start.cache`, a
-role's result is also kept under the workbench cache, keyed by everything that decides it, with
-the sha256 of its weights, and taken from there by the next run that asks for the same one (the
-rows of a comparison): its weights hard-linked (a copy across filesystems), so a table's runs
-hold one copy on disk, not one each (BFCL's: 1.1 GB a run). An entry whose weights no longer
-match their stored sha256 is not reused; the role is fine-tuned and stored again.
+settings, examples, loss on the seeds before and after, steps and seconds per role). The run's
+`config.yaml` is written before the first role starts, so a run killed during the cold start
+resumes with `workbench run RUN/config.yaml --out RUN --resume`: it redoes the roles that are not
+complete; one killed after it reuses them; resume checks the files against the hashes in the
+record. With `cold_start.cache`, a role's result is also kept under the workbench cache, keyed
+by everything that decides it, with the sha256 of its weights, and taken from there by the next
+run that asks for the same one (the rows of a comparison). A run's files are copies of the
+entry's, never hard links: reflinks where the filesystem has them (no disk, no time), else
+plain copies (BFCL's roles, 1.1 GB a run: docs/how-it-works.md has the measured cost), so an
+in-place write into one run's cold start changes that run alone. An entry whose record is
+unreadable or whose weights no longer match their stored sha256 is discarded, and the role is
+fine-tuned and stored again; a store killed midway leaves a temporary folder that the next run
+with the cache removes (`workbench.cache`).
 """
 
 from __future__ import annotations
@@ -42,7 +51,6 @@ import gc
 import hashlib
 import json
 import logging
-import os
 import random
 import shutil
 import tempfile
@@ -50,7 +58,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from workbench.cache import cache_root
+from workbench import cache
 from workbench.config import ColdStartSettings, ModelSettings, RunConfig
 from workbench.contract.domain import Domain
 from workbench.contract.tasks import AgentStats, Task, atomic_write_text, restore_plain_modes
@@ -188,6 +196,8 @@ def prepare(
         )
     chosen = {role: role_seeds(settings, role, seeds) for role in wanted}
     layout.cold_start_dir.mkdir(parents=True, exist_ok=True)
+    if not layout.config_path.exists():  # a kill during the cold start leaves a folder its resume command can name
+        atomic_write_text(layout.config_path, config.to_yaml())
     _remove_leftovers(layout.cold_start_dir)
     start = time.perf_counter()
     roles: dict[str, Any] = {}
@@ -237,14 +247,14 @@ def _make_role(config: RunConfig, domain: Domain, seeds: list[Task], role: str, 
         )
     rng.shuffle(rows)
     key = _cache_key(config, role, model_settings, rows)
-    cached = cache_root() / "cold-start" / key
+    cached = cache.cache_root() / "cold-start" / key
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{role}-"))
-    if settings.cache and _cache_intact(cached, progress):
-        progress(f"cold start of the {role}: reusing {cached}")
-        shutil.rmtree(tmp)
-        shutil.copytree(cached, tmp, copy_function=_link_or_copy)
-        info = json.loads((tmp / ROLE_FILE).read_text(encoding="utf-8"))
-        info["from_cache"] = str(cached)
+    if settings.cache:  # the temporary folders of stores killed midway (workbench.cache.storing)
+        for dead in cache.remove_dead_stores(cached.parent):
+            progress(f"removed {dead}: left by a cold start killed while storing it in the cache")
+    info = _from_cache(cached, tmp, progress) if settings.cache else None
+    if info is not None:
+        progress(f"cold start of the {role}: copied from {cached} ({info['cache_copy']})")
     else:
         progress(f"cold start of the {role}: {len(rows)} examples ({settings.passes} passes over {len(seeds)} seeds)")
         info = _fine_tune(config, model_settings, field, rows, tmp, role)
@@ -252,7 +262,7 @@ def _make_role(config: RunConfig, domain: Domain, seeds: list[Task], role: str, 
         info["key"] = key
         info["files"] = _hashes(tmp)
         if settings.cache:
-            _store_in_cache(tmp, cached, info)
+            _store_in_cache(tmp, cached, info, progress)
         info["from_cache"] = None
     atomic_write_text(tmp / ROLE_FILE, json.dumps(info, indent=1))
     restore_plain_modes(tmp)
@@ -264,7 +274,7 @@ def _make_role(config: RunConfig, domain: Domain, seeds: list[Task], role: str, 
 def _fine_tune(config: RunConfig, model_settings: ModelSettings, field: str, rows: list[Row], out: Path, role: str) -> dict[str, Any]:
     """SFT with TRL's SFTTrainer, loss on the completions; LoRA adapters merged into the base; saved to `out`."""
     from datasets import Dataset
-    from transformers import PrinterCallback
+    from transformers import PrinterCallback, set_seed
     from trl import SFTConfig, SFTTrainer
 
     from workbench.engine.finite_gradients import FiniteGradientGuard
@@ -273,6 +283,9 @@ def _fine_tune(config: RunConfig, model_settings: ModelSettings, field: str, row
     assert settings is not None
     start = time.perf_counter()
     tokenizer = load_tokenizer(model_settings, field)
+    # the role's own seed before its model is built: LoRA adapters are drawn from torch's RNG here, before the
+    # trainer seeds it, and must not depend on what else ran in this process (the agent's cold start, a resume)
+    set_seed(cold_start_seed(config))
     model = load_model(model_settings, field)
     if not getattr(tokenizer, "chat_template", None):
         rows = _plain(rows, tokenizer)
@@ -368,43 +381,84 @@ def _cache_key(config: RunConfig, role: str, model: ModelSettings, rows: list[Ro
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def _store_in_cache(folder: Path, cached: Path, info: dict[str, Any]) -> None:
-    """Copy a fresh role folder into the cache, renamed into place whole (a concurrent run that
-    stored the same key first wins; both copies are the same fine-tuning)."""
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=cached.parent, prefix=f".{cached.name}-"))
-    shutil.rmtree(tmp)
-    shutil.copytree(folder, tmp)
-    atomic_write_text(tmp / ROLE_FILE, json.dumps(info, indent=1))
+def _from_cache(cached: Path, out: Path, progress: Callable[[str], None]) -> dict[str, Any] | None:
+    """The cache entry `cached` copied into the empty folder `out` (`workbench.cache.copy_tree`:
+    reflinks where the filesystem has them, else copies; never hard links), and its role record;
+    None when there is no entry, or it is damaged (its record unreadable, a file missing, weights
+    whose sha256 differs from the stored one: the entry is discarded, so the role is fine-tuned
+    and stored again). The copy is what is checked: a file changed while it was copied counts."""
+    info = _entry_record(cached, progress)
+    if info is None:
+        return None
     try:
-        tmp.rename(cached)
-    except OSError:  # already there
+        how = cache.copy_tree(cached, out)
+    except OSError as exc:  # discarded or replaced by another run while this one copied it
+        progress(f"the cached cold start {cached} could not be copied ({exc}): fine-tuning the role again")
+        _empty(out)
+        return None
+    found = _hashes(out)
+    if info.get("files", found) != found or not found:  # entries stored before the hashes were kept are taken as they are
+        progress(f"the cached cold start {cached} differs from the sha256 stored with it: fine-tuning the role again")
+        cache.discard(cached)
+        _empty(out)
+        return None
+    return {**info, "files": found, "from_cache": str(cached), "cache_copy": how}
+
+
+def _entry_record(cached: Path, progress: Callable[[str], None]) -> dict[str, Any] | None:
+    """A cache entry's role record (its `cold_start.json`), or None: no entry, or a damaged one
+    (no record, or not a JSON object), which is reported and discarded."""
+    if not cached.exists():
+        return None
+    try:
+        info = json.loads((cached / ROLE_FILE).read_text(encoding="utf-8"))
+        why = "" if isinstance(info, dict) else f"{ROLE_FILE} is not a JSON object"
+    except FileNotFoundError:
+        why = f"it has no {ROLE_FILE}"
+    except (OSError, ValueError) as exc:  # a truncated or garbled file: JSONDecodeError, UnicodeDecodeError
+        why = f"its {ROLE_FILE} is unreadable: {type(exc).__name__}: {exc}"
+    if why:
+        progress(f"the cached cold start {cached} is damaged ({why}): discarding it and fine-tuning the role again")
+        cache.discard(cached)
+        return None
+    return info
+
+
+def _entry_intact(cached: Path, progress: Callable[[str], None]) -> bool:
+    """Whether the cache entry `cached` is whole: its record readable, its weights those of the record's sha256."""
+    info = _entry_record(cached, progress)
+    if info is None:
+        return False
+    found = _hashes(cached)
+    if info.get("files", found) != found:
+        progress(f"the cached cold start {cached} differs from the sha256 stored with it: replacing it")
+        cache.discard(cached)
+        return False
+    return True
+
+
+def _store_in_cache(folder: Path, cached: Path, info: dict[str, Any], progress: Callable[[str], None]) -> None:
+    """Copy a fresh role folder into the cache, renamed into place whole. A concurrent run that
+    stored an intact entry of the same key first wins (both are the same fine-tuning); a damaged
+    entry in the way is discarded and replaced."""
+    with cache.storing(cached.parent, cached.name) as tmp:
+        cache.copy_tree(folder, tmp)
+        atomic_write_text(tmp / ROLE_FILE, json.dumps(info, indent=1))
+        restore_plain_modes(tmp)
+        for _ in range(2):
+            try:
+                tmp.rename(cached)
+                return
+            except OSError:  # an entry is there: kept when intact, else discarded and replaced
+                if _entry_intact(cached, progress):
+                    break
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _cache_intact(cached: Path, progress: Callable[[str], None]) -> bool:
-    """Whether a cache entry is there and its weights still have the sha256 stored with them (a
-    run folder's weights are hard links to the entry's, so a file changed in one place changes in
-    the other). A damaged entry is reported and removed, so the role is fine-tuned and stored again
-    (runs already linked to its files keep them: a link outlives the name)."""
-    if not (cached / ROLE_FILE).exists():
-        return False
-    stored = json.loads((cached / ROLE_FILE).read_text(encoding="utf-8")).get("files")
-    if stored is None or _hashes(cached) == stored:  # entries stored before the hashes were kept are taken as they are
-        return True
-    progress(f"the cached cold start {cached} differs from the sha256 stored with it: fine-tuning the role again")
-    shutil.rmtree(cached, ignore_errors=True)
-    return False
-
-
-def _link_or_copy(src: str, dst: str) -> str:
-    """A cached file into a run folder: a hard link (a cold-started model is written once and never
-    changed in place, so every run of a comparison shares one copy on disk), else a copy."""
-    try:
-        os.link(src, dst)
-    except OSError:  # another filesystem, or links not allowed
-        shutil.copy2(src, dst)
-    return dst
+def _empty(folder: Path) -> None:
+    """Remove what a failed copy left in `folder`, keeping the folder."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
 
 
 def _remove_leftovers(folder: Path) -> None:
@@ -440,5 +494,14 @@ def _check_record(layout: RunLayout, record: dict[str, Any], wanted: list[str]) 
         if found != roles[role].get("files"):
             raise ColdStartError(
                 f"the cold-started {role} model in {folder} is missing or changed since the cold start wrote it (weights "
-                "differ from the sha256 in record.json); restore it from a copy, or start the run again in a new folder"
+                f"differ from the sha256 in record.json); {_restore_hint(roles[role], folder)}, or start the run again in a new folder"
             )
+
+
+def _restore_hint(info: dict[str, Any], folder: Path) -> str:
+    """Where a run's changed cold start can be restored from: its cache entry, when there is one
+    and its weights are the record's, else a copy of the user's own."""
+    entry = cache.cache_root() / "cold-start" / str(info.get("key"))
+    if info.get("key") and (entry / ROLE_FILE).is_file() and _hashes(entry) == info.get("files"):
+        return f"the cache holds an intact copy: copy the files of {entry} into {folder}"
+    return "restore it from a copy"
