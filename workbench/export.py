@@ -32,6 +32,20 @@ file), the epoch files (`EpochFileRow`s: `task`, `valid`, `duplicate_of`), D_env
 `task_id`, `epoch`, `p_hat`, `r_env`, `in_band`, `weight`), D_train (seed tasks, and generated
 tasks of runs without epoch files) and each checkpoint's `env` model folder.
 
+The epoch files are checked by content, not only by count, before anything is written. An
+epoch file that is not the one its epoch wrote (`cp epoch_0003.jsonl epoch_0001.jsonl`) would
+give every row the wrong epoch: it is refused with an `ExportError` naming the file, its foreign
+rows and how to put it back. Evidence: D_env records the epoch each valid scored generation was
+made in (a valid row whose task D_env places only in other epochs is foreign), and each
+checkpoint's manifest the sha256 of its copy of every epoch file (the live files are written once,
+in their epoch; one whose hash is another epoch's is that epoch's file). What cannot be exported is
+said exactly in the summary: `missing_epochs`, one line per epoch whose tasks are not all in the
+dataset (its file missing, unreadable, or holding fewer rows than the epoch's record in
+`metrics.jsonl` counts, or than the checkpoint's copy of it holds), and `warnings`, what the
+export could not check or read from elsewhere (no `metrics.jsonl` to count against, a file that
+differs from its checkpoint copy, every epoch file gone and the tasks read from D_train); each
+warning is also logged.
+
 What an old or hand-edited run folder cannot put in a dataset is refused with an `ExportError`
 naming the task, the field and the file to fix: text that is not valid Unicode (a lone
 surrogate, NUL) and a field of the wrong type (`p_hat: "0.5"`, a number as `system`). The
@@ -46,23 +60,28 @@ run folder).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import logging
 import os
 import re
 import secrets
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from workbench.config import RunConfig
+from workbench.contract.containment import PLUGIN_FAULT
 from workbench.contract.tasks import Task, read_jsonl, write_jsonl
 from workbench.errors import WorkbenchError
 from workbench.modes import MODES
-from workbench.records import EnvRecord, read_env_records, read_epoch_records, read_epoch_rows
+from workbench.records import EnvRecord, EpochFileRow, read_env_records, read_epoch_records, read_epoch_rows
 from workbench.run_layout import RunLayout
 from workbench.textsafety import find_bad_text
 
 FORMATS = ("hf", "verl", "jsonl", "trl")
+log = logging.getLogger(__name__)
 _TASK_FIELDS = {f.name for f in dataclasses.fields(Task)}
 
 
@@ -127,7 +146,8 @@ class RunCurriculum:
     generated: list[tuple[int, Task]]  # (epoch it was generated in, task), first appearance order
     seeds: list[Task]
     env_records: dict[tuple[str, int], EnvRecord]  # (task id, epoch) -> d_env record
-    missing: list[str] = dataclasses.field(default_factory=list)  # completed epochs whose epoch file is missing or short
+    missing: list[str] = dataclasses.field(default_factory=list)  # epochs whose tasks are not all exportable, one line each
+    warnings: list[str] = dataclasses.field(default_factory=list)  # what the export could not check, or read from elsewhere
 
     @property
     def domain(self) -> str:
@@ -199,8 +219,12 @@ def load_run(run_dir: str | Path) -> RunCurriculum:
     generated: list[tuple[int, Task]] = []
     seen: set[str] = set()
     numbered = layout.epoch_files()
+    rows_of: dict[int, list[EpochFileRow]] = {}
     for number, path in numbered:
-        for row in _read(path, lambda: read_epoch_rows(run_dir, number)):  # noqa: B023 - called at once
+        rows_of[number] = _read(path, lambda: read_epoch_rows(run_dir, number))  # noqa: B023 - called at once
+    check = _check_epoch_files(run_dir, layout, rows_of, env_records)  # refuses a file of another epoch
+    for number, rows in rows_of.items():
+        for row in rows:
             task = _task(row.task)
             if task is None or not row.valid or row.duplicate_of or task.id in seen:
                 continue
@@ -208,7 +232,8 @@ def load_run(run_dir: str | Path) -> RunCurriculum:
             generated.append((number, task))
 
     d_train = [t for t in (_task(d) for d in _read(layout.d_train_path, lambda: _objects(layout.d_train_path))) if t is not None]
-    if not numbered:  # older layouts: generated tasks from the pool, their epoch from d_env
+    missing, warnings = _missing_epochs(run_dir, layout, rows_of, check, env_records)
+    if not numbered:  # older layouts, or every epoch file gone: generated tasks from the pool, their epoch from d_env
         first_epoch: dict[str, int] = {}
         for tid, epoch in sorted(env_records, key=lambda k: k[1]):
             first_epoch.setdefault(tid, epoch)
@@ -216,39 +241,252 @@ def load_run(run_dir: str | Path) -> RunCurriculum:
             if task.source != "seed" and task.id not in seen:
                 seen.add(task.id)
                 generated.append((first_epoch.get(task.id, 0), task))
+        missing, warnings = _without_epoch_files(run_dir, layout, env_records, generated, first_epoch)
     seeds = [t for t in d_train if t.source == "seed"]
     if not generated and not seeds:
         raise ExportError(f"{run_dir} holds no tasks yet (no epoch files in {layout.epochs_dir.name}/, no "
                           f"{layout.d_train_path.relative_to(layout.path).as_posix()}): run an epoch first")
-    return RunCurriculum(run_dir, config, generated, seeds, env_records, _missing_epochs(run_dir, layout, numbered))
+    for line in warnings:
+        log.warning("%s", line)
+    return RunCurriculum(run_dir, config, generated, seeds, env_records, missing, warnings)
 
 
-def _missing_epochs(run_dir: Path, layout: RunLayout, numbered: list[tuple[int, Path]]) -> list[str]:
-    """One line per completed epoch (an epoch record) whose epoch file is missing, unreadable or
-    holds fewer rows than the epoch's candidates: its generated tasks cannot all be exported
-    (`workbench run --resume` restores such a file from the last checkpoint's copy)."""
+# ----------------------------------------------------------------------------- checking the epoch files
+
+
+@dataclasses.dataclass
+class _FileCheck:
+    """What the checkpoints say of the live epoch files (`_check_epoch_files`)."""
+
+    verified: list[int] = dataclasses.field(default_factory=list)  # byte for byte the file its epoch wrote
+    unchecked: list[int] = dataclasses.field(default_factory=list)  # no checkpoint holds a copy of it
+    short: dict[int, str] = dataclasses.field(default_factory=dict)  # epoch -> line: fewer rows than the copy
+    differs: dict[int, str] = dataclasses.field(default_factory=dict)  # epoch -> line: other rows than the copy, same epoch
+    copied: set[int] = dataclasses.field(default_factory=set)  # epochs a checkpoint holds a copy of the file of
+
+
+def _sha256(path: Path) -> str | None:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _recorded_copies(layout: RunLayout) -> dict[int, list[tuple[str, Path, Path]]]:
+    """epoch -> (sha256, manifest, copy) of each copy of its epoch file that a complete checkpoint's
+    manifest records, newest checkpoint first. A manifest that cannot be read is passed over (the
+    checkpoint module reports damaged checkpoints when a run resumes)."""
+    found: dict[int, list[tuple[str, Path, Path]]] = {}
+    for number in reversed(layout.completed_checkpoint_epochs()):
+        saved = layout.checkpoint(number)
+        try:
+            manifest = json.loads(saved.manifest_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            continue
+        files = manifest.get("files") if isinstance(manifest, dict) else None
+        if not isinstance(files, dict):
+            continue
+        for epoch in range(1, number + 1):  # a checkpoint holds copies of the epoch files of epochs 1..N
+            copy = saved.epoch_copy(epoch)
+            entry = files.get(copy.relative_to(saved.path).as_posix())
+            if isinstance(entry, dict) and isinstance(entry.get("sha256"), str):
+                found.setdefault(epoch, []).append((entry["sha256"], saved.manifest_path, copy))
+    return found
+
+
+def _lines(path: Path) -> list[bytes]:
+    """The non-blank lines of a JSON Lines file, as bytes."""
+    with open(path, "rb") as fh:
+        return [line.rstrip(b"\r\n") for line in fh if line.strip()]
+
+
+def _all_faults(row: EpochFileRow) -> bool:
+    """Every attempt at the row's task was a contained plugin fault: the engine writes no D_env
+    record for such a task (it cannot be scored), so D_env does not say its epoch."""
+    attempts = row.attempts if isinstance(row.attempts, list) else []
+    return bool(attempts) and all(isinstance(a, dict) and isinstance(a.get("metrics"), dict)
+                                  and a["metrics"].get(PLUGIN_FAULT) == 1.0 for a in attempts)
+
+
+def _foreign_rows(rows: list[EpochFileRow], epoch: int, made_in: dict[str, set[int]]) -> tuple[int, dict[int, list[str]]]:
+    """(valid tasks of the file, {other epoch: ids}) for the valid rows whose task D_env records in
+    other epochs only: generations of another epoch's file."""
+    valid, foreign = 0, dict[int, list[str]]()
+    for row in rows:
+        task = _task(row.task) if row.valid else None
+        if task is None:
+            continue
+        valid += 1
+        epochs = made_in.get(task.id)
+        if epochs and epoch not in epochs and not _all_faults(row):
+            foreign.setdefault(min(epochs), []).append(task.id)
+    return valid, foreign
+
+
+def _ids(ids: list[str], shown: int = 3) -> str:
+    named = ", ".join(_short(i) for i in ids[:shown])
+    return named + (f" and {len(ids) - shown} more" if len(ids) > shown else "")
+
+
+def _check_epoch_files(run_dir: Path, layout: RunLayout, rows_of: dict[int, list[EpochFileRow]],
+                       env_records: dict[tuple[str, int], EnvRecord]) -> _FileCheck:
+    """Check each epoch file's content against D_env and the checkpoints' copies; raise
+    ExportError naming every file that holds another epoch's generations (and those rows)."""
+    made_in: dict[str, set[int]] = {}
+    for tid, epoch in env_records:
+        made_in.setdefault(tid, set()).add(epoch)
+    copies = _recorded_copies(layout)
+    check, refused = _FileCheck(copied=set(copies)), []
+    rel = lambda path: path.relative_to(run_dir).as_posix()  # noqa: E731
+    for epoch, rows in rows_of.items():
+        path = layout.epoch_path(epoch)
+        live = _sha256(path)
+        own = copies.get(epoch, [])
+        if live is not None and any(sha == live for sha, _, _ in own):
+            check.verified.append(epoch)
+            continue
+        valid, foreign = _foreign_rows(rows, epoch, made_in)
+        other = next(((e, manifest, copy) for e, entries in sorted(copies.items()) if e != epoch
+                      for sha, manifest, copy in entries if sha == live), None)
+        if foreign or other:
+            why = []
+            if other is not None:
+                why.append(f"it is byte for byte epoch {other[0]}'s file (the sha256 {rel(other[1])} records for "
+                           f"{rel(other[2])})")
+            if foreign:
+                count = sum(len(ids) for ids in foreign.values())
+                by_epoch = "; ".join(f"epoch {e}: {_ids(ids)}" for e, ids in sorted(foreign.items()))
+                why.append(f"{count} of its {valid} valid tasks were generated in other epochs by "
+                           f"{rel(layout.d_env_path)}, not in epoch {epoch} ({by_epoch})")
+            intact = _intact_copy(own)
+            fix = (f"`workbench run CONFIG --out {run_dir} --resume` restores it from {rel(intact)}" if intact is not None
+                   else f"put back the file epoch {epoch} wrote")
+            refused.append(f"{rel(path)} is not the file epoch {epoch} wrote: {'; '.join(why)}; {fix}, or move it out of "
+                           f"{rel(layout.epochs_dir)}/ (the export then reports epoch {epoch} missing)")
+            continue
+        if not own:
+            check.unchecked.append(epoch)
+            continue
+        intact = _intact_copy(own)
+        if intact is None:
+            check.differs[epoch] = (f"epoch {epoch}: {path} is not the file epoch {epoch} wrote (its sha256 is not the one "
+                                    f"{own[0][1]} records) and no intact copy is left to compare it with; its rows are "
+                                    "exported as they are")
+            continue
+        mine, saved = Counter(_lines(path)), Counter(_lines(intact))
+        extra = mine - saved
+        if extra:
+            check.differs[epoch] = (f"epoch {epoch}: {path} is not the file epoch {epoch} wrote: {sum(extra.values())} of its "
+                                    f"{sum(mine.values())} rows are not in {intact}, the checkpoint's copy of it; its rows are "
+                                    "exported as they are (`workbench run CONFIG --out RUN --resume` restores the copy)")
+        elif sum(mine.values()) < sum(saved.values()):
+            check.short[epoch] = (f"epoch {epoch}: {path} holds {sum(mine.values())} of the {_rows(sum(saved.values()))} "
+                                  f"epoch {epoch} wrote ({intact} holds them all)")
+        else:
+            check.verified.append(epoch)  # the same rows, written again
+    if refused:
+        raise ExportError(f"cannot export {run_dir}: " + " | ".join(refused))
+    return check
+
+
+def _intact_copy(entries: list[tuple[str, Path, Path]]) -> Path | None:
+    """The newest checkpoint copy whose content is what its manifest records."""
+    return next((copy for sha, _, copy in entries if _sha256(copy) == sha), None)
+
+
+def _epochs(epochs: list[int], verb: str = "") -> str:
+    """"epoch 2 is" / "epochs 1, 3 are" (`verb` "is" or "" for none)."""
+    many = len(epochs) > 1
+    text = ("epochs " if many else "epoch ") + ", ".join(str(e) for e in sorted(epochs))
+    return text + ({"is": " are" if many else " is"}.get(verb, ""))
+
+
+def _rows(count: int) -> str:
+    return f"{count} row" + ("" if count == 1 else "s")
+
+
+def _missing_epochs(run_dir: Path, layout: RunLayout, rows_of: dict[int, list[EpochFileRow]], check: _FileCheck,
+                    env_records: dict[tuple[str, int], EnvRecord]) -> tuple[list[str], list[str]]:
+    """(missing, warnings): one line per epoch whose epoch file is missing (an epoch that an epoch
+    record, D_env or a checkpoint's copy shows was written) or holds fewer rows than the epoch's
+    candidates, or than the checkpoint's copy of it (its generated tasks cannot all be exported:
+    `workbench run --resume` restores such a file from the last checkpoint's copy); and what could
+    not be checked, said exactly."""
+    warnings = list(check.differs.values())
+    problem = None
     try:
         records = read_epoch_records(run_dir)
-    except (OSError, ValueError):
-        return []
-    files = dict(numbered)
-    lines = []
+    except (OSError, ValueError) as exc:
+        records, problem = [], f"cannot be read ({exc})"
+    if problem is None and not layout.metrics_path.exists():
+        problem = "is missing"
+    elif problem is None and not records:
+        problem = "holds no epoch record"
+    lines: dict[int, str] = {}
     for record in records:
         epoch, candidates = record.epoch, record.candidates
         if not isinstance(epoch, int):
             continue
-        path = files.get(epoch)
-        if path is None:
-            lines.append(f"epoch {epoch}: {layout.epoch_path(epoch)} is missing")
+        if epoch not in rows_of:
+            lines[epoch] = f"epoch {epoch}: {layout.epoch_path(epoch)} is missing"
             continue
-        try:
-            rows = len(read_epoch_rows(run_dir, epoch))
-        except (OSError, ValueError) as exc:
-            lines.append(f"epoch {epoch}: {path} cannot be read ({exc})")
-            continue
+        rows = len(rows_of[epoch])
         if isinstance(candidates, int) and rows < candidates:
-            lines.append(f"epoch {epoch}: {path} holds {rows} of the epoch's {candidates} generations")
-    return lines
+            lines[epoch] = f"epoch {epoch}: {layout.epoch_path(epoch)} holds {rows} of the epoch's {candidates} generations"
+    for epoch, line in check.short.items():
+        lines.setdefault(epoch, line)
+    for epoch in sorted(check.copied | {epoch for _, epoch in env_records}):  # written once, so missing now
+        if epoch not in rows_of:
+            lines.setdefault(epoch, f"epoch {epoch}: {layout.epoch_path(epoch)} is missing")
+    if problem is not None and rows_of:
+        read = ", ".join(f"{layout.epoch_path(e).name} ({_rows(len(rows))})" for e, rows in rows_of.items())
+        checked = (f"{_epochs(check.verified, 'is')} the file{'s' if len(check.verified) > 1 else ''} "
+                   f"{'those epochs' if len(check.verified) > 1 else 'it'} wrote (the checkpoint copies' sha256)"
+                   if check.verified else "")
+        unchecked = f"no checkpoint holds a copy of {_epochs(check.unchecked)} to check against" if check.unchecked else ""
+        short = f"{_epochs(list(check.short), 'is')} short (below)" if check.short else ""
+        warnings.insert(0, f"{layout.metrics_path} {problem}, so the epoch files' row counts cannot be checked against the "
+                           f"generations each epoch recorded; read {read}"
+                        + "".join(f"; {part}" for part in (checked, short, unchecked) if part))
+    return [lines[e] for e in sorted(lines)], warnings
+
+
+def _without_epoch_files(run_dir: Path, layout: RunLayout, env_records: dict[tuple[str, int], EnvRecord],
+                         generated: list[tuple[int, Task]], first_epoch: dict[str, int]) -> tuple[list[str], list[str]]:
+    """(missing, warnings) of a run folder without any epoch file, whose generated tasks were read
+    from D_train (the valid distinct tasks that went into training) with their epoch from D_env:
+    the files the run's records name, and per epoch the valid tasks D_env records that no file
+    left holds (beyond `pool.max_new_per_epoch`, say)."""
+    try:
+        recorded = {r.epoch for r in read_epoch_records(run_dir) if isinstance(r.epoch, int)}
+    except (OSError, ValueError):
+        recorded = set()
+    epochs = sorted(recorded | {epoch for _, epoch in env_records})
+    if not epochs:
+        return [], []
+    rel = lambda path: path.relative_to(run_dir).as_posix()  # noqa: E731
+    exported = {task.id for _, task in generated}
+    lost: dict[int, list[str]] = {}
+    for (tid, epoch), record in env_records.items():
+        if tid not in exported and not record.duplicate_of and first_epoch.get(tid) == epoch:
+            lost.setdefault(epoch, []).append(tid)
+    names = ", ".join(layout.epoch_path(e).name for e in epochs)
+    unknown = sum(1 for epoch, _ in generated if epoch == 0)
+    warning = (f"no epoch file is left in {rel(layout.epochs_dir)}/ ({names} are missing): the {len(generated)} generated "
+               f"tasks were read from {rel(layout.d_train_path)} instead (the valid distinct tasks that went into training), "
+               f"each with the epoch of its first record in {rel(layout.d_env_path)}")
+    if unknown:
+        warning += f"; {unknown} of them have no record there and are exported with epoch 0"
+    missing = []
+    for epoch in sorted(lost):
+        ids = sorted(lost[epoch])
+        tasks = f"{len(ids)} of its valid tasks {'is' if len(ids) == 1 else 'are'}"
+        missing.append(f"epoch {epoch}: {layout.epoch_path(epoch)} is missing, and {tasks} in no other file ({_ids(ids, 5)})")
+    return missing, [warning]
 
 
 def _plugin(domain_name: str, registry: Any = None) -> Any:
@@ -425,6 +663,8 @@ def export_run(
                "domain": domain.name, "plugin_version": domain.info.version}
     if run.missing:  # said, not silent: the export lacks these epochs' tasks
         summary["missing_epochs"] = run.missing
+    if run.warnings:  # what the export could not check, or read from elsewhere (also logged by load_run)
+        summary["warnings"] = run.warnings
     return summary
 
 

@@ -62,6 +62,17 @@ def _answer_type(possible: list) -> type | None:
     return None
 
 
+def _text(value: Any, quote: bool = True, limit: int = 200) -> str:
+    """`repr(value)` (`str` with `quote` False) for a message, cut to `limit` characters; an
+    int of more digits than Python prints (`sys.get_int_max_str_digits()`), anywhere inside
+    the value, makes str() and repr() raise ValueError, so it is described instead."""
+    try:
+        text = repr(value) if quote else str(value)
+    except ValueError:
+        text = f"<a {type(value).__name__} holding an integer too long to print>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 # --- Values -------------------------------------------------------------------------------
 
 
@@ -205,9 +216,10 @@ def simple_function_check(description: dict | None, call: dict, answer: dict, la
             return False, "simple_function_checker:unexpected_param", f"Unexpected parameter: {param!r}."
         try:
             result = check_param(param, value, possible[param], details[param], language)
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError, ConversionUnsupported) as exc:
-            # the official checker raises here (unknown type, malformed answer): count it wrong
-            result = False, "checker_error", f"checking {param!r} raised {type(exc).__name__}: {exc}"
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, ArithmeticError, ConversionUnsupported) as exc:
+            # the official checker raises here (unknown type, malformed answer; an int too large for
+            # float() or to print, e.g. a 5,000-digit hexadecimal literal): count it wrong
+            result = False, "checker_error", f"checking {_text(param)} raised {type(exc).__name__}: {_text(exc, quote=False)}"
         if not result[0]:
             return result
     for param, allowed in possible.items():

@@ -27,6 +27,7 @@ import io
 import json
 import keyword
 import re
+import sys
 import tokenize
 from typing import Any, Callable
 
@@ -132,12 +133,20 @@ def tool_call_blocks(text: str) -> list[str]:
 
 
 
+def _json_refusal(exc: ValueError) -> str:
+    """Why json.loads refused a text: its own message, or, for an integer of more digits than
+    Python converts (`sys.get_int_max_str_digits()`, a plain ValueError), one that says so."""
+    if isinstance(exc, json.JSONDecodeError) or "digits" not in str(exc):
+        return str(exc)
+    return f"it holds an integer of more than {sys.get_int_max_str_digits()} digits"
+
+
 def parse_json_calls(text: str) -> Calls:
     """Decode JSON tool calls (one object or a list of them)."""
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise ParseError(f"not valid JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # ValueError: JSONDecodeError, or an integer too long to convert
+        raise ParseError(f"not valid JSON: {_json_refusal(exc) if isinstance(exc, ValueError) else exc}") from None
     items = data if isinstance(data, list) else [data]
     return [_json_call(item) for item in items]
 
@@ -154,8 +163,9 @@ def _json_call(item: Any) -> dict[str, dict[str, Any]]:
     if isinstance(args, str):
         try:
             args = json.loads(args)
-        except (json.JSONDecodeError, RecursionError):
-            raise ParseError("tool-call arguments are a string that is not JSON", call_like=True) from None
+        except (ValueError, RecursionError) as exc:  # ValueError: JSONDecodeError, or an integer too long to convert
+            why = _json_refusal(exc) if isinstance(exc, ValueError) and not isinstance(exc, json.JSONDecodeError) else ""
+            raise ParseError("tool-call arguments are a string that is not JSON" + (f" ({why})" if why else ""), call_like=True) from None
     if args is None:
         args = {}
     if not isinstance(name, str) or not name or not isinstance(args, dict):

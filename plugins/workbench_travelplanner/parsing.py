@@ -28,6 +28,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import sys
 from typing import Any
 
 from workbench import ReplyJSONError, max_bracket_depth, reply_json
@@ -57,6 +58,7 @@ _FIELD_EDGE = ">*_-\u2022"  # bullets and emphasis before a field name
 _TRAIL = "*_"  # emphasis after a name or value
 _OPENERS = {"[": "]", "{": "}"}
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_DIGITS = re.compile("[0-9]+")
 
 
 class PlanParseError(ValueError):
@@ -153,7 +155,7 @@ def load_structure(span: str) -> Any:
         return None
     try:
         return json.loads(span)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # ValueError: JSONDecodeError, or an integer too long to convert
         pass
     try:
         return ast.literal_eval(span)
@@ -274,7 +276,16 @@ def parse_plan(text: Any) -> list[dict[str, Any]]:
     plan = parse_text_plan(text)
     if plan is not None:
         return _checked(plan)
+    longest = _longest_number(text)
+    if longest > sys.get_int_max_str_digits() > 0:  # json.loads and ast.literal_eval refuse such an integer
+        raise PlanParseError(f"no plan found: the output holds a number of {longest} digits, and Python reads integers of at most "
+                             f"{sys.get_int_max_str_digits()} digits")
     raise PlanParseError("no plan found: expected a JSON list of day objects or 'Day 1:' blocks")
+
+
+def _longest_number(text: str) -> int:
+    """The length of the longest run of ASCII digits in `text` (one linear pass)."""
+    return max((m.end() - m.start() for m in _DIGITS.finditer(text)), default=0)
 
 
 def parse_json_object(text: Any, limit: int) -> dict[str, Any]:

@@ -18,7 +18,11 @@ TRL 1.16 calls each reward function as `f(prompts=..., completions=..., completi
 plus `trainer_state`, `log_extra` and `log_metric`; a function returns one float per
 completion, or None where it does not apply. `reward_function` rebuilds each row's task from
 its columns and returns the plugin's reward (`Domain.score`, fault-contained: a plugin that
-raises scores 0, counted). A row of another domain gets None, so it mixes with other reward
+raises scores 0, counted). A row whose task cannot be rebuilt (a column missing, a `spec` or
+`meta` that Python's JSON reader refuses: not JSON, an integer of more than 4,300 digits,
+nesting past the recursion limit) raises IntegrationError naming the task, its row in the batch
+and the column, as veRL's `compute_score` does: the dataset is wrong, and a reward of 0 would
+train the agent on a task nobody can score. A row of another domain gets None, so it mixes with other reward
 functions on a multi-task dataset. The success rate of the batch is logged through
 `log_metric` as `genenv/<domain>/success`.
 
@@ -79,7 +83,7 @@ class PluginReward:
             if domain is None:
                 rewards.append(None)
                 continue
-            score = domain.score(self._task(row), completion_text(completion))
+            score = domain.score(self._task(row, f"row {i} of the batch"), completion_text(completion))
             rewards.append(score.reward)
             if not is_plugin_fault(score):
                 successes.append(score.success)
@@ -98,18 +102,21 @@ class PluginReward:
                                    "domain reads each row's domain from it; name the domain, reward_function('arithmetic')")
         return domain_named(name, self._registry)
 
-    def _task(self, row: dict[str, Any]) -> Task:
+    def _task(self, row: dict[str, Any], where: str) -> Task:
+        """The row's task (`where`: the row's place, for the IntegrationError of a row whose task
+        cannot be rebuilt), parsed once for the completions of the same task."""
         info, model = row.get("extra_info"), row.get("reward_model")
-        key = (row.get("id"), row.get("spec"), row.get("task_prompt", row.get("prompt")),
-               info.get("task_id") if isinstance(info, dict) else None, model.get("ground_truth") if isinstance(model, dict) else None)
+        key = (row.get("id"), row.get("spec"), row.get("meta"), row.get("task_prompt", row.get("prompt")),
+               *((info.get("task_id"), info.get("meta")) if isinstance(info, dict) else (None, None)),
+               model.get("ground_truth") if isinstance(model, dict) else None)
         try:
             task = self._tasks.get(key)
         except TypeError:  # an unhashable spec (a dict from a dataset that kept it nested)
-            return task_of(row)
+            return task_of(row, where)
         if task is None:
             if len(self._tasks) >= _TASK_CACHE:
                 self._tasks.clear()
-            task = self._tasks[key] = task_of(row)
+            task = self._tasks[key] = task_of(row, where)
         return task
 
 
