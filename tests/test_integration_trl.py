@@ -150,26 +150,37 @@ def test_clear_errors(exports, run_dir, tmp_path):
         trl_dataset(tmp_path / "other.jsonl")
 
 
-def test_a_plain_grpo_trainer_trains_on_the_exported_curriculum(exports, tiny_models, domain, tmp_path, monkeypatch):
-    """The docs/ecosystem.md snippet, on the tiny agent: the trl export loaded by `datasets` alone,
-    and every reward TRL used is the plugin's."""
+def _in_docs_folder(folder, monkeypatch, tiny_models, run_dir=None):
+    """`folder` as the working directory of the docs' snippets: `path/to/agent` is the tiny agent
+    and `runs/tracked` the tiny run, so the snippets run with their own paths."""
+    monkeypatch.chdir(folder)
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
-    agent, _ = tiny_models
-    curriculum = str(exports["trl"])  # `workbench export RUN --format trl --out curriculum.jsonl --include-seeds`
-    # --- the snippet (docs/ecosystem.md, "TRL") ---
-    from datasets import load_dataset
-    from trl import GRPOConfig, GRPOTrainer
+    (folder / "path" / "to").mkdir(parents=True)
+    (folder / "path" / "to" / "agent").symlink_to(tiny_models[0], target_is_directory=True)
+    if run_dir is not None:
+        (folder / "runs").mkdir()
+        (folder / "runs" / "tracked").symlink_to(run_dir, target_is_directory=True)
 
-    from workbench.integrations.trl import reward_function
 
-    trainer = GRPOTrainer(
-        model=str(agent),
-        reward_funcs=reward_function("arithmetic"),
-        train_dataset=load_dataset("json", data_files=curriculum, split="train"),
-        args=GRPOConfig(output_dir=str(tmp_path / "grpo"), num_generations=4, per_device_train_batch_size=8,
-                        max_completion_length=12, max_steps=2, logging_steps=1, use_cpu=True, report_to=[], save_strategy="no"),
-    )
-    # --- end of the snippet ---
+def test_a_plain_grpo_trainer_trains_on_the_exported_curriculum(run_dir, tiny_models, domain, tmp_path, monkeypatch):
+    """The docs/ecosystem.md snippets, exactly as the page shows them, on the tiny agent and run:
+    its `workbench export` command, then its script (TRL's defaults, the bf16 line as written)
+    training on the export loaded by `datasets` alone; every reward TRL used is the plugin's."""
+    import shlex
+
+    from doc_snippets import bash_lines, python_block, run_python, split_at
+
+    from workbench.cli import main
+
+    heading = "TRL: a plugin's reward on an exported curriculum"
+    _in_docs_folder(tmp_path, monkeypatch, tiny_models, run_dir)
+    (command,) = bash_lines("ecosystem.md", heading)
+    argv = shlex.split(command)
+    assert argv[0] == "workbench" and main(argv[1:]) == 0
+    setup, training = split_at(python_block("ecosystem.md", heading), "trainer.train()")
+    snippet = run_python(setup, {}, "docs/ecosystem.md")
+    trainer = snippet["trainer"]
+    assert not trainer.args.bf16 and trainer.args.device.type == "cpu"  # what the snippet's bf16 line gives a CPU machine
     seen = []
     scorer = trainer.reward_funcs[0]
 
@@ -180,8 +191,8 @@ def test_a_plain_grpo_trainer_trains_on_the_exported_curriculum(exports, tiny_mo
 
     trainer.reward_funcs[0] = recording
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
-    trainer.train()
-    assert trainer.state.global_step == 2 and seen
+    run_python(training, snippet, "docs/ecosystem.md")  # trainer.train()
+    assert trainer.state.global_step == trainer.state.max_steps > 0 and seen
     from workbench.integrations import task_from_row
     from workbench.integrations.trl import completion_text
 
@@ -190,8 +201,8 @@ def test_a_plain_grpo_trainer_trains_on_the_exported_curriculum(exports, tiny_mo
             row = {"id": kwargs["id"][i], "domain": kwargs["domain"][i], "prompt": kwargs["task_prompt"][i], "spec": kwargs["spec"][i],
                    "system": kwargs["system"][i], "meta": kwargs["meta"][i]}
             assert got == domain.score(task_from_row(row), completion_text(completion)).reward
-    logs = [h for h in trainer.state.log_history if "rewards/genenv_arithmetic/mean" in h]
-    assert len(logs) == 2 and all("genenv/arithmetic/success" in h for h in logs)
+    logs = [h for h in trainer.state.log_history if "rewards/genenv_arithmetic/mean" in h and "train_runtime" not in h]
+    assert len(logs) == trainer.state.global_step // trainer.args.logging_steps and all("genenv/arithmetic/success" in h for h in logs)
     changed = any(not p.detach().equal(before[n]) for n, p in trainer.model.named_parameters())
     assert changed or all(h["reward_std"] == 0 for h in logs)  # an all-equal group has no advantage, so no update
 
@@ -235,21 +246,18 @@ def test_curriculum_coevolves_inside_a_plain_grpo_trainer(tiny_models, domain, t
     import math
 
     import torch
+    import yaml
+    from doc_snippets import python_block, run_python, split_at
 
-    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
-    agent, env = tiny_models
+    _in_docs_folder(tmp_path, monkeypatch, tiny_models)
     config = _curriculum_config(tiny_models)
-    # --- the snippet (docs/ecosystem.md, "TRL: co-evolution in your own script") ---
-    from trl import GRPOConfig, GRPOTrainer
-
-    from workbench.integrations.trl import GenEnvCurriculum
-
-    genenv = GenEnvCurriculum(config, output_dir=tmp_path / "env")  # a workbench RunConfig or its YAML path
-    args = GRPOConfig(output_dir=str(tmp_path / "grpo"), num_generations=4, per_device_train_batch_size=16, max_completion_length=8,
-                      num_train_epochs=2, use_cpu=True, report_to=[], save_strategy="no")
-    trainer = GRPOTrainer(model=str(agent), args=args, reward_funcs=genenv.reward, train_dataset=genenv.dataset(args),
-                          callbacks=[genenv])
-    # --- end of the snippet ---
+    without_agent = {k: v for k, v in config.to_dict().items() if k != "agent"}  # the agent is the trainer's
+    (tmp_path / "genenv.yaml").write_text(yaml.safe_dump(without_agent, sort_keys=False))
+    # the docs/ecosystem.md snippet as the page shows it, run in two parts around its trainer.train()
+    setup, training = split_at(python_block("ecosystem.md", "TRL: co-evolution in your own script"), "trainer.train()")
+    snippet = run_python(setup, {}, "docs/ecosystem.md")
+    genenv, args, trainer = snippet["genenv"], snippet["args"], snippet["trainer"]
+    assert not args.bf16 and args.device.type == "cpu"  # what the snippet's bf16 line gives a CPU machine
     calls = []
     scorer = trainer.reward_funcs[0]
 
@@ -262,7 +270,7 @@ def test_curriculum_coevolves_inside_a_plain_grpo_trainer(tiny_models, domain, t
 
     trainer.reward_funcs[0] = recording
     env_before = {n: p.detach().clone() for n, p in genenv.env_updater.model.named_parameters()}
-    trainer.train()
+    run_python(training, snippet, "docs/ecosystem.md")  # trainer.train(), then genenv.epochs and genenv.d_env
 
     rows = len(trainer.train_dataset)
     assert len(genenv.epochs) == 2 and trainer.state.global_step == 2 * rows * 4 // 16
@@ -291,6 +299,40 @@ def test_curriculum_coevolves_inside_a_plain_grpo_trainer(tiny_models, domain, t
     assert updates and all(u["steps"] > 0 for u in updates)  # genenv mode: the environment trained toward the band
     assert any(not p.detach().equal(env_before[n]) for n, p in genenv.env_updater.model.named_parameters())
     assert torch.isfinite(torch.tensor([e.r_env_mean for e in genenv.epochs])).all()
+    check_curriculum_run_folder(genenv, tmp_path / "genenv-run", "path/to/agent")  # the snippet's output_dir and model
+
+
+def check_curriculum_run_folder(genenv, folder, agent_path):
+    """What a user's trainer script keeps: a run folder that `workbench run`'s readers read, with
+    the same numbers as the curriculum's in-memory records and the trained environment model."""
+    from safetensors.torch import load_file
+
+    from workbench.engine.checkpoint import latest_checkpoint, verify_checkpoint
+    from workbench.export import export_run
+    from workbench.records import read_epoch_records
+    from workbench.reports.summary import summary_markdown
+    from workbench.run_layout import RunLayout, read_config
+
+    layout = RunLayout(folder)
+    config = read_config(layout.config_path)
+    assert config.agent.model.name_or_path == str(agent_path) and config.agent.num_generations == 4
+    metrics = read_epoch_records(folder)
+    assert [m.epoch for m in metrics] == [e.epoch for e in genenv.epochs]
+    for m, e in zip(metrics, genenv.epochs):  # one epoch close: the same p_hat and band as the in-memory view
+        assert m.p_hat == pytest.approx([round(e.generated_p_hat[t], 4) for t in e.generated_p_hat])
+        assert m.frac_in_band == pytest.approx(e.frac_in_band) and m.candidates == e.candidates
+        assert m.time["epoch"] > 0 and m.time["checkpoint"] >= 0
+    rows = [r for _, path in layout.epoch_files() for r in read_jsonl(path)]
+    assert sum(len(r["attempts"]) for r in rows) > 0 and list(read_jsonl(layout.d_env_path)) == genenv.d_env
+    checkpoint = latest_checkpoint(folder)
+    assert checkpoint is not None and checkpoint.name == f"epoch_{len(genenv.epochs):04d}"
+    verify_checkpoint(checkpoint)
+    saved = load_file(str(checkpoint / "env" / "model.safetensors"))
+    live = genenv.env_updater.model.state_dict()
+    assert saved and all(live[k].equal(v) for k, v in saved.items())  # the trained environment, not the initial one
+    assert layout.report_path.read_text(encoding="utf-8") == summary_markdown(folder)  # report.md, up to the last epoch
+    summary = export_run(folder, folder.parent / "export.jsonl")
+    assert summary["rows"] > 0
 
 
 def test_curriculum_in_random_mode_never_trains_the_environment(tiny_models, tmp_path, monkeypatch):
@@ -311,3 +353,62 @@ def test_curriculum_in_random_mode_never_trains_the_environment(tiny_models, tmp
     assert record.env_update is None and record.frac_in_band is not None  # in-band tasks, yet no update
     assert all(p.detach().equal(before[n]) for n, p in genenv.env_updater.model.named_parameters())
     assert len(record.p_hat) == record.rows == len(trainer.train_dataset)
+
+
+def test_curriculum_config_needs_no_agent_model(tiny_models, tmp_path):
+    """The agent is the trainer's: a config file without an `agent` section is accepted, and the
+    run folder's config names the model the trainer was given (checked in the test above)."""
+    import yaml
+
+    from workbench.integrations.trl import GenEnvCurriculum
+
+    data = _curriculum_config(tiny_models).to_dict()
+    del data["agent"]
+    path = tmp_path / "genenv.yaml"
+    path.write_text(yaml.safe_dump(data))
+    genenv = GenEnvCurriculum(path, output_dir=tmp_path / "run")
+    assert genenv.config.env.model.name_or_path == str(tiny_models[1])
+    assert not (tmp_path / "run" / "config.yaml").exists(), "nothing is written before training starts"
+
+
+@pytest.mark.slow
+def test_curriculum_resumes_from_an_epoch_end_checkpoint_as_if_never_stopped(tiny_models, tmp_path, monkeypatch):
+    """A user's trainer stopped after epoch 1 (TRL's checkpoint at the epoch's end) and resumed in a
+    new process-like start (new trainer, new curriculum, same folders) writes the same epoch 2 as a
+    run never stopped: the environment's tasks, the attempts' scores and the records."""
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from workbench.integrations.trl import GenEnvCurriculum, IntegrationError
+    from workbench.run_layout import RunLayout
+
+    class StopAfterFirstEpoch(TrainerCallback):
+        def on_epoch_end(self, args, state, control, **kwargs):
+            control.should_training_stop = True
+
+    def train(name, stop=False, resume=False):
+        genenv = GenEnvCurriculum(_curriculum_config(tiny_models), output_dir=tmp_path / name / "genenv")
+        args = GRPOConfig(output_dir=str(tmp_path / name / "grpo"), num_generations=4, per_device_train_batch_size=16,
+                          max_completion_length=8, num_train_epochs=2, use_cpu=True, report_to=[], save_strategy="epoch", seed=0)
+        callbacks = [StopAfterFirstEpoch(), genenv] if stop else [genenv]
+        trainer = GRPOTrainer(model=str(tiny_models[0]), args=args, reward_funcs=genenv.reward, train_dataset=genenv.dataset(args),
+                              callbacks=callbacks)
+        trainer.train(resume_from_checkpoint=resume or None)
+        return genenv
+
+    whole = train("whole")
+    train("stopped", stop=True)
+    with pytest.raises(IntegrationError, match="already holds a GenEnv run"):
+        train("stopped")  # a fresh start over a kept run is refused, not overwritten
+    resumed = train("stopped", resume=True)
+    assert [m["epoch"] for m in resumed.metrics] == [1, 2]
+
+    def epoch_file(name, epoch):
+        return [(r["env_text"], [a["reward"] for a in r["attempts"]]) for r in
+                read_jsonl(RunLayout(tmp_path / name / "genenv").epoch_path(epoch))]
+
+    assert epoch_file("stopped", 1) == epoch_file("whole", 1)
+    assert epoch_file("stopped", 2) == epoch_file("whole", 2), "epoch 2 differs after the resume"
+    keys = ("p_hat", "frac_in_band", "r_env_mean", "candidates", "valid")
+    assert [{k: m[k] for k in keys} for m in resumed.metrics] == [{k: m[k] for k in keys} for m in whole.metrics]

@@ -41,7 +41,6 @@ from typing import Any, Callable
 
 import torch
 
-from workbench import curriculum, records
 from workbench.config import RunConfig
 from workbench.contract.containment import is_plugin_fault
 from workbench.contract.domain import Domain
@@ -53,14 +52,13 @@ from workbench.engine.agent import AgentEpochResult
 from workbench.engine.candidates import Candidate, CandidateWriter, cap_new_tasks, redraw_summary
 from workbench.engine.checkpointing import Checkpoints
 from workbench.engine.context_checks import check_seed_contexts
+from workbench.engine.epoch_close import close_epoch, rwr_examples
 from workbench.engine.events import Event, RunEvents, seal_times
-from workbench.engine.generation import chat_prompt, require_generation_backends
-from workbench.engine.invariants import check_epoch
+from workbench.engine.generation import require_generation_backends
 from workbench.engine.mixture import tasks_per_generation_batch, training_mixture
 from workbench.engine.model_pair import ModelPair, cold_started
 from workbench.engine.run_error import RunError
 from workbench.engine.run_folder import RunFolder, RunState
-from workbench.engine.rwr import RWRExample
 from workbench.engine.task_sources import TASK_SOURCES, select_seeds
 from workbench.engine.threads import apply_threads
 from workbench.modes import MODES, get_mode
@@ -187,15 +185,10 @@ class CoEvolution:
             result = self.agent.train_epoch(train_tasks, self.domain.agent_messages)
         self.last_attempts = result.attempts
         self._debug_shards(epoch, result)
-        # 4. p_hat per task from the rollouts, checked against the mixture
-        successes = {tid: [a.score.success for a in atts] for tid, atts in result.attempts.items()}
-        p_hat_task = curriculum.p_hat_per_task(successes) if successes else {}
-        check_epoch(epoch, new_tasks, train_tasks, successes, cfg.agent.num_generations, p_hat_task)
-        # 5. R_env, the band and the RWR weights of the scored generated tasks
-        faulty = {tid for tid, atts in result.attempts.items() if atts and all(is_plugin_fault(a.score) for a in atts)}
-        scored = [c for c in candidates if c.valid and c.task.id not in faulty]  # type: ignore[union-attr]
-        kinds = {t.id: self.novelty.classify(t) for t in (c.task for c in scored) if t is not None}  # read-only; observed below
-        env_records = records.env_records(epoch, scored, p_hat_task, successes, cfg.curriculum, kinds)
+        # 4-5. p_hat per task from the rollouts (checked against the mixture); R_env, the band and
+        # the RWR weights of the scored generated tasks (workbench.engine.epoch_close, shared with TRL)
+        closed = close_epoch(epoch, cfg, candidates, new_tasks, train_tasks, result.attempts, cfg.agent.num_generations, self.novelty)
+        p_hat_task, env_records, scored_new = closed.p_hat, closed.env_records, closed.scored_new
         env_result = None
         with self.events.phase("env_update"):  # 6. genenv: the environment update by RWR
             if self.mode.trains_env:
@@ -206,7 +199,6 @@ class CoEvolution:
         known = {h.id for h in self.history}
         self.history += [t for t in new_tasks if t.id not in known]
         self.d_env += env_records
-        scored_new = [t for t in new_tasks if t.id not in faulty]
         no_valid = not any(c.valid for c in candidates) and self.mode.generates_each_epoch
         self._epochs_without_valid = self._epochs_without_valid + 1 if no_valid else 0
         rungs = {t.id: self.domain.difficulty(t) for t in new_tasks} if self.domain.declares_difficulty else None  # faults: before take_faults
@@ -228,18 +220,10 @@ class CoEvolution:
 
     def _update_env(self, epoch: int, new_records: list[dict[str, Any]]) -> Any:
         """RWR on the in-band records of the last `env.replay_epochs` epochs, weighted exp(lambda R_env)."""
-        cfg = self.config
-        first_epoch = epoch - cfg.env.replay_epochs + 1
-
-        def factor(r: dict[str, Any]) -> float:  # curriculum.copy_weight for a copy (0: left out of RWR), else 1
-            return curriculum.copy_factor(r.get("novelty"), cfg.curriculum.copy_weight)
-
-        pool = [r for r in self.d_env + new_records if r["in_band"] and r["epoch"] >= first_epoch and factor(r) > 0]
-        if not pool:
+        examples = rwr_examples(self.config, epoch, self.d_env, new_records, self.env_tokenizer)
+        if not examples:
             self.events.progress("env_update", 0, 0, "step", "env_update: no in-band tasks, nothing to train on")
             return None
-        weights = curriculum.rwr_weights([r["r_env"] for r in pool], cfg.curriculum.rwr_lambda, [factor(r) for r in pool])
-        examples = [RWRExample(chat_prompt(self.env_tokenizer, r["context"]), r["text"], w * len(pool)) for r, w in zip(pool, weights)]
         result = self.env_updater.update(examples)
         self.models.sync_env_generator()
         return result

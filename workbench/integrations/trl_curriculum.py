@@ -3,15 +3,15 @@ plain `GRPOTrainer`, p_hat is recorded per task, and the environment is trained 
 band, through TRL's own seams: a dataset, a reward function and a trainer callback.
 
     from trl import GRPOConfig, GRPOTrainer
-    from workbench.config import load_config
     from workbench.integrations.trl import GenEnvCurriculum
 
-    genenv = GenEnvCurriculum(load_config("genenv.yaml"))  # domain, env model, curriculum, pool
+    genenv = GenEnvCurriculum("genenv.yaml", output_dir="genenv-run")  # domain, env model, curriculum, pool
     args = GRPOConfig(output_dir="out", num_generations=8, num_train_epochs=10)
     trainer = GRPOTrainer(model="my-agent", args=args, reward_funcs=genenv.reward,
                           train_dataset=genenv.dataset(args), callbacks=[genenv])
     trainer.train()
     genenv.epochs  # one record per epoch: p_hat per task, in-band share, the environment update
+    # and the run folder genenv-run/: `workbench report genenv-run`, `workbench export genenv-run`
 
 One TRL epoch is one co-evolution epoch. `dataset(args)` is a fixed number of rows (the
 epoch's new tasks plus sampled seeds and history, padded as `workbench run` pads them, to whole
@@ -29,10 +29,24 @@ calls (`supports_tool_calling`), its `reset(**row)` can only append text to the 
 `get_reward()` takes no argument, so it never sees a single-turn completion; it is made for
 tool-calling episodes, not for a task answered in one reply.
 
+The run is kept in `output_dir` as a workbench run folder (`workbench.run_layout`): config.yaml
+(the config with the trainer's agent and GRPO settings written in), and after every epoch the
+epoch file, the pools, metrics.jsonl, report.md and a checkpoint of the environment model with the
+curriculum's state, so `workbench report`, `workbench export` and the dashboard read it like any
+run. The epoch close (p_hat, R_env, the band, the RWR examples) is `workbench.engine.epoch_close`,
+the one `workbench run` uses. A trainer resumed from a checkpoint TRL wrote at an epoch's end
+(`save_strategy="epoch"`, `trainer.train(resume_from_checkpoint=...)`) resumes the curriculum
+from its own checkpoint of that epoch: the environment model, its optimizer, the pools, the
+records and the curriculum's random state. A TRL checkpoint inside an epoch is refused at the
+start (that epoch's attempts so far are not in it).
+
+The config needs no agent model: the agent is the trainer's. A config file without
+`agent.model.name_or_path` is accepted here, and the run folder's config.yaml names the
+trainer's model.
+
 Not covered (use `workbench run` for these): several processes (the attempts would have to be
-gathered across ranks), resuming (the epoch's tasks are not in TRL's checkpoint), a `max_steps`
-that ends inside an epoch, the cold start, `static`/`teacher`/`seeds` modes, and the run
-folder (pools, epoch files, checkpoints).
+gathered across ranks), a `max_steps` that ends inside an epoch, resuming from a TRL checkpoint
+inside an epoch, the cold start, and `static`/`teacher`/`seeds` modes.
 """
 
 from __future__ import annotations
@@ -40,6 +54,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
@@ -47,19 +62,25 @@ from typing import Any, Sequence
 import torch
 from transformers import TrainerCallback
 
-from workbench import curriculum, records
-from workbench.config import RunConfig, load_config
+from workbench.config import ConfigError, RunConfig, from_dict, read_yaml_mapping
 from workbench.contract.containment import is_plugin_fault
 from workbench.contract.registry import Registry
 from workbench.contract.tasks import AgentStats, Task
-from workbench.engine.candidates import Candidate, CandidateWriter, cap_new_tasks
-from workbench.engine.generation import chat_prompt, make_generator
-from workbench.engine.invariants import check_epoch
+from workbench.engine.agent import AgentEpochResult, Attempt
+from workbench.engine.candidates import Candidate, CandidateWriter, cap_new_tasks, redraw_summary
+from workbench.engine.checkpoint import CheckpointError, checkpoint_dir, verify_checkpoint
+from workbench.engine.epoch_close import close_epoch, rwr_examples
+from workbench.engine.events import seal_times
+from workbench.engine.generation import make_generator
 from workbench.engine.mixture import training_mixture
+from workbench.engine.model_pair import load_trainable
 from workbench.engine.models import load_model, load_tokenizer, resolve_device, uses_bf16_autocast
-from workbench.engine.rwr import RWRExample, RWRSettings, RWRUpdater
+from workbench.engine.run_folder import RunFolder, RunState
+from workbench.engine.rwr import RWRSettings, RWRUpdater
 from workbench.integrations._rows import IntegrationError, completion_text, domain_named
 from workbench.novelty import NoveltyTracker
+from workbench.records import build_epoch_record
+from workbench.reports.summary import write_summary
 
 MODES = ("genenv", "random")  # the modes whose environment writes every epoch's tasks
 
@@ -85,10 +106,11 @@ class GenEnvCurriculum(TrainerCallback):
     """Co-evolution for a plain `GRPOTrainer` (see the module doc): `dataset(args)`, `reward`
     and the callback itself. `config` is a workbench RunConfig or the path of its YAML: its
     domain, domain_options, mode, seed, env, curriculum and pool sections are used; the agent is
-    the trainer's, with the trainer's `GRPOConfig`."""
+    the trainer's, with the trainer's `GRPOConfig` (a config file may leave `agent` out).
+    `output_dir` is the run folder the curriculum keeps (module doc)."""
 
-    def __init__(self, config: RunConfig | str | Path, registry: Registry | None = None, output_dir: str | Path | None = None):
-        self.config = config if isinstance(config, RunConfig) else load_config(config)
+    def __init__(self, config: RunConfig | str | Path, registry: Registry | None = None, output_dir: str | Path = "genenv-run"):
+        self.config = config if isinstance(config, RunConfig) else _load_curriculum_config(config)
         cfg = self.config
         if cfg.mode not in MODES:
             raise IntegrationError(f"mode {cfg.mode!r}: GenEnvCurriculum runs the modes whose environment writes each epoch's "
@@ -96,6 +118,7 @@ class GenEnvCurriculum(TrainerCallback):
         if cfg.cold_start is not None:
             raise IntegrationError("cold_start is set: GenEnvCurriculum has no cold start; warm-start the models first "
                                    "(`workbench run` with cold_start writes them to the run folder), or remove cold_start")
+        self.folder = RunFolder(output_dir)
         self.domain = domain_named(cfg.domain, registry)
         self.rng = random.Random(cfg.seed)
         self.seeds = self.domain.seed_tasks(cfg.domain_options)
@@ -103,17 +126,9 @@ class GenEnvCurriculum(TrainerCallback):
             task.source = "seed"
         self.novelty = NoveltyTracker(self.seeds)
         self.env_tokenizer = load_tokenizer(cfg.env.model, "env.model")
-        env_model = load_model(cfg.env.model, "env.model")
-        ref_model = load_model(cfg.env.model, "env.model", trainable=False) if cfg.mode == "genenv" and cfg.env.model.lora is None else None
-        out = Path(output_dir) if output_dir is not None else Path("genenv-env")
-        self.env_updater = RWRUpdater(
-            RWRSettings.from_env(cfg.env), env_model, self.env_tokenizer, str(out), ref_model=ref_model, seed=cfg.seed,
-            bf16=uses_bf16_autocast(cfg.env.model, resolve_device(cfg.env.model.device)),
-        )
-        lora = cfg.env.model.lora
-        self.env_generator = make_generator(cfg.env.generation, self.env_updater.model, self.env_tokenizer,
-                                            cfg.env.model.name_or_path, cfg.seed, merge_lora=bool(lora and lora.merge_for_generation))
+        self._build_env(None)
         self.epochs: list[EpochRecord] = []
+        self.metrics: list[dict[str, Any]] = []  # the run folder's metrics.jsonl records, as `workbench run` writes them
         self.d_env: list[dict[str, Any]] = []  # every generated task's record: p_hat, R_env, in_band, RWR weight
         self.history: list[Task] = []
         self.stats = AgentStats(alpha=cfg.curriculum.alpha)
@@ -123,13 +138,30 @@ class GenEnvCurriculum(TrainerCallback):
         self._per_batch = 1
         self._n = 0
         self._completion_length: int | None = None
+        self._steps_per_epoch: int | None = None
         self._tasks: list[Task] = []  # this epoch's rows
         self._by_id: dict[str, Task] = {}
         self._candidates: list[Candidate] = []
         self._new: list[Task] = []
-        self._successes: dict[str, list[float]] = defaultdict(list)
-        self._faults: dict[str, int] = defaultdict(int)  # plugin faults per task this epoch
+        self._attempts: dict[str, list[Attempt]] = defaultdict(list)
         self._epoch = 0
+        self._epoch_started = 0.0
+        self._phase_times: dict[str, float] = {}
+        self._padding = 0
+
+    def _build_env(self, checkpoint: Path | None) -> None:
+        """The environment model (new, or as checkpoint `checkpoint` saved it), its frozen
+        reference for the KL, its RWR trainer and its generator."""
+        cfg = self.config
+        env_model = load_trainable(cfg.env.model, "env.model", None if checkpoint is None else RunFolder.model_dir(checkpoint, "env"))
+        ref_model = load_model(cfg.env.model, "env.model", trainable=False) if cfg.mode == "genenv" and cfg.env.model.lora is None else None
+        self.env_updater = RWRUpdater(
+            RWRSettings.from_env(cfg.env), env_model, self.env_tokenizer, str(self.folder.trainer_dir("env")), ref_model=ref_model,
+            seed=cfg.seed, bf16=uses_bf16_autocast(cfg.env.model, resolve_device(cfg.env.model.device)),
+        )
+        lora = cfg.env.model.lora
+        self.env_generator = make_generator(cfg.env.generation, self.env_updater.model, self.env_tokenizer,
+                                            cfg.env.model.name_or_path, cfg.seed, merge_lora=bool(lora and lora.merge_for_generation))
 
     # ------------------------------------------------------------------ the dataset
 
@@ -174,7 +206,17 @@ class GenEnvCurriculum(TrainerCallback):
             raise IntegrationError(f"max_steps {state.max_steps} ends inside an epoch of {steps} steps: every task of an epoch "
                                    "needs its attempts before the curriculum can close it; use num_train_epochs, or a "
                                    f"max_steps that is a multiple of {steps}")
+        self._steps_per_epoch = steps
         self._agent = (model, processing_class)
+        if state.global_step:
+            self._resume(state.global_step)
+        elif not self.metrics and self.folder.latest_checkpoint(verify=False) is not None:
+            raise IntegrationError(f"{self.folder.path} already holds a GenEnv run's checkpoints and this trainer starts at step 0: "
+                                   "give a new output_dir, or resume the trainer from its checkpoint "
+                                   "(trainer.train(resume_from_checkpoint=...))")
+        self.config = _with_trainer_agent(self.config, args, model)
+        self.folder.create()
+        self.folder.write_config(self.config.to_yaml())
         if not self._tasks:
             self._next_epoch()
 
@@ -189,6 +231,7 @@ class GenEnvCurriculum(TrainerCallback):
         """The environment writes the next epoch's tasks; the rows are those and seeds and history."""
         cfg = self.config
         assert self._size is not None and self._agent is not None
+        started = time.perf_counter()
         agent_model, agent_tokenizer = self._agent
         cfg_for_writer = dataclasses.replace(cfg, agent=dataclasses.replace(cfg.agent, max_completion_length=self._max_completion_length()))
         writer = CandidateWriter(cfg_for_writer, self.domain, self.rng, lambda: self.env_updater.model, self.env_tokenizer,
@@ -197,66 +240,112 @@ class GenEnvCurriculum(TrainerCallback):
             candidates = writer.write(cfg.env.tasks_per_epoch, self.env_generator, "generated", self.seeds, self.stats)
         room = self._size - min(cfg.pool.base_per_epoch, len(self.seeds)) - min(cfg.pool.history_per_epoch, len(self.history))
         new = cap_new_tasks(candidates, min(cfg.pool.max_new_per_epoch, max(room, 1)))
-        tasks, _ = training_mixture(new, self.seeds, self.history, cfg.pool, self._size, self.rng)
+        tasks, self._padding = training_mixture(new, self.seeds, self.history, cfg.pool, self._size, self.rng)
         assert len(tasks) == self._size, (len(tasks), self._size)
         self._candidates, self._new, self._tasks = candidates, new, tasks
         self._by_id = {t.id: t for t in tasks}
-        self._successes = defaultdict(list)
-        self._faults = defaultdict(int)
+        self._attempts = defaultdict(list)
+        self._phase_times = {"generate": time.perf_counter() - started}
+        self._epoch_started = started
 
     def _max_completion_length(self) -> int:
         return self._completion_length or self.config.agent.max_completion_length
 
     def _close_epoch(self) -> None:
-        """The epoch's invariants, p_hat per task, R_env and the band, and the environment update."""
+        """The epoch's invariants, p_hat per task, R_env and the band, the environment update,
+        and the epoch's files and checkpoint in the run folder."""
         cfg = self.config
         epoch = self._epoch + 1
-        successes = {tid: list(v) for tid, v in self._successes.items()}
-        p_hat = curriculum.p_hat_per_task(successes) if successes else {}
-        check_epoch(epoch, self._new, self._tasks, successes, self._n, p_hat)
-        faulty = {tid for tid, count in self._faults.items() if count and count == len(successes.get(tid, []))}  # as `workbench run`
-        scored = [c for c in self._candidates if c.valid and c.task is not None and c.task.id not in faulty]
-        kinds = {c.task.id: self.novelty.classify(c.task) for c in scored if c.task is not None}
-        env_records = records.env_records(epoch, scored, p_hat, successes, cfg.curriculum, kinds)
+        closing = time.perf_counter()
+        self._phase_times["agent"] = closing - self._epoch_started - self._phase_times.get("generate", 0.0)
+        attempts = {tid: list(v) for tid, v in self._attempts.items()}
+        closed = close_epoch(epoch, cfg, self._candidates, self._new, self._tasks, attempts, self._n, self.novelty)
         update = None
         if cfg.mode == "genenv":
             with _torch_rng_kept():
-                update = self._update_env(epoch, env_records)
-        self.novelty.observe([c.task for c in self._candidates if c.valid and c.task is not None])
+                examples = rwr_examples(cfg, epoch, self.d_env, closed.env_records, self.env_tokenizer)
+                if examples:
+                    update = self.env_updater.update(examples)
+                    self.env_generator.sync_weights(self.env_updater.model)
+        self._phase_times["env_update"] = time.perf_counter() - closing
+        novelty = self.novelty.observe([c.task for c in self._candidates if c.valid and c.task is not None])
         known = {t.id for t in self.history}
         self.history += [t for t in self._new if t.id not in known]
-        self.d_env += env_records
-        generated = {t.id: p_hat[t.id] for t in self._new if t.id not in faulty}
-        in_band = [r["in_band"] for r in env_records if r["duplicate_of"] is None]
-        record = EpochRecord(
-            epoch=epoch, candidates=len(self._candidates), valid=len(self._new), rows=len(self._tasks), p_hat=p_hat,
-            generated_p_hat=generated, p_hat_mean=sum(generated.values()) / len(generated) if generated else None,
-            frac_in_band=sum(in_band) / len(in_band) if in_band else None,
-            r_env_mean=sum(r["r_env"] for r in env_records) / len(env_records) if env_records else None,
-            env_update=dataclasses.asdict(update) if update is not None else None,
-            rejections=dict(_count(r.code for c in self._candidates for r in c.rejections)),
+        self.d_env += closed.env_records
+        record = self._metrics_record(epoch, closed, attempts, update, novelty)
+        generated = {t.id: closed.p_hat[t.id] for t in closed.scored_new}
+        view = EpochRecord(  # the in-memory view: the metrics record's figures, plus p_hat by task id
+            epoch=epoch, candidates=record["candidates"], valid=record["valid_distinct"], rows=len(self._tasks), p_hat=closed.p_hat,
+            generated_p_hat=generated, p_hat_mean=record["p_hat_mean"], frac_in_band=record["frac_in_band"],
+            r_env_mean=record["r_env_mean"], env_update=record["env_update"], rejections=record["rejections"],
         )
-        self.epochs.append(record)
-        self.stats = AgentStats(epoch=epoch, p_hat_mean=record.p_hat_mean or 0.0, frac_in_band=record.frac_in_band or 0.0,
+        self.epochs.append(view)
+        self.stats = AgentStats(epoch=epoch, p_hat_mean=view.p_hat_mean or 0.0, frac_in_band=view.frac_in_band or 0.0,
                                 alpha=cfg.curriculum.alpha, recent=[(t, generated[t.id]) for t in self._new if t.id in generated][:16])
         self._epoch = epoch
+        self._persist(epoch, record, attempts)
 
-    def _update_env(self, epoch: int, new_records: list[dict[str, Any]]) -> Any:
-        """RWR on the in-band generations of the last `env.replay_epochs` epochs (as `workbench run`)."""
+    def _metrics_record(self, epoch: int, closed: Any, attempts: dict[str, list[Attempt]], update: Any, novelty: Any) -> dict[str, Any]:
+        """The epoch's metrics.jsonl record, by the builder `workbench run` uses."""
         cfg = self.config
-        first = epoch - cfg.env.replay_epochs + 1
+        scored = [a for atts in attempts.values() for a in atts]
+        agent = AgentEpochResult(attempts=attempts, steps=self._steps_per_epoch or 0, seconds=self._phase_times["agent"])
+        return build_epoch_record(
+            epoch=epoch, mode=cfg.mode, alpha=cfg.curriculum.alpha, k_min=cfg.curriculum.k_min, seeds=self.seeds,
+            candidates=self._candidates, new_tasks=self._new, scored_new=closed.scored_new, p_hat_task=closed.p_hat,
+            env_records=closed.env_records, agent=agent, env_result=update, gen_stats=None, phase_times=self._phase_times,
+            padding=self._padding, novelty=novelty.to_dict(), score_errors=sum(is_plugin_fault(a.score) for a in scored),
+            plugin_faults=self.domain.take_faults(), epochs_without_valid=0 if any(c.valid for c in self._candidates) else 1,
+            redraws=redraw_summary(self._candidates) if cfg.env.redraw_rounds else None,
+            copy_weight=cfg.curriculum.copy_weight, repair_json=cfg.env.repair_json,
+            difficulty={t.id: self.domain.difficulty(t) for t in self._new} if self.domain.declares_difficulty else None,
+        )
 
-        def factor(r: dict[str, Any]) -> float:
-            return curriculum.copy_factor(r.get("novelty"), cfg.curriculum.copy_weight)
+    def _persist(self, epoch: int, record: dict[str, Any], attempts: dict[str, list[Attempt]]) -> None:
+        """The epoch's file, the pools, its metrics record, report.md and a checkpoint of the
+        environment with the curriculum's state, as `workbench run` writes them."""
+        started = time.perf_counter()
+        self.metrics.append(record)
+        self.folder.write_epoch(epoch, self._candidates, attempts)
+        self.folder.write_pools(self.seeds + self.history, self.d_env)
+        state = RunState(epoch=epoch, metrics=self.metrics, history=self.history, static_pool=[], d_env=self.d_env, stats=self.stats,
+                         epochs_without_valid=record["epochs_without_valid"], engine_rng=self.rng.getstate(),
+                         env_optimizer=self.env_updater.optimizer_state())
 
-        pool = [r for r in self.d_env + new_records if r["in_band"] and r["epoch"] >= first and factor(r) > 0]
-        if not pool:
-            return None
-        weights = curriculum.rwr_weights([r["r_env"] for r in pool], cfg.curriculum.rwr_lambda, [factor(r) for r in pool])
-        examples = [RWRExample(chat_prompt(self.env_tokenizer, r["context"]), r["text"], w * len(pool)) for r, w in zip(pool, weights)]
-        result = self.env_updater.update(examples)
-        self.env_generator.sync_weights(self.env_updater.model)
-        return result
+        def seal() -> None:
+            seal_times(record, time.perf_counter() - started, self._epoch_started)
+
+        keep = self.config.keep_checkpoints
+        self.folder.write_checkpoint(state, {"env": (self.env_updater.model, self.env_tokenizer)}, keep=keep, seal=seal)
+        seal_times(record, time.perf_counter() - started, self._epoch_started)
+        self.folder.write_metrics(self.metrics)
+        write_summary(self.folder.path)
+
+    def _resume(self, global_step: int) -> None:
+        """The curriculum as its checkpoint of the epoch the trainer resumed after left it."""
+        steps = self._steps_per_epoch
+        if not steps or global_step % steps:
+            raise IntegrationError(f"the trainer resumed at step {global_step}, inside an epoch of {steps} steps: GenEnvCurriculum "
+                                   "resumes only from a TRL checkpoint written at an epoch's end (GRPOConfig(save_strategy='epoch'))")
+        epoch = global_step // steps
+        checkpoint = checkpoint_dir(self.folder.path, epoch)
+        try:
+            verify_checkpoint(checkpoint)
+        except CheckpointError as exc:
+            raise IntegrationError(f"the trainer resumed after epoch {epoch}, but {self.folder.path} holds no usable GenEnv "
+                                   f"checkpoint of that epoch ({exc}); resume the trainer from the checkpoint of an epoch whose "
+                                   f"GenEnv checkpoint is kept (keep_checkpoints: {self.config.keep_checkpoints})") from None
+        state = self.folder.read_checkpoint(checkpoint, self.config.curriculum.alpha)
+        self._build_env(checkpoint)
+        if state.env_optimizer is not None:
+            self.env_updater.load_optimizer_state(state.env_optimizer)
+        self.metrics, self.history, self.d_env, self.stats = state.metrics, state.history, state.d_env, state.stats
+        self.novelty.restore(self.history)
+        self.rng.setstate(state.engine_rng)
+        self._epoch = epoch
+        self.folder.reset_to(state, self.seeds + self.history)
+        self.epochs = []  # the in-memory view covers the epochs this process ran; metrics holds them all
+        self._tasks = []
 
     # ------------------------------------------------------------------ scoring
 
@@ -268,10 +357,9 @@ class GenEnvCurriculum(TrainerCallback):
             if task is None:
                 raise IntegrationError(f"task {tid!r} is not in epoch {self._epoch + 1}'s dataset: train on genenv.dataset(args) "
                                        "and pass genenv in the trainer's callbacks")
-            score = self.domain.score(task, completion_text(completion))
-            self._successes[tid].append(score.success)
-            if is_plugin_fault(score):
-                self._faults[tid] += 1
+            text = completion_text(completion)
+            score = self.domain.score(task, text)
+            self._attempts[tid].append(Attempt(tid, text, score))
             rewards.append(score.reward)
         return rewards
 
@@ -294,19 +382,46 @@ class _Reward:
         return rewards
 
 
+# The name a config file may leave out: the agent is the trainer's (written into config.yaml at the start).
+TRAINER_AGENT = "(the GRPOTrainer's model)"
+
+
+def _load_curriculum_config(path: str | Path) -> RunConfig:
+    """A run config file for the curriculum: `agent` (or its model) may be left out."""
+    data = read_yaml_mapping(path)
+    agent = data.setdefault("agent", {})
+    if isinstance(agent, dict):
+        model = agent.setdefault("model", {})
+        if isinstance(model, dict):
+            model.setdefault("name_or_path", TRAINER_AGENT)
+    try:
+        return from_dict(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def _with_trainer_agent(config: RunConfig, args: Any, model: Any) -> RunConfig:
+    """`config` with its agent section saying what the trainer trains with: its model's name and
+    the GRPOConfig's group size, batch, accumulation, completion length and learning rate (what
+    the run folder's readers show), and the epochs TRL will run."""
+    name = getattr(getattr(model, "config", None), "_name_or_path", None) or getattr(model, "name_or_path", None) or TRAINER_AGENT
+    agent = dataclasses.replace(
+        config.agent, model=dataclasses.replace(config.agent.model, name_or_path=str(name)), num_generations=args.num_generations,
+        per_device_batch_size=args.per_device_train_batch_size, gradient_accumulation_steps=args.gradient_accumulation_steps,
+        max_completion_length=args.max_completion_length, learning_rate=args.learning_rate,
+    )
+    try:
+        return dataclasses.replace(config, agent=agent, epochs=max(1, math.ceil(args.num_train_epochs)))
+    except ConfigError:  # a GRPOConfig the workbench's own checks would word differently: keep the config's own agent
+        return dataclasses.replace(config, agent=dataclasses.replace(config.agent, model=agent.model))
+
+
 def _tasks_per_batch(args: Any) -> int:
     """Distinct tasks in one of TRL's generation batches: TRL's sampler drops an incomplete one."""
     size = args.generation_batch_size or args.per_device_train_batch_size * args.steps_per_generation * getattr(args, "world_size", 1)
     if size % args.num_generations:
         raise IntegrationError(f"generation batch {size} is not a multiple of num_generations {args.num_generations}")
     return size // args.num_generations
-
-
-def _count(codes: Any) -> dict[str, int]:
-    out: dict[str, int] = defaultdict(int)
-    for code in codes:
-        out[code] += 1
-    return out
 
 
 class _torch_rng_kept:

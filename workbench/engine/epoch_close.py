@@ -1,0 +1,82 @@
+"""Closing a co-evolution epoch: steps 4-6 of GenEnv's loop, shared by `workbench run`
+(`workbench.engine.loop.CoEvolution.step`) and a user's own TRL script
+(`workbench.integrations.trl_curriculum.GenEnvCurriculum`), so the two compute the same numbers.
+
+* `close_epoch`: from the epoch's candidates, training tasks and the agent's scored attempts,
+  p_hat per task (checked against the mixture: `workbench.engine.invariants.check_epoch`), the
+  tasks whose every attempt was a plugin fault (left out of the curriculum), and the D_env
+  records (R_env, the alpha band, RWR weights);
+* `rwr_examples`: the environment's RWR training set, the in-band records of the last
+  `env.replay_epochs` epochs weighted exp(lambda R_env), a copy's weight scaled by
+  `curriculum.copy_weight` (0 leaves it out).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Sequence
+
+from workbench import curriculum, records
+from workbench.config import RunConfig
+from workbench.contract.containment import is_plugin_fault
+from workbench.contract.tasks import Task
+from workbench.engine.generation import chat_prompt
+from workbench.engine.invariants import check_epoch
+from workbench.engine.rwr import RWRExample
+from workbench.novelty import NoveltyTracker
+
+
+@dataclasses.dataclass
+class ClosedEpoch:
+    """What `close_epoch` computed for one epoch."""
+
+    successes: dict[str, list[bool]]  # task id -> its attempts' success, in order
+    p_hat: dict[str, float]  # task id -> share of successful attempts
+    faulty: set[str]  # tasks whose every attempt was a plugin fault: no signal, left out
+    scored: list[Any]  # the valid candidates whose task was scored (`Candidate`)
+    scored_new: list[Task]  # the new generated tasks that were scored
+    env_records: list[dict[str, Any]]  # the epoch's D_env records
+
+
+def close_epoch(
+    epoch: int,
+    config: RunConfig,
+    candidates: Sequence[Any],
+    new_tasks: Sequence[Task],
+    train_tasks: Sequence[Task],
+    attempts: Mapping[str, Sequence[Any]],
+    num_generations: int,
+    novelty: NoveltyTracker,
+) -> ClosedEpoch:
+    """p_hat per task, the faulty tasks and the D_env records of one epoch. `attempts`: task id ->
+    its scored attempts (anything with a `.score`); `novelty` is only read (the caller observes the
+    epoch's tasks after the environment update)."""
+    successes = {tid: [a.score.success for a in atts] for tid, atts in attempts.items()}
+    p_hat = curriculum.p_hat_per_task(successes) if successes else {}
+    check_epoch(epoch, new_tasks, train_tasks, successes, num_generations, p_hat)
+    faulty = {tid for tid, atts in attempts.items() if atts and all(is_plugin_fault(a.score) for a in atts)}
+    scored = [c for c in candidates if c.valid and c.task is not None and c.task.id not in faulty]
+    kinds = {c.task.id: novelty.classify(c.task) for c in scored}
+    env_records = records.env_records(epoch, scored, p_hat, successes, config.curriculum, kinds)
+    scored_new = [t for t in new_tasks if t.id not in faulty]
+    return ClosedEpoch(successes, p_hat, faulty, scored, scored_new, env_records)
+
+
+def rwr_examples(config: RunConfig, epoch: int, d_env: Sequence[dict[str, Any]], new_records: Sequence[dict[str, Any]],
+                 tokenizer: Any) -> list[RWRExample]:
+    """The environment's RWR examples for `epoch`: the in-band records of epochs
+    `epoch - env.replay_epochs + 1 .. epoch` among the earlier D_env and this epoch's, each
+    weighted exp(lambda R_env) times its copy factor and normalised to a mean weight of 1."""
+    first = epoch - config.env.replay_epochs + 1
+
+    def factor(r: dict[str, Any]) -> float:  # curriculum.copy_weight for a copy (0: left out of RWR), else 1
+        return curriculum.copy_factor(r.get("novelty"), config.curriculum.copy_weight)
+
+    pool = [r for r in [*d_env, *new_records] if r["in_band"] and r["epoch"] >= first and factor(r) > 0]
+    if not pool:
+        return []
+    weights = curriculum.rwr_weights([r["r_env"] for r in pool], config.curriculum.rwr_lambda, [factor(r) for r in pool])
+    return [RWRExample(chat_prompt(tokenizer, r["context"]), r["text"], w * len(pool)) for r, w in zip(pool, weights)]
+
+
+__all__ = ["ClosedEpoch", "close_epoch", "rwr_examples"]
