@@ -1,12 +1,13 @@
 """Test support for the ALFWorld plugin's test files: a skip marker for machines without
 alfworld/textworld, and an autouse fixture that points $ALFWORLD_DATA at a temp folder
-(importing alfworld creates that folder) and closes the games kept open. Import both into a test module to use them."""
+(importing alfworld creates that folder) and closes the games kept open, and
+`fresh_game_store`, a fresh game store (`@pytest.mark.usefixtures("fresh_game_store")`). Import them into a test module to use them."""
 
 from __future__ import annotations
 
 import pytest
 
-from workbench_alfworld import games, grounding
+from workbench_alfworld import gamegen, games, grounding
 
 needs_alfworld = pytest.mark.skipif(
     not games.alfworld_available(), reason="alfworld/textworld not installed (pip install alfworld textworld)"
@@ -22,3 +23,14 @@ def alfworld_data_dir(tmp_path_factory):
     yield
     mp.undo()
     grounding.close_all()
+
+
+@pytest.fixture
+def fresh_game_store(tmp_path, monkeypatch):
+    """A fresh game store and no remembered verdicts."""
+    monkeypatch.setenv(gamegen.STORE_ENV, str(tmp_path / "store"))
+    monkeypatch.setattr(gamegen, "_store_override", None)
+    gamegen._verdicts.clear()
+    gamegen._rejections.clear()
+    yield tmp_path / "store"
+    gamegen._verdicts.clear()

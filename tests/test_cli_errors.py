@@ -160,7 +160,9 @@ def test_mode_option_is_refused_only_where_it_would_be_ignored():
     check_domain_options("demo", "alfworld", {"mode": "episode"})
     check_domain_options("demo", "alfworld", {"mode": "step"})
     check_domain_options("demo", "no_such_domain", {"mode": "episode"})
-    check_domain_options("demo", "arithmetic", {"limit": 3, "mode": 7})
+    check_domain_options("demo", "arithmetic", {"limit": 3})
+    with pytest.raises(UsageError, match="domain 'arithmetic' has no option 'mode'"):  # not a mode value, and not an option it reads
+        check_domain_options("demo", "arithmetic", {"limit": 3, "mode": 7})
     check_domain_options("demo", "arithmetic", {})
     with pytest.raises(UsageError, match="has no episodes"):
         check_domain_options("serve", "api_bank", {"mode": "Episode"})

@@ -1,4 +1,4 @@
-"""The `workbench` command: plugins, demo, run, score, eval, report, check-plugin, export, serve, config-help.
+"""The `workbench` command: plugins, demo, run, score, eval, report, check-plugin, export, serve, serve-chat, config-help.
 
 Error policy (also in `workbench --help`):
 
@@ -47,6 +47,15 @@ ERROR_POLICY = (
     "'error: ...' and exits 2; anything else is a bug and prints its full traceback plus a line "
     "'internal error: ...' and exits 1 (please report it with the traceback); Ctrl-C exits 130."
 )
+
+
+# What Ctrl-C prints, by command: only a training run resumes (from its last completed epoch).
+INTERRUPTED = {
+    "run": "interrupted; the run resumes from its last completed epoch with --resume",
+    "demo": "interrupted; the run resumes from its last completed epoch with --resume",
+    "serve": "interrupted; the server stopped",
+    "serve-chat": "interrupted; the server stopped",
+}
 
 
 def is_user_error(exc: BaseException) -> bool:
@@ -394,13 +403,16 @@ def _option_values(items: list[str] | None) -> dict[str, Any]:
 _OPTION_DOMAIN_ARG = {"demo": "domain", "serve": "domain", "check-plugin": "plugin"}
 
 
-def check_domain_options(command: str, domain_name: str, options: dict[str, Any]) -> None:
-    """Refuse a domain option that the domain would silently ignore (`Registry.ignored_mode_option`:
-    `--option mode=episode` on a domain without episodes, a run mode given as a domain option)."""
+def check_domain_options(command: str, domain_name: str, options: dict[str, Any], given: list[str] | None = None) -> None:
+    """Refuse a domain option that the domain would silently ignore: `--option mode=episode` on a
+    domain without episodes, a run mode given as a domain option (`Registry.ignored_mode_option`),
+    or a key the domain does not read (`Domain.unknown_option`, naming the ones it does). `given`
+    are the `--option` items as typed, quoted in the message."""
     from workbench.contract.registry import load_registry
     from workbench.modes import MODES
 
-    problem = load_registry().ignored_mode_option(domain_name, options, MODES) if domain_name else None
+    registry = load_registry()
+    problem = registry.ignored_mode_option(domain_name, options, MODES) if domain_name else None
     if problem is not None:
         value = options["mode"]
         fix = ""
@@ -408,13 +420,19 @@ def check_domain_options(command: str, domain_name: str, options: dict[str, Any]
             fix = f"; use --mode {value}" if command == "demo" else \
                 f"; run modes apply to runs (`workbench demo --mode {value}`, or `mode: {value}` in a run config)"
         raise UsageError(f"--option mode={value}: {problem}{fix}")
+    domain = registry.domains.get(domain_name)
+    problem = domain.unknown_option(options) if domain is not None else None
+    if domain is not None and problem is not None:
+        key = next(str(k) for k in options if k not in (domain.info.options or ()))
+        typed = next((item for item in given or [] if item.partition("=")[0] == key), f"{key}=...")
+        raise UsageError(f"--option {typed}: {problem}")
 
 
 def _check_option_args(args: argparse.Namespace) -> None:
     """`check_domain_options` for a command with `--option`, before the command loads anything."""
     arg = _OPTION_DOMAIN_ARG.get(args.command)
     if arg is not None and getattr(args, "option", None):
-        check_domain_options(args.command, getattr(args, arg, None) or "", _option_values(args.option))
+        check_domain_options(args.command, getattr(args, arg, None) or "", _option_values(args.option), args.option)
 
 
 def cmd_check_plugin(args: argparse.Namespace) -> int:
@@ -463,6 +481,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"serving {len(tasks)} {domain.name} tasks as an OpenEnv environment on http://{args.host}:{args.port} "
           f"(WebSocket /ws, HTTP /reset /step /state /schema /docs); Ctrl-C stops", flush=True)
     serve(domain, tasks, host=args.host, port=args.port, max_concurrent_envs=args.max_sessions)
+    return 0
+
+
+def cmd_serve_chat(args: argparse.Namespace) -> int:
+    from workbench.chat_endpoint import serve_chat
+
+    serve_chat(args.model, name=args.name, host=args.host, port=args.port, device=args.device)
     return 0
 
 
@@ -570,6 +595,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-sessions", type=int, default=4, help="concurrent WebSocket sessions, at least 1 (default 4)")
     p.set_defaults(func=cmd_serve)
 
+    p = sub.add_parser("serve-chat", help="serve a local chat model as an OpenAI-compatible endpoint (for verifiers' vf-eval on a CPU)")
+    p.add_argument("model", metavar="MODEL", help="a local model folder, a hub id in the local cache, or a model alias (smollm2-135m-instruct)")
+    p.add_argument("--name", help="the model name the endpoint answers to (default: MODEL as given)")
+    p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1, this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="TCP port, 1 to 65535 (default 8000)")
+    p.add_argument("--device", default="cpu", help="torch device to run the model on (default cpu)")
+    p.set_defaults(func=cmd_serve_chat)
+
     p = sub.add_parser("config-help", help="every run-config field with its default and meaning")
     p.set_defaults(func=cmd_config_help)
     return parser
@@ -593,7 +626,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
-        print("interrupted; the run resumes from its last completed epoch with --resume", file=sys.stderr)
+        print(INTERRUPTED.get(args.command, "interrupted"), file=sys.stderr)
         return 130
     except Exception as exc:
         if is_user_error(exc):

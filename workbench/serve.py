@@ -39,6 +39,13 @@ else is a bug: 500, with the error as `detail`.
 Limits: a request body or WebSocket message over `max_request_bytes` (default 1 MiB) is
 refused, HTTP with 413 before the body is read; ports are checked before anything loads.
 
+A wedged plugin or engine: every reset and step runs on a daemon thread the server watches
+(`CallWatch`). `/health` answers 503 with `status: "wedged"` and what is stuck when a reset or
+step has been running past `wedged_after_s` (default 60 s), or a plugin call is still running
+past its time budget (`Domain.overrunning_calls`), and 200 `{"status": "healthy"}` otherwise.
+Ctrl-C stops the server even then: a call still waiting is answered 503 ("shutting down"), the
+stuck thread is left behind (a daemon), and `serve` ends the process.
+
 The published OpenAPI schema (`/openapi.json`) is the one the server keeps: `/reset` and
 `/step` take this server's own request models (the action's fields, `task_id`, `index`, a
 strict `seed`), and every status a route answers is documented with its body
@@ -50,8 +57,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import socket
+import sys
 import threading
 import time
 from pathlib import Path
@@ -65,6 +74,8 @@ log = logging.getLogger(__name__)
 
 OPENENV_PIP = "pip install 'genenv-workbench[openenv]'  (or: pip install openenv)"
 MAX_REQUEST_BYTES = 1 << 20  # an HTTP body or WebSocket message; agent outputs are capped at 100,000 characters
+WEDGED_AFTER_S = 60.0  # a reset or step running longer (twice the plugin time budget): /health answers 503 "wedged"
+GRACEFUL_SHUTDOWN_S = 5  # after Ctrl-C, how long open connections may take to finish before they are closed
 
 
 class ServeError(WorkbenchError, ValueError):
@@ -77,6 +88,64 @@ class RequestError(ServeError):
     def __init__(self, message: str, status: int = 400):
         super().__init__(message)
         self.status = status
+
+
+class CallWatch:
+    """The server's calls into the plugin and its engine (every reset and step), each run on a
+    daemon thread of its own while the caller waits: `/health` sees how long each has been running
+    (`wedged`), and a caller stops waiting when the server stops (`stopping`), so a call that never
+    returns (a plugin blocked forever) cannot hold the server, or the process, open."""
+
+    def __init__(self, wedged_after_s: float = WEDGED_AFTER_S):
+        self.wedged_after_s = float(wedged_after_s)
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._calls: dict[int, tuple[str, float]] = {}
+        self._count = 0
+
+    def run(self, what: str, fn: Callable[[], Any]) -> Any:
+        """`fn()` on a daemon thread; its result or its exception. When the server is stopping
+        before it returns, a `RequestError` (503) and the thread is left to finish on its own."""
+        done = threading.Event()
+        box: dict[str, Any] = {}
+        with self._lock:
+            self._count += 1
+            key = self._count
+            self._calls[key] = (what, time.monotonic())
+
+        def target() -> None:
+            try:
+                box["value"] = fn()
+            except BaseException as exc:  # handed to the waiting caller
+                box["error"] = exc
+            finally:
+                with self._lock:
+                    self._calls.pop(key, None)
+                done.set()
+
+        threading.Thread(target=target, name=f"workbench-serve-{key}", daemon=True).start()
+        while not done.wait(0.2):
+            if self.stopping.is_set():
+                raise RequestError(f"the server is shutting down; {what} did not finish and is left behind", 503)
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
+
+    def running(self) -> list[tuple[str, float]]:
+        """(what, seconds running) of every call in progress, the longest first."""
+        now = time.monotonic()
+        with self._lock:
+            calls = list(self._calls.values())
+        return sorted(((what, now - started) for what, started in calls), key=lambda c: -c[1])
+
+    def wedged(self) -> str | None:
+        """Why the server is wedged (a call running past `wedged_after_s`), or None."""
+        stuck = [(what, seconds) for what, seconds in self.running() if seconds > self.wedged_after_s]
+        if not stuck:
+            return None
+        what, seconds = stuck[0]
+        more = f" (and {len(stuck) - 1} more)" if len(stuck) > 1 else ""
+        return f"{what} has been running for {seconds:.0f} s, past the {self.wedged_after_s:g} s bound{more}: the plugin or its engine is stuck"
 
 
 def check_server_options(port: int | None = None, max_sessions: int = 1, any_port: bool = False) -> None:
@@ -204,9 +273,11 @@ def _task_file(path: Path) -> list[Task] | None:
 # ----------------------------------------------------------------------------- the environment
 
 
-def build_environment(domain: Any, tasks: list[Task]) -> tuple[type, type, type, Callable[[], Any]]:
-    """(Action, Observation, State, factory) for `domain` serving `tasks`, on openenv's classes."""
+def build_environment(domain: Any, tasks: list[Task], calls: CallWatch | None = None) -> tuple[type, type, type, Callable[[], Any]]:
+    """(Action, Observation, State, factory) for `domain` serving `tasks`, on openenv's classes;
+    every reset and step runs through `calls` (a `CallWatch`)."""
     es: Any = _openenv()  # openenv's module, imported lazily: its classes are bases here
+    watch = calls if calls is not None else CallWatch()
     from pydantic import Field
 
     class WorkbenchAction(es.Action):
@@ -249,9 +320,18 @@ def build_environment(domain: Any, tasks: list[Task]) -> tuple[type, type, type,
             self._done = False  # the episode ended: a step is refused until the next reset
             self._state = WorkbenchState(domain=domain.name, tasks=len(tasks))
 
-        # -- openenv API
+        # -- openenv API (each call on a watched daemon thread: `CallWatch`)
         def reset(self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None,
                   index: int | None = None, **_: Any) -> WorkbenchObservation:
+            what = f"a reset (task_id {_show(task_id)})" if task_id is not None else "a reset"
+            return watch.run(what, lambda: self._reset(seed, episode_id, task_id, index))
+
+        def step(self, action: WorkbenchAction, timeout_s: float | None = None, **_: Any) -> WorkbenchObservation:
+            task = action.task_id if action.task_id is not None else (self._task.id if self._task is not None else None)
+            return watch.run(f"a step (task {_show(task)})" if task is not None else "a step", lambda: self._step(action))
+
+        def _reset(self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None,
+                   index: int | None = None) -> WorkbenchObservation:
             seed, index = seed_value(seed), _index_value(index, len(tasks))
             self._close_interaction()
             self._done = False
@@ -271,9 +351,9 @@ def build_environment(domain: Any, tasks: list[Task]) -> tuple[type, type, type,
             return WorkbenchObservation(domain=domain.name, task_id=task.id, messages=domain.agent_messages(task), text=text,
                                         interactive=self._interaction is not None, done=False, reward=None)
 
-        def step(self, action: WorkbenchAction, timeout_s: float | None = None, **_: Any) -> WorkbenchObservation:
+        def _step(self, action: WorkbenchAction) -> WorkbenchObservation:
             if action.task_id is not None and (self._task is None or action.task_id != self._task.id):
-                self.reset(task_id=action.task_id)
+                self._reset(task_id=action.task_id)
             if self._task is None:
                 raise RequestError("no task yet: call reset() first, or pass task_id in the action")
             if self._done:
@@ -395,15 +475,19 @@ def _not_an_object(message: dict[str, Any]) -> str | None:
     return f"a message must be a JSON object such as {{\"type\": \"reset\", \"data\": {{}}}}, not {kind}"
 
 
-def create_app(domain: Any, tasks: list[Task], max_concurrent_envs: int = 4, max_request_bytes: int = MAX_REQUEST_BYTES) -> Any:
+def create_app(domain: Any, tasks: list[Task], max_concurrent_envs: int = 4, max_request_bytes: int = MAX_REQUEST_BYTES,
+               wedged_after_s: float = WEDGED_AFTER_S) -> Any:
     """The FastAPI app of openenv's own `create_fastapi_app` for `domain` serving `tasks`, with
     client mistakes answered 4xx, request bodies over `max_request_bytes` refused (413), `/reset`
-    and `/step` on this server's own request models, and every answer documented in the schema."""
+    and `/step` on this server's own request models, every answer documented in the schema, and
+    `/health` answering 503 "wedged" when a call has been stuck past `wedged_after_s`
+    (`app.state.calls`, the `CallWatch`)."""
     from fastapi.responses import JSONResponse
 
     check_server_options(max_sessions=max_concurrent_envs)
     es = _openenv()
-    action, observation, state, factory = build_environment(domain, tasks)
+    calls = CallWatch(wedged_after_s)
+    action, observation, state, factory = build_environment(domain, tasks, calls)
     app = es.create_fastapi_app(factory, action, observation, max_concurrent_envs=max_concurrent_envs,
                                 env_name=f"workbench-{domain.name}", state_cls=state)
 
@@ -417,11 +501,53 @@ def create_app(domain: Any, tasks: list[Task], max_concurrent_envs: int = 4, max
     app.add_exception_handler(RequestError, request_error)
     app.add_exception_handler(Exception, internal_error)  # a 500 is JSON too (the traceback goes to the server's log)
     _own_reset_and_step(app, action, factory, tasks)
+    _own_health(app, domain, calls)
     app.openapi = lambda: _documented_openapi(app)
     app.add_middleware(_BodyLimit, limit=max_request_bytes)
     app.add_middleware(_WebSocketGuard)
     app.state.max_request_bytes = max_request_bytes  # uvicorn's ws_max_size (see _uvicorn_server)
+    app.state.calls = calls
     return app
+
+
+def health_problem(domain: Any, calls: CallWatch) -> str | None:
+    """Why the server cannot serve (a reset or step stuck past the bound, a plugin call still
+    running past its time budget), or None."""
+    stuck = calls.wedged()
+    if stuck is not None:
+        return stuck
+    overrunning = getattr(domain, "overrunning_calls", None)
+    late = overrunning() if callable(overrunning) else {}
+    if late:
+        hooks = ", ".join(f"{hook} ({n})" for hook, n in sorted(late.items()))
+        return (f"plugin calls of domain {domain.name!r} are still running past their time budget: {hooks}; "
+                "the plugin or its engine is stuck")
+    return None
+
+
+def _own_health(app: Any, domain: Any, calls: CallWatch) -> None:
+    """Replace openenv's `/health` (always 200) with one that answers 503 `{"status": "wedged",
+    "detail": ...}` while `health_problem` names a stuck call, else openenv's own answer."""
+    from fastapi.responses import JSONResponse
+
+    routes = [r for r in app.router.routes if getattr(r, "path", None) == "/health" and "GET" in (getattr(r, "methods", None) or ())]
+    if not routes:
+        return
+    original = routes[0].endpoint
+    response_model = getattr(routes[0], "response_model", None)
+    app.router.routes[:] = [r for r in app.router.routes if r not in routes]
+
+    async def health() -> Any:
+        """Healthy, or 503 with what is stuck (a reset or step past the bound, a plugin call past its time budget)."""
+        problem = health_problem(domain, calls)
+        if problem is not None:
+            return JSONResponse({"status": "wedged", "detail": problem}, 503)
+        result = original()
+        return await result if hasattr(result, "__await__") else result
+
+    health.__annotations__ = {"return": response_model} if response_model is not None else {}
+    app.get("/health", response_model=response_model, tags=list(getattr(routes[0], "tags", None) or []) or None,
+            summary=getattr(routes[0], "summary", None) or "Health check", responses=_route_errors("/health"))(health)
 
 
 def _own_reset_and_step(app: Any, action_cls: type, factory: Callable[[], Any], tasks: list[Task]) -> None:
@@ -508,6 +634,7 @@ ROUTE_ERRORS: dict[str, dict[int, str]] = {
               409: "the episode is over (reset first), or the task cannot be served", 503: "the task cannot be served now: retry later"},
     "/{env_name}/": {400: "an invalid task index, or a body that is not JSON text", 404: "an unknown environment name",
                      501: "this environment does not list tasks"},
+    "/health": {503: "wedged: a reset or step has been stuck past the bound, or a plugin call past its time budget (the detail says which)"},
 }
 BODY_ERRORS = {400: "a body that is not JSON text", 413: "a request body over this server's max_request_bytes"}
 
@@ -557,11 +684,26 @@ def _listen(host: str, port: int) -> socket.socket:
         raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --host or --port") from None
 
 
+def _calls_of(app: Any) -> CallWatch | None:
+    return getattr(getattr(app, "state", None), "calls", None)
+
+
 def _uvicorn_server(app: Any, host: str, port: int, log_level: str) -> Any:
+    """uvicorn's server for `app`: Ctrl-C (or `should_exit`) first tells the app's `CallWatch` to
+    stop waiting for stuck calls, and open connections get `GRACEFUL_SHUTDOWN_S` to finish."""
     import uvicorn
 
+    calls = _calls_of(app)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if calls is not None:
+                calls.stopping.set()
+            super().handle_exit(sig, frame)
+
     ws_max = getattr(getattr(app, "state", None), "max_request_bytes", MAX_REQUEST_BYTES)  # a larger message closes the session (1009)
-    return uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, ws_max_size=ws_max))
+    return Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, ws_max_size=ws_max,
+                                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S))
 
 
 class BackgroundServer:
@@ -592,6 +734,9 @@ class BackgroundServer:
         return f"http://{self.host}:{self.port}"
 
     def stop(self, timeout: float = 10.0) -> None:
+        calls = _calls_of(self.server.config.app)
+        if calls is not None:
+            calls.stopping.set()  # a call still waiting on a stuck plugin is answered 503, so the server can end
         self.server.should_exit = True
         self.thread.join(timeout)
         self.socket.close()
@@ -604,9 +749,36 @@ class BackgroundServer:
 
 
 def serve(domain: Any, tasks: list[Task], host: str = "127.0.0.1", port: int = 8000, max_concurrent_envs: int = 4,
-          max_request_bytes: int = MAX_REQUEST_BYTES) -> None:
-    """Serve until interrupted (the CLI's `workbench serve`)."""
+          max_request_bytes: int = MAX_REQUEST_BYTES, wedged_after_s: float = WEDGED_AFTER_S) -> None:
+    """Serve until interrupted (the CLI's `workbench serve`; Ctrl-C re-raises KeyboardInterrupt
+    once the server has stopped). When calls into the plugin are still stuck then (threads Python
+    cannot end, which would keep the interpreter from exiting), it says so and ends the process
+    (status 130 after Ctrl-C, else 1)."""
     check_server_options(port, max_concurrent_envs)
-    app = create_app(domain, tasks, max_concurrent_envs, max_request_bytes)
-    with _listen(host, port) as sock:
-        _uvicorn_server(app, host, port, "info").run(sockets=[sock])
+    app = create_app(domain, tasks, max_concurrent_envs, max_request_bytes, wedged_after_s)
+    interrupted = False
+    try:
+        with _listen(host, port) as sock:
+            _uvicorn_server(app, host, port, "info").run(sockets=[sock])
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        _exit_if_stuck(app.state.calls, interrupted)
+
+
+def _exit_if_stuck(calls: CallWatch, interrupted: bool) -> None:
+    """End the process now when calls into the plugin are still running after the server stopped."""
+    stuck = calls.running()
+    if not stuck:
+        return
+    what = ", ".join(f"{w} ({s:.0f} s)" for w, s in stuck[:3]) + (f" and {len(stuck) - 3} more" if len(stuck) > 3 else "")
+    print(f"{'interrupted; ' if interrupted else ''}the server stopped with calls into the plugin still stuck: {what}; "
+          "exiting without waiting for them", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    import atexit
+
+    try:
+        atexit._run_exitfuncs()  # the cleanups registered with atexit (temp folders); the thread joins are what cannot finish
+    finally:
+        os._exit(130 if interrupted else 1)

@@ -80,6 +80,7 @@ def workbench_domain_info() -> DomainInfo:
         headline=report.HEADLINE,
         paper_reference=report.PAPER_REFERENCE,
         difficulty="steps: task type (0 pick/look, 1 clean/heat/cool, 2 two objects); episodes: expert plan length // 2",
+        options=data.OPTIONS,
     )
 
 

@@ -28,6 +28,7 @@ BUILTIN_STEPS = Path(__file__).parent / "data" / "builtin_steps.jsonl"
 DEFAULT_SEED_SPLIT = "train"
 BENCHMARK_SPLIT = "valid_unseen"  # eval_out_of_distribution, the usual ALFWorld test number
 MODES = ("step", "episode")
+OPTIONS = ("data_path", "games_dir", "limit", "mode", "split")  # the domain options `seed_tasks` reads (DomainInfo.options)
 
 
 def load_steps_jsonl(path: str | Path, source: str = "static") -> list[Task]:

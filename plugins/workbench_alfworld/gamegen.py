@@ -17,7 +17,8 @@ episode task with `taskspec.make_episode_task`) or a `Rejection`, in three stage
    matches the identifier whitelist and, for objects, receptacles and types, is an ALFRED class
    (`alfworld.gen.constants`); every `:init` fact is a predicate of alfworld's `alfred.pddl` with
    the right number and types of arguments, all declared; counts stay under the caps below;
-   the agent starts at exactly one location (`impossible_state` otherwise); the ground actions
+   the agent starts at exactly one location, holds no object that is still in a receptacle, and
+   no object is in two receptacles (`impossible_state` otherwise); the ground actions
    estimated from the facts (`ground_estimate`) stay under `ESTIMATE_SLACK` x `MAX_OPERATORS`.
 2. **The goal is the plugin's.** It is `alfworld.gen.goal_library.gdict[task_type]['pddl']`
    filled in from `pddl_params`; a `:goal` written in the problem must say the same (compared as
@@ -444,6 +445,31 @@ def _check_agent(objects: list[tuple[str, str]], init: list[list[str]]) -> None:
         raise GameRejected("impossible_state", f"the agent is {where}; a game starts with exactly one (atLocation {agent} <location>) fact")
 
 
+def _check_placement(init: list[list[str]], generated: bool) -> None:
+    """Each object is where one object can be, as the agent's location is checked: the agent
+    does not hold an object that is still in a receptacle, and (in a generated world) no object
+    is in two receptacles at once (`impossible_state`). ALFWorld's own scenes list an object in
+    each of its nested receptacles (a key chain in a safe in a dresser, a pan on two burners: 353
+    of the 706 games of ALFWorld's train-valid, valid_seen and valid_unseen folders), so the
+    second check is for generated worlds only; none of those games has the first."""
+    inside: dict[str, list[str]] = {}
+    for fact in init:
+        if fact[0].lower() == "inreceptacle":
+            places = inside.setdefault(fact[1].lower(), [])
+            if fact[2] not in places:
+                places.append(fact[2])
+    for fact in init:
+        if fact[0].lower() == "holds" and fact[2].lower() in inside:
+            raise GameRejected("impossible_state", f"the agent holds {fact[2]}, which is still in {inside[fact[2].lower()][0]} "
+                                                   f"(inReceptacle): an object held is in no receptacle")
+    if generated:
+        for fact in init:
+            places = inside.get(fact[1].lower(), []) if fact[0].lower() == "inreceptacle" else []
+            if len(places) > 1:
+                raise GameRejected("impossible_state", f"{fact[1]} is in {len(places)} receptacles at once ({', '.join(places[:4])}); "
+                                                       "a generated game puts each object in at most one (inReceptacle <object> <receptacle>) fact")
+
+
 def ground_estimate(objects: list[tuple[str, str]], init: list[list[str]]) -> int:
     """About how many ground actions fast-downward's translator makes of a game, from its facts
     alone (deterministic, in this process): every GotoLocation (each place the agent can stand x
@@ -557,6 +583,7 @@ def check_problem(text: str, task_type: str, params: dict[str, Any] | None, comp
         objects = kept
     _check_counts(objects, len(init), caps)
     _check_agent(objects, init)
+    _check_placement(init, generated=not compact)
     _check_work(objects, init, caps)
     order = {kind: i for i, kind in enumerate(OBJECT_TYPES)}
     objects = sorted(objects, key=lambda nk: (order[nk[1]], nk[0].lower()))

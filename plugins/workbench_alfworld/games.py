@@ -7,9 +7,11 @@
   `pddl_problem`) from a trial's `initial_state.pddl` + `traj_data.json`, with the domain and
   grammar shipped in the `alfworld` package and the goal written into the grammar, as
   alfworld's game generation does. The hand-written built-in problems are played this way.
-  Every game file read (`read_capped`) is refused past `MAX_GAME_FILE_BYTES` before it is read;
-  a game from a file that is not built-in is checked (`gamegen.check_game_to_play`) before the
-  engine loads it.
+  Every game file read (`read_capped`) is refused past `MAX_GAME_FILE_BYTES` before it is read,
+  and unless it is a regular file before it is opened (a FIFO would block the reader forever);
+  the engine only ever opens the copy the plugin wrote into its private build folder, read
+  outside the engine lock. A game from a file that is not built-in is checked
+  (`gamegen.check_game_to_play`) before the engine loads it, and the checked copy is the one played.
 * `start_env` opens a game with `textworld.start(..., wrappers=[AlfredDemangler(), AlfredInfos])`
   (plus `AlfredExpert` for the hand-coded expert), exactly the wrappers of `AlfredTWEnv.init_env`.
 * `AlfWorldInteraction` is the `Interaction` over one game; success is TextWorld's `won` flag
@@ -24,8 +26,10 @@ scores single steps without them. Importing `alfworld` creates the folder named 
 Threads: TextWorld's PDDL parser is one module-level parser object and fast-downward's
 translator rewrites `sys.argv`, so neither may run in two threads at once (concurrent resets
 failed with an `IndexError` inside the parser). Every call into the engine (start, reset,
-step) and every game-file build holds `_engine_lock` (closing a PDDL game does nothing, so
-close does not); sessions in threads (`workbench serve`) take turns there, each on its own game.
+step) holds `_engine_lock` (closing a PDDL game does nothing, so close does not); sessions in
+threads (`workbench serve`) take turns there, each on its own game. No file outside the build
+folder is read under the lock, and a build takes no lock (each file is written through a
+temporary file and a rename).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import threading
@@ -82,6 +87,10 @@ class AlfWorldMissing(RuntimeError):
 
 class GameFileTooLarge(ValueError):
     """A game file over `MAX_GAME_FILE_BYTES`, refused before it is read."""
+
+
+class NotAGameFile(ValueError):
+    """A game's file that is not a regular file (a FIFO, a device, a folder), refused before it is opened."""
 
 
 class ExpertFailed(RuntimeError):
@@ -141,6 +150,7 @@ class GameRecord:
     goal: str
     expert_plan: list[str] | None = None
     traj_data: dict[str, Any] | None = field(default=None, repr=False)
+    built: Path | None = field(default=None, repr=False, compare=False)  # `ensure_game_file`'s copy, once made
 
     @property
     def game_path(self) -> str:
@@ -148,10 +158,27 @@ class GameRecord:
         return self.id if self.id.startswith(BUILTIN_PREFIX) else str(self.trial_dir)
 
 
+def _not_regular(path: Path, mode: int) -> NotAGameFile:
+    kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+    return NotAGameFile(f"{path}: {kind}; a game's files must be regular files")
+
+
 def read_capped(path: Path, limit: int = MAX_GAME_FILE_BYTES) -> str:
-    """A game's text file as UTF-8; ValueError when it is over `limit` bytes, refused before it is read."""
-    with open(path, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
+    """A game's text file as UTF-8. Refused before it is opened unless it is a regular file
+    (`NotAGameFile`: a FIFO would block the reader in `open()` forever), and before it is read
+    when it is over `limit` bytes (`GameFileTooLarge`); both are ValueErrors. It is opened
+    non-blocking and checked again on the open file, so a file swapped for a FIFO in between is
+    refused too."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise _not_regular(path, mode)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise _not_regular(path, info.st_mode)
+        size = info.st_size
         data = fh.read(limit + 1) if size <= limit else b""
     if size > limit or len(data) > limit:
         raise GameFileTooLarge(f"{path}: {max(size, len(data))} bytes, more than the {limit} a game file may have")
@@ -299,21 +326,47 @@ def _cache_dir() -> Path:
 
 
 def ensure_game_file(record: GameRecord) -> Path:
-    """The record's `game.tw-pddl`, built (into a temp folder, with `traj_data.json` beside it for
-    the hand-coded expert) from `initial_state.pddl` when the trial has none."""
-    existing = record.trial_dir / GAME_FILE
-    if existing.exists():
-        return existing
-    with _engine_lock:  # two sessions must not build the same game into one temp file at once
-        return _build_game_file(record)
+    """The record's game as a file in this process's private build folder, the only game files the
+    engine opens: a trial's own `game.tw-pddl` copied, or one built from `initial_state.pddl`
+    (with `traj_data.json` beside it for the hand-coded expert). Every file of the trial is read
+    here by `read_capped` (regular files only, size-capped), outside the engine lock, and the
+    copy is written by the plugin, so nothing the engine reads under the lock can block (a FIFO)
+    or change after its check. The record keeps its copy: the game `gamegen.check_game_to_play`
+    checked is the game `AlfWorldInteraction` plays."""
+    if record.built is not None and record.built.exists():
+        return record.built
+    source = record.trial_dir / GAME_FILE
+    if source.exists():
+        text = read_capped(source)
+    else:
+        text = _built_game_text(record)
+    record.built = _write_build(record, text, traj=record.traj_data is not None or not source.exists())
+    return record.built
 
 
-def _build_game_file(record: GameRecord) -> Path:
-    """The game file of a trial built into the temp folder, named by the game's id and a hash of
-    its trial folder and content: two trials with one id, or a trial changed since, never share a build."""
+def _built_game_text(record: GameRecord) -> str:
+    """A trial's game file (JSON) built from its `initial_state.pddl`, with alfworld's domain and
+    grammar and the goal written into the grammar, as alfworld's game generation does."""
     domain_path, grammar_path = alfworld_logic_files()
     problem = read_capped(record.trial_dir / PROBLEM_FILE)
-    content = "\0".join([str(record.trial_dir.absolute()), record.goal, problem, json.dumps(record.traj_data or {}, sort_keys=True)])
+    data = {
+        "pddl_domain": domain_path.read_text(encoding="utf-8"),
+        "grammar": grammar_path.read_text(encoding="utf-8").replace("UNKNOWN GOAL", record.goal),
+        "pddl_problem": problem,
+        "solvable": True,
+    }
+    if record.expert_plan:
+        data["walkthrough"] = record.expert_plan
+    return json.dumps(data)
+
+
+def _write_build(record: GameRecord, text: str, traj: bool) -> Path:
+    """Write a game file (and `traj_data.json` when `traj`) into the build folder, named by the
+    game's id and a hash of its trial folder and content: two trials with one id, or a trial
+    changed since, never share a build. Each file goes through a temporary file of its own and a
+    rename, so sessions building the same game at once need no lock."""
+    traj_text = json.dumps(record.traj_data or {})
+    content = "\0".join([str(record.trial_dir.absolute()), record.goal, text, traj_text if traj else ""])
     digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", record.id)[:100]
     out_dir = _cache_dir() / f"{safe}-{digest}"
@@ -321,26 +374,33 @@ def _build_game_file(record: GameRecord) -> Path:
     if game_file.exists():
         return game_file
     out_dir.mkdir(parents=True, exist_ok=True)
-    grammar = grammar_path.read_text(encoding="utf-8").replace("UNKNOWN GOAL", record.goal)
-    data = {
-        "pddl_domain": domain_path.read_text(encoding="utf-8"),
-        "grammar": grammar,
-        "pddl_problem": problem,
-        "solvable": True,
-    }
-    if record.expert_plan:
-        data["walkthrough"] = record.expert_plan
-    (out_dir / TRAJ_FILE).write_text(json.dumps(record.traj_data or {}), encoding="utf-8")
-    tmp = out_dir / (GAME_FILE + ".tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(tmp, game_file)
+    if traj:
+        _write_new(out_dir / TRAJ_FILE, traj_text)
+    _write_new(game_file, text)
     return game_file
+
+
+def _write_new(path: Path, text: str) -> None:
+    """Write `path` whole through a temporary file beside it and a rename (a reader sees all or nothing)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogatepass") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def start_env(game_file: Path, expert: bool = False, walkthrough: bool = False) -> Any:
     """A TextWorld environment over one game with the Alfred wrappers, optionally with the
     hand-coded expert (`extra.expert_plan`) or the planner's walkthrough (`extra.walkthrough`)."""
     require_alfworld()
+    for path in [game_file] + ([game_file.parent / TRAJ_FILE] if expert else []):
+        mode = os.stat(path).st_mode  # before the engine lock: the engine must never wait on a FIFO under it
+        if not stat.S_ISREG(mode):
+            raise _not_regular(path, mode)
     with _keep_argv():
         import textworld
         from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredExpert, AlfredInfos

@@ -96,6 +96,7 @@ def workbench_domain_info() -> DomainInfo:
         headline=report.HEADLINE,
         paper_reference=report.PAPER_REFERENCE,
         difficulty=DIFFICULTY,
+        options=("api_bank_dir", "call_match", "data_path", "levels", "limit"),  # what workbench_seed_tasks reads
     )
 
 

@@ -56,6 +56,7 @@ def workbench_domain_info() -> DomainInfo:
         metrics=report.METRICS,
         headline="em",
         paper_reference=PAPER_REFERENCE,
+        options=("data_path", "limit"),  # what workbench_seed_tasks reads
     )
 
 

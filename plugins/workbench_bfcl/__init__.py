@@ -58,6 +58,7 @@ def workbench_domain_info() -> DomainInfo:
         headline=report.HEADLINE,
         paper_reference=report.PAPER_REFERENCE,
         difficulty=DIFFICULTY,
+        options=("categories", "data_path", "limit"),  # what workbench_seed_tasks reads
     )
 
 

@@ -187,6 +187,7 @@ def workbench_domain_info() -> DomainInfo:
         ],
         headline="accuracy",
         difficulty="digits of the longest operand + number of operations - 1 (3 + 4 is rung 1, 12 * 34 - 5 rung 3)",
+        options=("count", "data_path", "limit", "seed"),  # what workbench_seed_tasks reads
         task_schema={
             "type": "object",
             "required": ["expression", "answer", "digits", "operations"],

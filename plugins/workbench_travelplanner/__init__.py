@@ -54,6 +54,7 @@ def workbench_domain_info() -> DomainInfo:
         headline=report.FINAL,
         paper_reference=PAPER_REFERENCE,
         difficulty="trip length (3/5/7 days: 0/1/2) + local constraints set (house rule, cuisine, room type, transportation: 0-4)",
+        options=("city_list", "data_path", "limit", "ref_info_path"),  # what workbench_seed_tasks reads
     )
 
 

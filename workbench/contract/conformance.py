@@ -16,6 +16,9 @@ round trip, garbage text and garbage outputs, validation, reference outputs, and
 optional hooks the plugin implements). Errors break the contract; warnings are likely mistakes.
 A module that calls `sys.exit()` as it is imported, or a hook that does when called, is reported
 as the plugin's fault (`PLUGIN_FAULTS`: anything but Ctrl-C), never a silent end of the check.
+A module given by name is imported in a child process first: an import that ends the process
+(`os._exit(0)`, a signal) or raises KeyboardInterrupt is reported the same way, and the module
+is then not imported in the checking process.
 """
 
 from __future__ import annotations
@@ -175,6 +178,9 @@ def _import_plugin_module(module_name: str, registry: Any) -> tuple[Any, str]:
     """The module and where it came from (its file, or "already imported")."""
     if module_name in sys.modules:
         return sys.modules[module_name], "already imported"
+    ended = _import_in_child(module_name)
+    if ended is not None:
+        raise LookupError(f"module {module_name!r} was found but failed to import: {ended}")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -189,6 +195,58 @@ def _import_plugin_module(module_name: str, registry: Any) -> tuple[Any, str]:
     except PLUGIN_FAULTS as exc:
         raise LookupError(f"module {module_name!r} was found but failed to import: {_fmt_exc(exc)}") from None
     return module, getattr(module, "__file__", None) or "built in"
+
+
+# The child's import: its verdict is the last line of its stdout (the module's own output comes before it).
+_CHILD_IMPORT = """
+import importlib, json, sys, traceback
+from pathlib import Path
+name, sys.path[:] = sys.argv[1], json.loads(sys.argv[2])
+verdict = {"ok": True}
+try:
+    importlib.import_module(name)
+except (Exception, SystemExit):
+    pass  # an ordinary failure: the import in the checking process reports it
+except BaseException as exc:  # KeyboardInterrupt and the like, raised by the module itself
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
+    verdict = {"ok": False, "problem": f"raised {type(exc).__name__}{': ' + str(exc) if str(exc) else ''}{where}"}
+sys.stdout.flush()
+sys.stdout.write("\\n" + json.dumps(verdict) + "\\n")
+sys.stdout.flush()
+"""
+CHILD_IMPORT_TIMEOUT_S = 300.0
+
+
+def _import_in_child(module_name: str) -> str | None:
+    """Import the module in a child Python first (same `sys.path`), so an import that ends the
+    process (`os._exit(0)`, a signal) or raises KeyboardInterrupt is reported as the plugin's
+    fault instead of ending the check (silently, with status 0) or passing for the user's Ctrl-C.
+    Returns why the module must not be imported here, or None (then it is imported in this
+    process, where an ordinary exception is reported as before)."""
+    import signal
+    import subprocess
+
+    try:
+        out = subprocess.run([sys.executable, "-c", _CHILD_IMPORT, module_name, json.dumps(sys.path)], stdin=subprocess.DEVNULL,
+                             capture_output=True, timeout=CHILD_IMPORT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return f"importing it did not finish within {CHILD_IMPORT_TIMEOUT_S:g} s (in a child process)"
+    except OSError:
+        return None  # no child process here: import in this process as before
+    lines = out.stdout.decode("utf-8", "replace").rstrip("\n").splitlines()
+    try:
+        verdict = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        verdict = None
+    if isinstance(verdict, dict) and "ok" in verdict:
+        return None if verdict["ok"] else f"{verdict.get('problem')}; a plugin must never exit the process or interrupt the check"
+    code = out.returncode
+    if code is not None and code < 0:
+        how = f"by signal {signal.Signals(-code).name}" if -code in signal.Signals._value2member_map_ else f"by signal {-code}"
+    else:
+        how = f"with exit status {code} and no exception (os._exit?)"
+    return f"importing it ended the process {how} (seen in a child process); a plugin must never exit the process"
 
 
 def _hook_names(obj: Any) -> set[str]:
@@ -292,6 +350,9 @@ def _report_field_problems(info: DomainInfo) -> list[str]:
         problems.append(f"headline must be a metric name or None, got {info.headline!r}")
     if not isinstance(info.difficulty, str):
         problems.append(f"difficulty must be a string (one line saying what the difficulty rung counts), got {type(info.difficulty).__name__}")
+    options = getattr(info, "options", None)
+    if options is not None and (not isinstance(options, (tuple, list)) or not all(isinstance(k, str) and k for k in options)):
+        problems.append(f"options must be None or the names of the domain options the seed loader reads, got {options!r}")
     reference = info.paper_reference
     if not isinstance(reference, dict):
         problems.append("paper_reference must be {method: {metric: value in percent}}")
@@ -308,6 +369,13 @@ def _report_field_problems(info: DomainInfo) -> list[str]:
 
 
 def _check_seeds(c: _Checker, info: DomainInfo, options: dict[str, Any]) -> list[Task]:
+    from workbench.contract.domain import unknown_option_problem
+
+    declared = info.options if isinstance(info.options, (tuple, list)) else None
+    problem = unknown_option_problem(info.name, declared, options)
+    if problem is not None:
+        c.report.add("seed tasks load", "error", f"{problem} (DomainInfo.options)")
+        return []
     called, seeds = c.call("seed tasks load", "workbench_seed_tasks", options=dict(options))
     if not called:
         return []

@@ -193,6 +193,12 @@ class CallGuard:
         return job.result
 
 
+    def overrunning(self) -> int:
+        """How many abandoned calls (past the time budget) are still running. Reads a copy of the
+        list without `_lock`, which a call in progress holds for up to its whole budget."""
+        return sum(1 for w in list(self._stuck) if w.thread.is_alive())
+
+
 def _where(thread: threading.Thread) -> str:
     """Where a thread is now (the innermost frame), for timeout messages."""
     frame = sys._current_frames().get(thread.ident or -1)

@@ -27,6 +27,7 @@ from workbench.contract.containment import (
     mutation,
     task_copies,
 )
+from workbench.contract.plugin_support import OptionError
 from workbench.contract.tasks import AgentStats, DomainInfo, Interaction, Rejection, ReportSection, Score, Task
 from workbench.contract.validity import difficulty_problem, messages_problem, prompt_problem, rejection_list_problem, score_problem
 from workbench.textsafety import clean_text, find_bad_text
@@ -91,6 +92,12 @@ class Domain:
     def implements(self, hook: str) -> bool:
         return hook in self._implemented
 
+    def overrunning_calls(self) -> dict[str, int]:
+        """Hooks with calls abandoned past the time budget that are still running, with how many
+        (`workbench serve`'s `/health` reports them: the plugin or its engine is stuck)."""
+        counts = {hook: guard.overrunning() for hook, guard in list(self._guards.items())}
+        return {hook: n for hook, n in counts.items() if n}
+
     def take_faults(self) -> dict[str, int]:
         """Faults contained since the last call, as {"<hook>:<code>": count}; resets them."""
         return self._log.take()
@@ -128,7 +135,15 @@ class Domain:
         return Fault(code, text)
 
     # Seed and benchmark data: errors here are the user's (bad path, bad file) and stop the command.
+    def unknown_option(self, options: dict[str, Any] | None) -> str | None:
+        """Why `options` hold a key the domain does not read (`DomainInfo.options`), or None
+        (every key known, or the plugin declares no options)."""
+        return unknown_option_problem(self.name, self.info.options, options)
+
     def seed_tasks(self, options: dict[str, Any] | None = None) -> list[Task]:
+        problem = self.unknown_option(options)
+        if problem is not None:
+            raise OptionError(problem)
         try:
             tasks = self._call("workbench_seed_tasks", options=dict(options or {}))
         except Exception as exc:
@@ -410,6 +425,24 @@ class Domain:
             :5
         ]
         return ReportSection(title=self.name, metrics=self.aggregate(tasks, scores), failures=failures)
+
+
+def unknown_option_problem(domain: str, declared: Any, options: dict[str, Any] | None) -> str | None:
+    """Why `options` hold a key outside `declared` (a domain's `DomainInfo.options`), naming
+    the key, the nearest declared one and all of them; None when `declared` is None or every key is in it."""
+    if declared is None or not options:
+        return None
+    known = sorted(str(k) for k in declared)
+    unknown = [str(k) for k in options if k not in declared]
+    if not unknown:
+        return None
+    import difflib
+
+    key = unknown[0]
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    more = f" (and {len(unknown) - 1} more unknown: {', '.join(repr(k[:40]) for k in unknown[1:4])})" if len(unknown) > 1 else ""
+    return (f"domain {domain!r} has no option {key[:80]!r}{hint}{more}; the options it reads are: {', '.join(known) or 'none'}")
 
 
 def default_environment_prompt(domain: str, examples: Sequence[Task]) -> str:

@@ -98,6 +98,9 @@ def workbench_domain_info() -> DomainInfo:
     * `multi_turn`: True only with `workbench_make_interaction` implemented;
     * `difficulty`: a string, one line saying what the rung of `workbench_task_difficulty`
       counts (for example "digits + operations - 1"); empty without that hook.
+    * `options`: None, or the names of the domain options `workbench_seed_tasks` reads (for
+      example `("data_path", "limit")`): any other key in `domain_options` or `--option` is
+      refused before the plugin is called, naming these; None passes every key on unchecked.
     """
 
 

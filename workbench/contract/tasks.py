@@ -241,7 +241,11 @@ class DomainInfo:
     `paper_reference` holds published numbers as {method: {metric: value in percent}},
     shown beside the run's own (the GenEnv paper's Table 1 for its five benchmarks);
     `difficulty` says in one line what the rung of `workbench_task_difficulty` counts (empty
-    when the plugin declares no difficulty)."""
+    when the plugin declares no difficulty).
+
+    `options` names the domain options `workbench_seed_tasks` reads (`domain_options`,
+    `--option KEY=VALUE`): any other key is refused, naming these. None (the default) declares
+    none, and every key is passed on unchecked."""
 
     name: str
     version: str
@@ -253,6 +257,7 @@ class DomainInfo:
     headline: str | None = None
     paper_reference: dict[str, dict[str, float]] = field(default_factory=dict)
     difficulty: str = ""
+    options: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         self.title = self.title or self.name

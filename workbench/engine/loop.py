@@ -88,6 +88,9 @@ class CoEvolution:
         ignored = self.registry.ignored_mode_option(config.domain, config.domain_options, MODES)
         if ignored is not None:  # the same check as the CLI's --option: a config is not silently half-read
             raise RunError(f"domain_options.mode = {config.domain_options['mode']!r}: {ignored}")
+        unknown = self.domain.unknown_option(config.domain_options)
+        if unknown is not None:  # before the run folder is made: a mistyped key leaves nothing behind
+            raise RunError(f"domain_options: {unknown}")
         self.events = RunEvents(lambda: self.epoch + 1)  # subscribers, and the phase timings of the epoch in progress
         self.checkpoints = Checkpoints(self.folder, config)
         self.rng = random.Random(config.seed)

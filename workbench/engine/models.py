@@ -197,13 +197,27 @@ def apply_lora(model: Any, settings: ModelSettings, adapters: str | Path | None 
     if isinstance(model, PeftModel):
         return model
     if adapters is not None:
-        return PeftModel.from_pretrained(model, str(adapters), is_trainable=True)
+        return sort_adapter_configs(PeftModel.from_pretrained(model, str(adapters), is_trainable=True))
     lora = settings.lora
     assert lora is not None
     config = LoraConfig(
         r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=list(lora.target_modules), task_type="CAUSAL_LM"
     )
-    return get_peft_model(model, config)
+    return sort_adapter_configs(get_peft_model(model, config))
+
+
+def sort_adapter_configs(model: Any) -> Any:
+    """Make every set-valued field of the model's adapter configs (peft keeps `target_modules` as a
+    set) a sorted list, so `adapter_config.json` is the same bytes in every process: peft writes a
+    set in its iteration order, which depends on PYTHONHASHSEED. Returns `model`; no adapters, no change."""
+    configs = getattr(model, "peft_config", None)
+    if not isinstance(configs, dict):
+        return model
+    for config in configs.values():
+        for name, value in list(vars(config).items()):
+            if isinstance(value, (set, frozenset)):
+                setattr(config, name, sorted(value, key=str))
+    return model
 
 
 def _resolved_path(settings: ModelSettings, field: str) -> str:
@@ -233,5 +247,5 @@ def _check_exists(settings: ModelSettings, field: str) -> None:
 def save_model(model: Any, tokenizer: Any, out_dir: str | Path) -> None:
     """Save weights (merged into a plain folder for LoRA: adapters saved beside) and tokenizer."""
     out_dir = Path(out_dir)
-    model.save_pretrained(out_dir)
+    sort_adapter_configs(model).save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)

@@ -50,6 +50,7 @@ import torch
 from workbench.contract.tasks import AgentStats, Task, atomic_write_text, read_jsonl, write_jsonl
 from workbench.engine import checkpoint as ckpt
 from workbench.engine.checkpoint_writer import BackgroundWriter, model_snapshot
+from workbench.engine.models import sort_adapter_configs
 from workbench.records import EpochRecord, epoch_file_rows, read_epoch_records
 from workbench.run_layout import CheckpointLayout, RunLayout
 
@@ -193,6 +194,7 @@ class RunFolder(RunLayout):
             folder = CheckpointLayout(path)
             for role, (model, tokenizer) in models.items():
                 copied = {"state_dict": weights[role]} if weights else {}
+                sort_adapter_configs(model)  # adapter_config.json the same bytes in every process
                 model.save_pretrained(self.model_dir(path, role), **copied)
                 tokenizer.save_pretrained(self.model_dir(path, role))
             torch.save(
