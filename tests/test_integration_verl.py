@@ -52,6 +52,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -188,3 +189,98 @@ def test_clear_errors(parquet):
     if importlib.util.find_spec("verl") is None:  # another data source goes to veRL's default_compute_score
         with pytest.raises(IntegrationError, match="openai/gsm8k.*not a GenEnv row"):
             compute_score("openai/gsm8k", "#### 4", "4", {})
+
+
+def _verl_config(overrides):
+    """veRL's own composition of `python -m verl.trainer.main_ppo OVERRIDES`: its hydra entry point
+    (`@hydra.main(config_path="config", config_name="ppo_trainer", version_base=None)`) composed
+    with hydra's compose API, which applies the same defaults list and command-line overrides."""
+    from hydra import compose, initialize_config_dir
+    from verl.trainer import main_ppo
+
+    config_dir = Path(main_ppo.__file__).parent / "config"
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        return compose(config_name="ppo_trainer", overrides=overrides)
+
+
+def _docs_main_ppo_overrides():
+    """The `key=value` overrides of the docs' `python -m verl.trainer.main_ppo` command, and its export command."""
+    import shlex
+
+    from doc_snippets import bash_lines
+
+    export, train = bash_lines("ecosystem.md", "veRL: the plugin as `custom_reward_function`")
+    argv = shlex.split(train)
+    assert argv[:3] == ["python", "-m", "verl.trainer.main_ppo"]
+    return shlex.split(export), [a for a in argv[3:] if "=" in a]
+
+
+def _score_through_verl(config, tokenizer, row, response):
+    """veRL 0.9.1's own reward path for one rollout: `load_reward_manager` (the custom function
+    through `get_custom_reward_fn`, else `default_compute_score`) and the manager's `run_single`
+    on a DataProto holding the RLHFDataset row and the tokenized response, as the reward loop
+    worker calls it (verl/experimental/reward_loop/reward_loop.py, `RewardLoopWorker`)."""
+    import numpy as np
+    import torch
+    from verl import DataProto
+    from verl.trainer.ppo.reward import load_reward_manager
+    from verl.utils.dataset.rl_dataset import collate_fn
+
+    manager = load_reward_manager(config, tokenizer)
+    ids = tokenizer(response, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    assert tokenizer.decode(ids[0], skip_special_tokens=True) == response
+    batch = collate_fn([row])
+    tensors = {k: v for k, v in batch.items() if isinstance(v, torch.Tensor)}
+    non_tensors = {k: v for k, v in batch.items() if isinstance(v, np.ndarray)}
+    data = DataProto.from_dict(tensors={**tensors, "responses": ids, "attention_mask": torch.ones_like(ids)}, non_tensors=non_tensors)
+    return manager, manager.loop.run_until_complete(manager.run_single(data))
+
+
+def test_verl_main_ppo_config_with_the_docs_keys_scores_through_our_function(run_dir, tiny_models, tmp_path, monkeypatch):
+    """With veRL 0.9.1 importable (`make test-verl`): the docs' `workbench export` command, then
+    the docs' main_ppo overrides composed by veRL's own hydra config; veRL's RLHFDataset reads the
+    parquet and veRL's own reward manager, loaded from that config, scores the plugin's reference
+    answer 1 and a wrong one 0 through `compute_score`. The older top-level
+    `custom_reward_function.*` keys compose too, but main_ppo never reads them: the rows go to
+    veRL's default_compute_score, which raises NotImplementedError for genenv rows."""
+    pytest.importorskip("hydra", reason="veRL's config composition needs hydra-core (make test-verl installs veRL 0.9.1 in .venv-verl)")
+    pytest.importorskip("verl.trainer.ppo.reward", reason="veRL 0.9.1 is not installed here (make test-verl installs it in .venv-verl)")
+    from transformers import AutoTokenizer
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from workbench.cli import main
+    from workbench.export import task_from_row
+    from workbench.integrations import load_registry
+    from workbench.integrations.verl import compute_score
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "tracked").symlink_to(run_dir, target_is_directory=True)
+    export, overrides = _docs_main_ppo_overrides()
+    assert export[0] == "workbench" and main(export[1:]) == 0
+    assert [o for o in overrides if o.startswith("reward.")] == [
+        "reward.custom_reward_function.path=pkg://workbench.integrations.verl", "reward.custom_reward_function.name=compute_score"]
+    config = _verl_config(overrides)
+    loaded = get_custom_reward_fn(config)
+    assert loaded is not None and loaded.args[0] is compute_score  # veRL's partial(_call_with_kwargs, raw_fn, reward_kwargs)
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models[0])
+    dataset = RLHFDataset(data_files=config.data.train_files, tokenizer=tokenizer, config=config.data)
+    domain = load_registry(allow=["arithmetic"]).domain("arithmetic")
+    assert len(dataset) > 0
+    for item in (0, len(dataset) - 1):
+        row = dataset[item]
+        task = task_from_row(row)
+        right, wrong = domain.reference_output(task), f"Answer: {task.spec['answer'] + 1}"
+        for response, expected in ((right, 1.0), (wrong, 0.0)):
+            manager, result = _score_through_verl(config, tokenizer, row, response)
+            assert type(manager).__name__ == "NaiveRewardManager"
+            assert result == {"reward_score": expected, "reward_extra_info": {"score": expected, "acc": expected, "plugin_fault": 0.0}}
+
+    legacy = [o.removeprefix("reward.") if o.startswith("reward.") else o for o in overrides]
+    old_config = _verl_config(legacy)  # accepted by the config (legacy_reward_impl.yaml) ...
+    assert old_config.custom_reward_function.path == "pkg://workbench.integrations.verl"
+    assert get_custom_reward_fn(old_config) is None  # ... but not where main_ppo's reward loader reads
+    with pytest.raises(NotImplementedError):
+        _score_through_verl(old_config, tokenizer, dataset[0], "Answer: 1")

@@ -13,8 +13,11 @@
   environment (veRL 0.9.1 pins transformers below 5.11).
 * `workbench.integrations.verifiers`: verifiers 0.4.0. `verifiers_environment(source or domain)`
   is a `SingleAgentEnv` over a domain's seeds, a run's curriculum or an export, rewarded by the
-  plugin; verifiers' own `run_eval` evaluates a model on it. verifiers needs an environment of
-  its own (`make install-verifiers`: it pins mcp 2, which the openenv extra cannot share).
+  plugin; verifiers' own `run_eval` evaluates a model on it, and from a shell `vf-eval
+  workbench_verifiers` finds the same taskset (the top-level package `workbench_verifiers`:
+  verifiers imports a taskset by a package name, not a dotted path), against a local model
+  served by `workbench serve-chat` on a CPU. verifiers needs an environment of its own
+  (`make install-verifiers`: it pins mcp 2, which the openenv extra cannot share).
 
 docs/ecosystem.md has one section per peer with the snippet its test runs.
 

@@ -16,17 +16,29 @@ Evaluate a model with verifiers' own eval runner (tests/test_integration_verifie
         push=False, rich=None, output_dir="vf-out")))  # traces also land in vf-out/<run>/traces.jsonl
     rewards = [trace.reward for episode in episodes for trace in episode.traces]
 
+or from a shell, with the same taskset by its id and a local model served on the CPU by
+`workbench serve-chat` (workbench.chat_endpoint; docs/ecosystem.md has the recipe):
+
+    workbench serve-chat path/to/agent --port 8000 &
+    vf-eval workbench_verifiers --env.taskset.domain arithmetic \
+        --env.agent.harness.id null --env.agent.runtime.type subprocess \
+        --model path/to/agent --client.base-url http://127.0.0.1:8000/v1 --sampling.max-tokens 64
+
 verifiers 0.4.0 is its `verifiers.v1` stack only: an environment (`vf.SingleAgentEnv` here) plays
 a taskset (`vf.Taskset`, loaded by id: the name of an importable package exporting it) with an
 agent, a harness program in a runtime. `verifiers_environment` returns a `SingleAgentEnv` whose
-taskset is `workbench_verifiers` (the workbench ships no such package, so the first call puts
-one into `sys.modules`; `vf-eval` in a fresh process cannot find it) and whose agent is the
-`null` harness (verifiers' tool-less chat loop) in the local `subprocess` runtime. verifiers
-prepares that harness's program with `uv` (on PATH; each new process has uv resolve the program's
-packages on PyPI, downloaded once), and relays its model calls through a localhost interception server to `client.base_url`,
-an OpenAI-compatible endpoint whose streamed replies end with `data: [DONE]`. verifiers pins
-mcp==2.0.0 and openai<3, so it cannot share an environment with the workbench's openenv extra
-(fastmcp needs mcp<2); the workbench itself installs beside it.
+taskset is `workbench_verifiers` (a package the workbench ships, exporting the classes of
+`taskset_exports()`; where the workbench was installed before that package existed, the first
+call puts the same classes into `sys.modules`, which only this process sees: reinstall the
+workbench for `vf-eval`) and whose agent is the `null` harness (verifiers' tool-less chat loop)
+in the local `subprocess` runtime (verifiers' default is a remote Prime sandbox, hence the two
+`--env.agent` flags on the command line). verifiers prepares that harness's program with `uv` (on
+PATH; each new process has uv resolve the program's packages on PyPI, downloaded once), and
+relays its model calls through a localhost interception server to `client.base_url`, an
+OpenAI-compatible endpoint whose streamed replies end with `data: [DONE]` (`transformers serve`
+5.24 omits it, so every rollout against it errors and scores 0; `workbench serve-chat` sends
+it). verifiers pins mcp==2.0.0 and openai<3, so it cannot share an environment with the
+workbench's openenv extra (fastmcp needs mcp<2); the workbench itself installs beside it.
 
 Each task's `prompt` is the agent's chat messages as the plugin writes them, `id` the task's id,
 and `row` the row TRL's glue reads (`workbench.integrations.trl.trl_dataset`). Its one reward,
@@ -39,6 +51,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import sys
 import types
 from pathlib import Path
@@ -106,10 +119,33 @@ def _domain_of(row: dict[str, Any]) -> Any:
     return row["ability"] if "reward_model" in row else row.get("domain")
 
 
-@functools.cache
 def _taskset_module() -> types.ModuleType:
-    """The `workbench_verifiers` taskset package verifiers loads by id, built on first use
-    (defining it imports verifiers) and registered in `sys.modules`."""
+    """The `workbench_verifiers` taskset package verifiers loads by id: the installed one (the
+    workbench ships it, so `vf-eval workbench_verifiers` finds it in a fresh process), or, where
+    the workbench was installed before it shipped, the same classes put into `sys.modules` (then
+    only this process finds them)."""
+    exports = taskset_exports()
+    module = sys.modules.get(TASKSET_ID)
+    if module is None:
+        try:
+            module = importlib.import_module(TASKSET_ID)
+        except ModuleNotFoundError as exc:
+            if exc.name != TASKSET_ID:
+                raise
+            module = types.ModuleType(TASKSET_ID, "GenEnv tasks as a verifiers taskset (workbench.integrations.verifiers).")
+            vars(module).update(exports, __all__=list(exports))
+            module = sys.modules.setdefault(TASKSET_ID, module)
+    if getattr(module, "GenEnvTaskset", None) is not exports["GenEnvTaskset"]:
+        raise IntegrationError(f"a module {TASKSET_ID!r} is already imported ({module!r}) that is not the workbench's; verifiers "
+                               "would load its taskset instead")
+    return module
+
+
+@functools.cache
+def taskset_exports() -> dict[str, Any]:
+    """The taskset's classes, defined on first use (defining them imports verifiers), as the
+    `workbench_verifiers` package exports them: `GenEnvData`, `GenEnvTask`, `GenEnvTasksetConfig`,
+    `GenEnvTaskset`."""
     try:
         import verifiers.v1 as vf
     except ImportError as exc:
@@ -140,13 +176,8 @@ def _taskset_module() -> types.ModuleType:
     class GenEnvTaskset(vf.Taskset[GenEnvTask, GenEnvTasksetConfig]):
         def load(self) -> list[GenEnvTask]:
             c = self.config
-            rows = _rows(c.source, c.domain, c.epochs, c.in_band_only, c.include_seeds, c.domain_options)
+            source = None if c.source is None else str(Path(c.source).resolve())  # a relative path from the command line
+            rows = _rows(source, c.domain, c.epochs, c.in_band_only, c.include_seeds, c.domain_options)
             return [GenEnvTask(GenEnvData(id=str(task_of(row).id), prompt=row["prompt"], row=row), c.task) for row in rows]
 
-    module = types.ModuleType(TASKSET_ID, "GenEnv tasks as a verifiers taskset (workbench.integrations.verifiers).")
-    exports = {"GenEnvData": GenEnvData, "GenEnvTask": GenEnvTask, "GenEnvTasksetConfig": GenEnvTasksetConfig, "GenEnvTaskset": GenEnvTaskset}
-    vars(module).update(exports, __all__=list(exports))
-    if sys.modules.setdefault(TASKSET_ID, module) is not module:
-        raise IntegrationError(f"a module {TASKSET_ID!r} is already imported ({sys.modules[TASKSET_ID]!r}); verifiers would load "
-                               "its taskset instead of the workbench's")
-    return module
+    return {"GenEnvData": GenEnvData, "GenEnvTask": GenEnvTask, "GenEnvTasksetConfig": GenEnvTasksetConfig, "GenEnvTaskset": GenEnvTaskset}

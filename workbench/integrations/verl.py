@@ -8,21 +8,29 @@ NotImplementedError). Point veRL's custom reward function at this module instead
         reward.custom_reward_function.path=pkg://workbench.integrations.verl \
         reward.custom_reward_function.name=compute_score
 
-(veRL 0.9.1's config keys; it moves the older top-level `custom_reward_function.path`/`.name`
-there too). For a `genenv/<domain>` row it loads that domain's plugin once per
+These are the keys veRL 0.9.1's `main_ppo` reads (`get_custom_reward_fn` looks only at
+`config.reward.custom_reward_function`). The older top-level `custom_reward_function.path`/`.name`
+still compose, but only the fully-async trainer moves them under `reward.`
+(`migrate_legacy_reward_impl`); `main_ppo` ignores them, so its rows reach `default_compute_score`
+and its NotImplementedError. For a `genenv/<domain>` row it loads that domain's plugin once per
 process, rebuilds the task from `ground_truth` (the task spec as JSON) and `extra_info` (its id
 and prompt text, as the export writes them) and returns the plugin's verdict as
 `{"score": reward, "acc": success, "plugin_fault": 0.0 or 1.0}` (the same keys for every row,
-as veRL's batching of `reward_extra_info` needs). A row of any other data source goes to
+as veRL's batching of `reward_extra_info` needs). A row whose task cannot be rebuilt (an
+`extra_info` key missing; a `ground_truth` or `extra_info.meta` that Python's JSON reader refuses:
+not JSON, an integer of more than 4,300 digits, nesting past the recursion limit) raises
+IntegrationError naming the task, its row (`extra_info.index`) and the column, as the TRL reward
+function does (`workbench.integrations._rows.task_of`). A row of any other data source goes to
 veRL's own `default_compute_score`, so a mixed dataset needs no second function.
 
 This module imports neither torch, transformers, TRL nor datasets (tests/test_integration_verl.py
 checks that in a fresh interpreter), so the transformers version of the environment it runs in
 does not matter to it. veRL 0.9.1 requires transformers >=5.5.3,<5.11 (not 5.6.0); the
 workbench declares >=4.56,<6 and is tested with 5.23, so one environment can hold both, with
-the workbench's training untested on those transformers versions. veRL is not installed in the
-workbench's tests: they reproduce veRL's loading, dataset and reward-manager calls, quoted from
-its 0.9.1 source.
+the workbench's training untested on those transformers versions. The workbench's own tests
+reproduce veRL's loading, dataset and reward-manager calls, quoted from its 0.9.1 source; with
+veRL installed (`make test-verl`), one more composes veRL's own `main_ppo` config with these keys
+and scores rows through veRL's own `load_reward_manager` and `RLHFDataset`.
 """
 
 from __future__ import annotations
