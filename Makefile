@@ -11,6 +11,14 @@ else
 PYTHON := python
 endif
 endif
+# A source package's build (the alfworld extra's fast-downward-textworld) runs `python` from PATH, not
+# the interpreter pip runs under: put the environment's bin first on PATH for every recipe, so it is
+# the one found even outside an activated environment, with another `python` (pyenv's) first on PATH.
+ifneq ($(VENV),)
+export PATH := $(abspath .venv/bin):$(PATH)
+else ifneq ($(wildcard $(dir $(PYTHON))activate),)
+export PATH := $(abspath $(dir $(PYTHON))):$(PATH)
+endif
 PIP := $(PYTHON) -m pip
 TORCH ?= torch==2.13.0
 export ALFWORLD_DATA ?= $(CURDIR)/.cache/alfworld
@@ -19,7 +27,7 @@ ifneq ($(wildcard ../shared/benchmarks),)
 export WORKBENCH_BENCHMARK_DATA ?= $(abspath ../shared/benchmarks)
 endif
 
-.PHONY: install install-test install-real-model install-verifiers browser-deps demo lint test test-slow test-verifiers test-all
+.PHONY: install install-test install-real-model install-verifiers install-verl browser-deps demo lint test test-slow test-verifiers test-verl test-all
 
 .venv/bin/python:
 	python3 -m venv .venv
@@ -49,7 +57,7 @@ demo: install
 
 # ruff (lint + import sorting) and mypy over the package and the plugins, configured in pyproject.toml
 lint:
-	$(PYTHON) -m ruff check workbench plugins
+	$(PYTHON) -m ruff check workbench plugins workbench_verifiers
 	$(PYTHON) -m mypy
 
 test: install-test lint
@@ -68,12 +76,30 @@ $(VERIFIERS_VENV)/bin/python:
 	python3 -m venv $(VERIFIERS_VENV)
 	$(VERIFIERS_VENV)/bin/python -m pip install -q --upgrade pip
 
+install-verifiers test-verifiers: export PATH := $(abspath $(VERIFIERS_VENV)/bin):$(PATH)
 install-verifiers: $(VERIFIERS_VENV)/bin/python
 	$(VERIFIERS_VENV)/bin/python -m pip install -q $(TORCH)
 	$(VERIFIERS_VENV)/bin/python -m pip install -q -e . 'verifiers==0.4.0' uv fastapi uvicorn pytest pytest-timeout traitlets
 
 test-verifiers: install-verifiers
 	$(VERIFIERS_VENV)/bin/python -m pytest tests/test_integration_verifiers.py -m slow -q
+
+# veRL 0.9.1 pins transformers <5.11 (the workbench's own environment has a newer one), so the test
+# that composes veRL's own main_ppo config and scores through veRL's reward manager runs in an
+# environment of its own: veRL with all its dependencies (about 2 GB with torch), the workbench beside it.
+# Not part of test-slow; without veRL that test skips (tests/test_integration_verl.py).
+VERL_VENV ?= .venv-verl
+$(VERL_VENV)/bin/python:
+	python3 -m venv $(VERL_VENV)
+	$(VERL_VENV)/bin/python -m pip install -q --upgrade pip
+
+install-verl test-verl: export PATH := $(abspath $(VERL_VENV)/bin):$(PATH)
+install-verl: $(VERL_VENV)/bin/python
+	$(VERL_VENV)/bin/python -m pip install -q $(TORCH)
+	$(VERL_VENV)/bin/python -m pip install -q -e . 'verl==0.9.1' pytest pytest-timeout traitlets
+
+test-verl: install-verl
+	$(VERL_VENV)/bin/python -m pytest tests/test_integration_verl.py -q
 
 test-slow: install-test install-real-model browser-deps test-verifiers
 	$(PYTHON) -m pytest -m "slow" -q

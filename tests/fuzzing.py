@@ -13,7 +13,9 @@ import json
 import math
 import os
 import time
-from typing import Any, Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
 
 from hypothesis import strategies as st
 
@@ -94,6 +96,28 @@ def cpu_seconds() -> float:
     same ALFWorld calls took 5.2-12.1 s of wall-clock at load 7-13 and well under 1 s alone)."""
     times = os.times()
     return times.user + times.system + times.children_user + times.children_system
+
+
+@dataclass
+class Spent:
+    """What a `cpu_bound` block took: CPU seconds (`cpu_seconds`) and wall-clock seconds."""
+
+    cpu: float = 0.0
+    wall: float = 0.0
+
+
+@contextmanager
+def cpu_bound(seconds: float, what: str = "the block") -> Iterator[Spent]:
+    """The work done inside the block must take under `seconds` of CPU time (this process's
+    threads and the children it waited for: a worker subprocess counts) and under HANG_FACTOR
+    times that of wall-clock (a block that waits instead of computing). A loaded machine
+    stretches the wall-clock, not the work, so the bound holds there (`tests/test_under_load.py`)."""
+    spent = Spent()
+    start, start_cpu = time.perf_counter(), cpu_seconds()
+    yield spent
+    spent.cpu, spent.wall = cpu_seconds() - start_cpu, time.perf_counter() - start
+    assert spent.cpu < seconds, f"{what} used {spent.cpu:.2f} s of CPU (> {seconds:g} s)"
+    assert spent.wall < seconds * HANG_FACTOR, f"{what} took {spent.wall:.1f} s of wall-clock (> {seconds * HANG_FACTOR:g} s): a hang"
 
 
 def assert_contained(call: Callable[..., Any], *args: Any, seconds: float = 5.0, **kwargs: Any) -> Any:

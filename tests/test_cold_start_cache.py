@@ -116,6 +116,7 @@ def partial_stores(root: Path) -> list[Path]:
     return [p for p in (root / "cold-start").iterdir() if p.name.startswith(".")] if (root / "cold-start").is_dir() else []
 
 
+@pytest.mark.slow  # a subprocess killed with SIGKILL mid-store: about 10 s
 def test_a_store_killed_midway_leaves_no_partial_folder_in_the_cache(base_config, tmp_path, tiny_cache):  # noqa: F811
     cfg = cached(base_config, 47, env=False)
     before = set(partial_stores(tiny_cache))

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fuzzing import cpu_bound  # work done, not wall-clock: the default tier passes on a loaded machine
 
 from workbench import model_catalog
 from workbench.config import ModelSettings
@@ -434,12 +435,11 @@ def test_hostile_gguf_bytes_give_a_gguf_error_or_a_header_never_anything_else():
             del data[cut:]
         path = folder / "fuzz.gguf"
         path.write_bytes(bytes(data))
-        start = time.perf_counter()
-        try:
-            read_gguf_header(path)
-        except GGUFError as exc:
-            assert str(exc).startswith(f"{path}: ") and "\n" not in str(exc)
-        assert time.perf_counter() - start < 2.0
+        with cpu_bound(2.0, "reading the header"):
+            try:
+                read_gguf_header(path)
+            except GGUFError as exc:
+                assert str(exc).startswith(f"{path}: ") and "\n" not in str(exc)
 
     check()
 

@@ -26,6 +26,10 @@ from workbench.textsafety import clean_text, find_bad_text
 
 TIMEOUT = 0.3
 RELEASE = threading.Event()  # hung plugin calls wait on this; set at the end of the module
+# Wall-clock bound on a contained call, only against a hang: well under hang()'s 30 s and far over
+# TIMEOUT, so a loaded machine's scheduling delays pass. That a call was cut off at its budget, or
+# refused at once, is checked by its fault key and its message, not by its duration.
+HUNG_S = 15.0
 
 
 def hang(*args, **kwargs):
@@ -139,7 +143,7 @@ def test_fault_is_contained_counted_and_named(hook, replacement, call, key, kind
     domain = registry.domain("toy")
     start = time.perf_counter()
     answer = call(domain)
-    assert time.perf_counter() - start < TIMEOUT + 2.0
+    assert time.perf_counter() - start < HUNG_S, "the call was not cut off at its time budget"
     _check_answer(kind, answer, domain)
     assert domain.take_faults() == {key: 1}
     assert domain.take_faults() == {}  # reset after reading
@@ -172,8 +176,8 @@ def test_hung_calls_do_not_pile_up_threads():
         assert "time budget" in domain.score(TASK, "x").error
     start = time.perf_counter()
     fast = [domain.score(TASK, "x") for _ in range(20)]  # answered at once, no new threads
-    assert time.perf_counter() - start < 1.0
-    assert all(is_plugin_fault(s) and "still running" in s.error for s in fast)
+    assert time.perf_counter() - start < HUNG_S
+    assert all(is_plugin_fault(s) and "not run:" in s.error and "still running" in s.error for s in fast)  # refused, not waited for
     assert threading.active_count() - before <= MAX_STUCK_CALLS
     assert domain.take_faults() == {"score:plugin_timeout": MAX_STUCK_CALLS + 20}
 

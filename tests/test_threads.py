@@ -123,3 +123,99 @@ def test_a_resumed_run_takes_the_thread_count_it_started_with(make_config, tmp_p
     assert torch.get_num_threads() == 1
     CoEvolution(make_config(epochs=1), tmp_path / "fresh")  # a new run on the quiet machine takes both cores
     assert torch.get_num_threads() == 2
+
+
+# --- a count the user set, on a resume and far above the cores (issue 42 item 6) ------------
+
+
+def test_a_user_count_that_overrides_the_recorded_one_on_a_resume_says_so_in_one_line(monkeypatch, caplog):
+    """WORKBENCH_THREADS (or the config field) still wins on a resume, but the resumed run is then
+    not bit-exact with one never stopped: one warning line names the setting and both counts."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setenv("WORKBENCH_THREADS", "3")
+    with caplog.at_level("WARNING", logger="workbench.engine.threads"):
+        assert load_aware_threads(None, recorded=2)[0] == 3
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "\n" not in warnings[0], warnings
+    assert "WORKBENCH_THREADS" in warnings[0] and "3" in warnings[0] and "started with 2" in warnings[0], warnings[0]
+    assert "not bit-exact" in warnings[0], warnings[0]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="workbench.engine.threads"):
+        assert load_aware_threads(None, recorded=3)[0] == 3  # the same count: nothing to say
+        assert load_aware_threads(2, recorded=3)[0] == 2  # the config field: said too
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "config field threads" in warnings[0] and "started with 3" in warnings[0], warnings
+
+
+def test_a_resume_under_a_different_workbench_threads_warns_in_the_run(make_config, tmp_path, monkeypatch, caplog):
+    """The same through a real resume: the count comes from the run's state.json."""
+    from workbench.engine.loop import CoEvolution
+
+    monkeypatch.setenv("WORKBENCH_THREADS", "1")
+    CoEvolution(make_config(epochs=1), tmp_path / "run").run()
+    monkeypatch.setenv("WORKBENCH_THREADS", "2")
+    with caplog.at_level("WARNING", logger="workbench.engine.threads"):
+        CoEvolution(make_config(epochs=2), tmp_path / "run", resume=True)
+    assert torch.get_num_threads() == 2
+    warnings = [r.getMessage() for r in caplog.records if r.name == "workbench.engine.threads" and r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "WORKBENCH_THREADS" in warnings[0] and "started with 1" in warnings[0], warnings
+
+
+@pytest.mark.parametrize("name", ["WORKBENCH_THREADS", "OMP_NUM_THREADS"])
+def test_a_count_far_above_the_cores_is_capped_with_one_line(monkeypatch, caplog, name):
+    """Before: WORKBENCH_THREADS=2000 on a small machine aborted inside libgomp ('Thread creation
+    failed') with nothing naming the setting. Now a count above MAX_THREADS_PER_CORE x the usable
+    cores is capped there, and one warning line says so."""
+    from workbench.engine.threads import MAX_THREADS_PER_CORE
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    cap = MAX_THREADS_PER_CORE * 2
+    monkeypatch.setenv(name, str(cap))
+    with caplog.at_level("WARNING", logger="workbench.engine.threads"):
+        assert resolve_threads(None) == (cap, name)  # at the cap: kept as set, nothing said
+    assert not caplog.records
+    monkeypatch.setenv(name, "2000")
+    with caplog.at_level("WARNING", logger="workbench.engine.threads"):
+        count, source = resolve_threads(None)
+    assert count == cap and source.startswith(name), source
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "\n" not in warnings[0] and name in warnings[0] and "2000" in warnings[0], warnings
+    assert f"{cap}" in warnings[0] and "2 usable cores" in warnings[0], warnings[0]
+    assert load_aware_threads(None)[0] == cap
+
+
+def test_a_config_count_far_above_the_cores_is_capped(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    from workbench.engine.threads import MAX_THREADS_PER_CORE
+
+    count, source = resolve_threads(10_000)
+    assert count == MAX_THREADS_PER_CORE and source.startswith("config field threads")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads the process's address space size from /proc")
+def test_a_huge_count_no_longer_aborts_the_process():
+    """The abort itself, reproduced: with 8 MiB thread stacks and an address-space limit that
+    leaves room for the capped count's stacks and 1 GiB, 2000 threads make libgomp's thread
+    creation fail, which exits the process. Capped, the same setting runs and says so."""
+    import subprocess
+    import sys
+
+    from workbench.engine.threads import MAX_THREADS_PER_CORE
+
+    requested = max(2000, 64 * usable_cores())
+    code = (
+        "import os, resource, torch\n"
+        "vm = next(int(line.split()[1]) for line in open('/proc/self/status') if line.startswith('VmSize:')) * 1024\n"
+        f"room = vm + {MAX_THREADS_PER_CORE * usable_cores()} * 8 * 2**20 + 2**30\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (room, room))\n"
+        "from workbench.engine.threads import apply_threads\n"
+        "apply_threads(None)\n"
+        "a = torch.randn(256, 256)\n"
+        "print(bool(torch.isfinite(a @ a).all()), torch.get_num_threads())\n"
+    )
+    env = {**os.environ, "WORKBENCH_THREADS": str(requested), "OMP_STACKSIZE": "8M"}
+    env.pop("OMP_NUM_THREADS", None)
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["True", str(MAX_THREADS_PER_CORE * usable_cores())], result.stdout
+    assert f"WORKBENCH_THREADS = {requested}" in result.stderr and "capped at" in result.stderr, result.stderr

@@ -16,7 +16,11 @@ load_aware=True)`): it takes only the cores that other processes' running thread
 takes one thread instead of OpenMP threads that spin waiting for each other on a taken core
 (`benchmarks/shared_cpu.py` measures it). The count is chosen once a run and kept: the bits of
 a gradient depend on the thread count, so a run's checkpoints record it (`state.json`) and a
-resume takes it again. A count the user set (config field, environment variable) is kept as set.
+resume takes it again. A count the user set (config field, environment variable) is kept as set,
+with two exceptions, each said in one warning line: on a resume it still wins over the run's
+recorded count, and the line says the resumed run is then not bit-exact with one never stopped;
+and a count above `MAX_THREADS_PER_CORE` times the usable cores is capped there (before, a count
+in the thousands aborted the process inside libgomp, "Thread creation failed", naming no setting).
 """
 
 from __future__ import annotations
@@ -32,6 +36,10 @@ log = logging.getLogger(__name__)
 
 # the end of the source of the default count: the one count `adapt_threads` may lower
 LOAD_ADAPTIVE = "local process(es)"
+
+# A count the user sets is capped at this many threads a usable core: more only wait for each
+# other, and thousands make libgomp's thread creation fail, which exits the process.
+MAX_THREADS_PER_CORE = 4
 
 
 class ThreadSettingError(WorkbenchError, ValueError):
@@ -56,11 +64,22 @@ def _positive(value: str | int, source: str) -> int:
     return count
 
 
+def _capped(count: int, source: str) -> tuple[int, str]:
+    """A count the user set, capped at `MAX_THREADS_PER_CORE` x the usable cores (one warning line)."""
+    cores = usable_cores()
+    cap = MAX_THREADS_PER_CORE * cores
+    if count <= cap:
+        return count, source
+    log.warning("%s = %d is more than %d x the %d usable cores: capped at %d thread(s) (more only wait for each other, "
+                "and thousands abort the process inside libgomp)", source, count, MAX_THREADS_PER_CORE, cores, cap)
+    return cap, f"{source}, capped at {MAX_THREADS_PER_CORE} x {cores} usable cores"
+
+
 def default_threads() -> tuple[int, str]:
     """The thread count when no config field sets one, and where it came from."""
     for name in ("WORKBENCH_THREADS", "OMP_NUM_THREADS"):
         if os.environ.get(name, "").strip():
-            return _positive(os.environ[name].strip(), f"environment variable {name}"), name
+            return _capped(_positive(os.environ[name].strip(), f"environment variable {name}"), name)
     processes = _positive(os.environ.get("LOCAL_WORLD_SIZE", "1") or "1", "environment variable LOCAL_WORLD_SIZE")
     return max(1, usable_cores() // processes), f"{usable_cores()} usable cores / {processes} {LOAD_ADAPTIVE}"
 
@@ -68,15 +87,20 @@ def default_threads() -> tuple[int, str]:
 def resolve_threads(setting: int | None) -> tuple[int, str]:
     """The count for a `threads` setting (None = the default) and its source."""
     if setting is not None:
-        return _positive(setting, "config field threads"), "config field threads"
+        return _capped(_positive(setting, "config field threads"), "config field threads")
     return default_threads()
 
 
 def load_aware_threads(setting: int | None, recorded: int | None = None) -> tuple[int, str]:
-    """The count for a run: a set count as set; else the run's `recorded` count (a resume);
-    else the default share lowered to the cores other processes' running threads leave free."""
+    """The count for a run: a set count as set (on a resume over a different `recorded` count,
+    one warning line says so); else the run's `recorded` count (a resume); else the default
+    share lowered to the cores other processes' running threads leave free."""
     count, source = resolve_threads(setting)
     if not source.endswith(LOAD_ADAPTIVE):
+        if recorded is not None and count != recorded:
+            log.warning("%s sets %d CPU thread(s) but this run started with %d (its state.json): the resumed run is not "
+                        "bit-exact with one never stopped (a gradient's bits depend on the thread count); unset it to resume "
+                        "with %d", source.split(",")[0], count, recorded, recorded)
         return count, source
     if recorded is not None:
         return _positive(recorded, "the run's recorded thread count (state.json)"), "the count this run started with"
