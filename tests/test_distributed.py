@@ -71,6 +71,7 @@ def test_two_process_run_matches_single_process_trains_disjoint_shards_and_resum
         assert m["agent_tasks"] > 0
         if m["p_hat"]:  # k_min = 1: every scored task is in band, so the env was trained under DDP
             assert m["env_update"] and m["env_update"]["steps"] > 0 and m["env_kl"] is not None
+    assert any(m["p_hat"] for m in metrics), "no epoch scored a generated task: the DDP environment update was never checked"
     rows = [r for r in read_jsonl(dist_dir / "epochs" / "epoch_0001.jsonl") if r["valid"]]
     assert all(len(r["attempts"]) == cfg.agent.num_generations for r in rows)
     check_disjoint_shards(dist_dir, shards)

@@ -71,6 +71,7 @@ def test_jsonl_rows_carry_the_provenance(run_dir, domain, tmp_path):
     import yaml
 
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert any((t["id"], e) in d_env for e, t, _ in generated), "no exported task has a D_env record: the p_hat check proved nothing"
     for row, (epoch, task, _) in zip(rows, generated):
         assert PROVENANCE <= set(row)
         assert row["epoch"] == epoch and row["prompt"] == task["prompt"] and row["spec"] == task["spec"]
