@@ -44,7 +44,7 @@ from typing import Any
 
 from workbench import MAX_DIFFICULTY, AgentStats, DomainInfo, Interaction, Rejection, ReportSection, Score, Task, hookimpl
 
-from . import data, generation, report, scoring
+from . import data, generation, reply_format, report, scoring
 from .data import load_steps_jsonl, steps_from_games
 from .games import TASK_TYPES, AlfWorldInteraction, play_episode
 from .scoring import score_episode, score_step
@@ -103,6 +103,12 @@ def workbench_environment_prompt(examples: list[Task], stats: AgentStats) -> str
 @hookimpl
 def workbench_render_task(task: Task) -> str | None:
     return generation.render_task(task)
+
+
+@hookimpl
+def workbench_env_reply_format(seeds: list[Task]) -> dict | None:
+    schema = reply_format.reply_schema(seeds)
+    return None if schema is None else {"json_schema": schema}
 
 
 @hookimpl

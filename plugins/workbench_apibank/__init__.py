@@ -32,7 +32,7 @@ from typing import Any
 
 from workbench import MAX_DIFFICULTY, AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, hookimpl
 
-from . import data, generation, report, scoring
+from . import data, generation, reply_format, report, scoring
 from .data import ENV_VAR, NAME
 from .scoring import POLICY_ENV_VAR, SANDBOX_ENV_VAR
 
@@ -130,6 +130,12 @@ def workbench_parse_task(text: str, examples: list[Task]) -> Task | Rejection:
 @hookimpl
 def workbench_render_task(task: Task) -> str | None:
     return generation.render_task(task)
+
+
+@hookimpl
+def workbench_env_reply_format(seeds: list[Task]) -> dict | None:
+    schema = reply_format.reply_schema(seeds)
+    return None if schema is None else {"json_schema": schema}
 
 
 @hookimpl

@@ -17,7 +17,7 @@ from typing import Any
 
 from workbench import AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, hookimpl, limit_option, mean_stderr, path_option, rate
 
-from . import data, generation, report, scoring
+from . import data, generation, reply_format, report, scoring
 from .report import answer_type
 from .scoring import score_output, set_judge
 
@@ -91,6 +91,12 @@ def workbench_parse_task(text: str, examples: list[Task]) -> Task | Rejection:
 def workbench_render_task(task: Task) -> str | None:
     """The environment's JSON format: `{"question", "answer", "hops"}`."""
     return generation.example_json(task) if task.spec.get("question") and task.spec.get("answer") else None
+
+
+@hookimpl
+def workbench_env_reply_format(seeds: list[Task]) -> dict | None:
+    schema = reply_format.reply_schema(seeds)
+    return None if schema is None else {"json_schema": schema}
 
 
 @hookimpl

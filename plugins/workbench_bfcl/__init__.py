@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench import MAX_DIFFICULTY, AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, hookimpl
-from workbench_bfcl import data, generation, report, scoring
+from workbench_bfcl import data, generation, reply_format, report, scoring
 from workbench_bfcl.data import ENV_VAR, NAME, task_from_spec
 from workbench_bfcl.scoring import evaluate
 
@@ -87,6 +87,12 @@ def workbench_parse_task(text: str, examples: list[Task]) -> Task | Rejection:
 @hookimpl
 def workbench_render_task(task: Task) -> str | None:
     return generation.render_task(task)
+
+
+@hookimpl
+def workbench_env_reply_format(seeds: list[Task]) -> dict | None:
+    schema = reply_format.reply_schema(seeds)
+    return None if schema is None else {"json_schema": schema}
 
 
 @hookimpl

@@ -47,6 +47,7 @@ from workbench import (
     hookimpl,
     int_option,
     limit_option,
+    longest,
     path_option,
 )
 
@@ -268,6 +269,22 @@ def workbench_render_task(task: Task) -> str | None:
     """The environment's format: one `Task: <expression>` line."""
     expression = task.spec.get("expression") if isinstance(task.spec, dict) else None
     return f"Task: {expression}" if isinstance(expression, str) else None
+
+
+@hookimpl
+def workbench_env_reply_format(seeds: list[Task]) -> dict | None:
+    """The environment's format as a regex: `Task: ` then operands of at most as many digits as
+    the seeds' longest, joined by ` + `, ` - ` or ` * `, with 1 up to as many operators as the
+    seeds use (the canonical spacing `make_task` gives every expression). None without a seed
+    that renders."""
+    expressions = [t.spec["expression"] for t in seeds if isinstance(t.spec, dict) and isinstance(t.spec.get("expression"), str)]
+    tokens = [tok for tok in map(tokenize, expressions) if isinstance(tok, list)]
+    if not tokens:
+        return None
+    digits = longest([n for tok in tokens for n in tok[0::2]])
+    operations = longest(tokens, measure=lambda tok: len(tok) // 2)
+    operand = f"[0-9]{{1,{digits}}}"
+    return {"regex": f"Task: {operand}( [-+*] {operand}){{1,{operations}}}"}
 
 
 @hookimpl

@@ -27,7 +27,7 @@ from typing import Any
 
 from workbench import MAX_DIFFICULTY, AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, first_failures, hookimpl, limit_option, path_option
 
-from . import cities, data, generation, loaders, report, scoring
+from . import cities, data, generation, loaders, reply_format, report, scoring
 from .data import NAME, TASK_SCHEMA, make_task, render_reference, tasks_from_file
 from .evaluator import COMMONSENSE_KEYS, HARD_KEYS
 from .generation import MAX_SPEC_CHARS, validate_spec
@@ -102,6 +102,12 @@ def workbench_parse_task(text: str, examples: list[Task]) -> Task | Rejection:
 def workbench_render_task(task: Task) -> str | None:
     """The environment's format, `{"sandbox": 1, "query": {...}}`."""
     return generation.render_task(task)
+
+
+@hookimpl
+def workbench_env_reply_format(seeds: list[Task]) -> dict | None:
+    schema = reply_format.reply_schema(seeds)
+    return None if schema is None else {"json_schema": schema}
 
 
 @hookimpl

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.contract.aggregation import aggregate_declared
+from workbench.contract.reply_format import format_problem, grammar_problem, text_problem
 from workbench.contract.tasks import AgentStats, DomainInfo, Interaction, MetricInfo, Rejection, ReportSection, Score, Task
 from workbench.contract.validity import difficulty_problem, messages_problem, prompt_problem, rejection_list_problem, score_problem
 from workbench.errors import WorkbenchError
@@ -749,7 +750,44 @@ def check_plugin(target: Any, options: dict[str, Any] | None = None) -> CheckRep
     _check_metrics_agree(c, implemented, seeds, info)
     _check_difficulty(c, implemented, seeds, info)
     _check_variations(c, implemented, seeds)
+    _check_reply_format(c, implemented, seeds)
     return report
+
+
+def _check_reply_format(c: _Checker, implemented: set[str], seeds: list[Task]) -> None:
+    """`workbench_env_reply_format`, when implemented: a format `reply_format.format_problem`
+    accepts, that the structured-generation library compiles, and that every seed the plugin
+    renders matches."""
+    name = "environment reply format"
+    if "workbench_env_reply_format" not in implemented:
+        return
+    called, fmt = c.call(name, "workbench_env_reply_format", seeds=seeds)
+    if not called:
+        return
+    if fmt is None:
+        c.report.add(name, "ok", "no format declared for these seeds")
+        return
+    problem = format_problem(fmt)
+    if problem is None:
+        problem = grammar_problem(fmt)
+    if problem is not None:
+        c.report.add(name, "error", problem)
+        return
+    wrong, matched = [], 0
+    for task in seeds:
+        ok, text = c.call(name, "workbench_render_task", task=task) if "workbench_render_task" in implemented else (False, None)
+        if not ok or not isinstance(text, str):
+            continue
+        mismatch = text_problem(fmt, text)
+        if mismatch is None:
+            matched += 1
+        else:
+            wrong.append(f"seed {task.id}: {mismatch}")
+    if wrong:
+        c.report.add(name, "error", f"{len(wrong)} rendered seeds do not match the declared format, e.g. "
+                     + "; ".join(wrong[:3]) + ". Size the format's bounds to the seeds (reply_format.longest)")
+    else:
+        c.report.add(name, "ok", f"{next(iter(fmt))}: every one of {matched} rendered seeds matches; compiles as a grammar")
 
 
 def _check_variations(c: _Checker, implemented: set[str], seeds: list[Task], count: int = 4) -> None:

@@ -28,6 +28,7 @@ from workbench.contract.containment import (
     task_copies,
 )
 from workbench.contract.plugin_support import OptionError
+from workbench.contract.reply_format import format_problem
 from workbench.contract.tasks import AgentStats, DomainInfo, Interaction, Rejection, ReportSection, Score, Task
 from workbench.contract.validity import difficulty_problem, messages_problem, prompt_problem, rejection_list_problem, score_problem
 from workbench.textsafety import clean_text, find_bad_text
@@ -291,6 +292,22 @@ class Domain:
     def render_task(self, task: Task) -> str | None:
         """The text an environment model would write for `task` (workbench_render_task), or None."""
         return self._optional_text("render_task", task)
+
+    def env_reply_format(self, seeds: list[Task]) -> dict[str, Any] | None:
+        """The plugin's declared format of the environment's reply (`workbench_env_reply_format`),
+        sized to `seeds`, or None without the hook. A format the contract refuses raises
+        `PluginError` naming the plugin: the run asked to decode under it, so it cannot go on."""
+        if not self.implements("workbench_env_reply_format"):
+            return None
+        fmt = self._contained("env_reply_format", seeds=seeds)
+        if isinstance(fmt, Fault):
+            raise PluginError(fmt.message)
+        if fmt is None:
+            return None
+        problem = format_problem(fmt)
+        if problem is not None:
+            raise PluginError(f"plugin {self.plugin_name!r} (domain {self.name}) hook env_reply_format: {problem}")
+        return fmt
 
     def reference_output(self, task: Task) -> str | None:
         """An agent output scoring a success on `task` (workbench_reference_output), or None."""

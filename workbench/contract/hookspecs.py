@@ -63,6 +63,7 @@ OPTIONAL_DOMAIN_HOOKS = (
     "workbench_reference_output",
     "workbench_task_difficulty",
     "workbench_task_variations",
+    "workbench_env_reply_format",
 )
 CROSS_CUTTING_HOOKS = ("workbench_extra_validators", "workbench_run_start", "workbench_epoch_end")
 
@@ -182,6 +183,24 @@ def workbench_render_task(task: Task) -> str | None:
     task that passes validation; return None for a task that cannot be written that way;
     never raise for a task of this domain. Used to warm-start a small environment model on
     the seed tasks (`workbench demo --domain NAME`) and by the conformance checker's round trip.
+    """
+
+
+@hookspec(firstresult=True)
+def workbench_env_reply_format(seeds: list[Task]) -> dict[str, Any] | None:
+    """Optional: the format of the text the environment model writes for one task (what
+    `workbench_parse_task` reads), for decoding the environment under it
+    (`env.generation.constrained`): `{"json_schema": {...}}` (one JSON object matching the
+    schema, `json.dumps`'s default separators) or `{"regex": "..."}` (the whole reply), as
+    `workbench.contract.reply_format` says; None for no declared format.
+
+    `seeds` are the run's seed tasks; the engine calls this once per run and compiles the format
+    once. Rules: return a format that `reply_format.format_problem` accepts; every seed of `seeds`
+    that `workbench_render_task` renders matches it; bound its string lengths and item counts
+    (`maxLength`, `maxItems`, `{m,n}`; `reply_format.longest` sizes a bound to the seeds) so a reply
+    under it ends within the token cap: an unbounded schema lets a model write JSON of the right
+    shape that never closes. What a format cannot say (the gold call passes the checker, the
+    answer is right) stays with `workbench_validate_task`.
     """
 
 

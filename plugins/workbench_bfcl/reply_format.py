@@ -1,0 +1,110 @@
+"""The format of the environment's reply for BFCL (`workbench_env_reply_format`): a JSON Schema
+of `{"question", "functions", "ground_truth"}` (generation.py's module doc), every bound sized to
+the run's seeds with `longest`: the question's length, the functions and parameters per task, the
+descriptions' lengths, the gold calls and their allowed values. Parameter schemas keep `type` (one
+of the checker's types) and `description`, and may carry the other keys the seeds use (`enum`,
+`default`, `items`, nested `properties`) as bounded JSON values. What the schema cannot say (the
+gold call names a listed function with its required parameters, values of the declared types)
+stays with `generation.validate`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from workbench import Task, longest
+from workbench_bfcl.checker import PYTHON_TYPE_MAPPING
+from workbench_bfcl.generation import NAME, example_json
+
+
+def _seed_objects(seeds: list[Task]) -> list[dict[str, Any]]:
+    """The seeds in the environment's JSON format (those with a well-formed spec)."""
+    out = []
+    for task in seeds:
+        try:
+            value = json.loads(example_json(task.spec))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
+        if isinstance(value, dict) and isinstance(value.get("functions"), list) and isinstance(value.get("ground_truth"), list):
+            out.append(value)
+    return out
+
+
+def _parts(value: Any) -> list[Any]:
+    """Every string, list and dict inside `value` (a JSON value), dict keys included."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [value] + [x for k, v in value.items() for x in (k, *_parts(v))]
+    if isinstance(value, list):
+        return [value] + [x for v in value for x in _parts(v)]
+    return []
+
+
+def _keys(objects: Any) -> list[str]:
+    """The keys of `objects` (dicts), each once, in the order first seen."""
+    return list(dict.fromkeys(k for o in objects if isinstance(o, dict) for k in o))
+
+
+def reply_schema(seeds: list[Task]) -> dict[str, Any] | None:
+    """The JSON Schema of one reply, bounded by what `seeds` show (None without a usable seed)."""
+    objs = _seed_objects(seeds)
+    if not objs:
+        return None
+    functions = [f for o in objs for f in o["functions"] if isinstance(f, dict)]
+    params = [p for f in functions for p in f.get("parameters", {}).get("properties", {}).values() if isinstance(p, dict)]
+    calls = [args for o in objs for call in o["ground_truth"] if isinstance(call, dict) for args in call.values() if isinstance(args, dict)]
+    inner = [_parts({k: v for k, v in p.items() if k not in ("type", "description")}) for p in params] + [_parts(a) for a in calls]
+    value = {"anyOf": [  # a JSON value as long as the seeds' extra keys and gold values need
+        {"type": "string", "maxLength": longest([x for i in inner for x in i if isinstance(x, str)], floor=16)},
+        {"type": "number"}, {"type": "boolean"}, {"type": "null"},
+        {"type": "array", "maxItems": longest([x for i in inner for x in i if isinstance(x, list)], floor=4), "items": {"$ref": "#/$defs/value"}},
+        {"type": "object", "maxProperties": longest([x for i in inner for x in i if isinstance(x, dict)], floor=4),
+         "additionalProperties": {"$ref": "#/$defs/value"}},
+    ]}
+    param = {  # the keys the seeds' parameters use, in the order first seen; none other
+        "type": "object",
+        "properties": {"type": {"enum": sorted(PYTHON_TYPE_MAPPING)},
+                       "description": {"type": "string", "maxLength": longest([p.get("description", "") for p in params])},
+                       **{key: {"$ref": "#/$defs/value"} for key in _keys(params) if key not in ("type", "description")}},
+        "required": ["type"],
+        "additionalProperties": False,
+    }
+    most_params = longest([f.get("parameters", {}).get("properties", {}) for f in functions])
+    name = {"type": "string", "pattern": NAME.pattern, "maxLength": longest([f.get("name", "") for f in functions])}
+    function = {
+        "type": "object",
+        "properties": {
+            "name": name,
+            "description": {"type": "string", "minLength": 1, "maxLength": longest([f.get("description", "") for f in functions])},
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "type": {"const": "dict"},
+                    "properties": {"type": "object", "maxProperties": most_params, "additionalProperties": {"$ref": "#/$defs/param"}},
+                    "required": {"type": "array", "maxItems": most_params, "items": {"type": "string", "maxLength": name["maxLength"]}},
+                    **{key: {"$ref": "#/$defs/value"} for key in _keys(f.get("parameters", {}) for f in functions)
+                       if key not in ("type", "properties", "required")},
+                },
+                "required": ["type", "properties"],
+                "additionalProperties": False,
+            },
+        },
+        "required": ["name", "description", "parameters"],
+        "additionalProperties": False,
+    }
+    allowed = {"type": "array", "minItems": 1, "maxItems": longest([v for a in calls for v in a.values() if isinstance(v, list)]),
+               "items": {"$ref": "#/$defs/value"}}
+    call = {"type": "object", "minProperties": 1, "maxProperties": 1,
+            "additionalProperties": {"type": "object", "maxProperties": most_params, "additionalProperties": allowed}}
+    return {
+        "type": "object",
+        "$defs": {"value": value, "param": param},
+        "properties": {
+            "question": {"type": "string", "minLength": 1, "maxLength": longest([o.get("question") or "" for o in objs])},
+            "functions": {"type": "array", "minItems": 1, "maxItems": longest([o["functions"] for o in objs]), "items": function},
+            "ground_truth": {"type": "array", "maxItems": longest([o["ground_truth"] for o in objs], floor=1), "items": call},
+        },
+        "required": ["question", "functions", "ground_truth"],
+        "additionalProperties": False,
+    }
