@@ -5,6 +5,13 @@ the plugin. Prints the valid, duplicate and rejected counts with the rejection c
 seconds and new tokens the generation took, for each setting asked for.
 
     python benchmarks/env_validity.py --benchmark bfcl --shots 2 1 --batch 32 --stop-repeats 3
+    python benchmarks/env_validity.py --benchmark bfcl --constrained off on --json runs/env-validity-bfcl.json
+
+`--constrained off on` writes the same prompts (the same run seed draws the same examples, and the
+same sampling seed) once without and once with `env.constrained` (the domain's reply format,
+llguidance), and prints, for each, the valid share, the rejection codes, the novelty of the
+valid tasks (seed copies, repeats within the draw, new), new tokens per reply and seconds per
+new token; `--json` keeps the figures.
 
 `--shots` is env.examples_per_prompt (seeds shown in the few-shot turns), `--batch` is
 env.generation.batch_size, `--stop-repeats` env.generation.stop_repeats; the rest is the table's (benchmarks/real_model.py BENCHMARKS), so the
@@ -14,11 +21,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
+
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import real_model  # noqa: E402
@@ -33,6 +44,9 @@ def main() -> None:
     parser.add_argument("--stop-repeats", type=int, default=0, help="env.generation.stop_repeats (0: off, the table's)")
     parser.add_argument("--count", type=int, default=32, help="tasks to write (static's pool: 32 on BFCL)")
     parser.add_argument("--seed", type=int, default=0, help="the run seed (the prompts' examples and the sampling)")
+    parser.add_argument("--constrained", nargs="+", choices=["off", "on"], default=["off"], help="env.constrained, one run each")
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="env.generation.max_new_tokens (default: the table's)")
+    parser.add_argument("--json", type=Path, default=None, help="write the figures to this file")
     args = parser.parse_args()
 
     from workbench.contract.registry import load_registry
@@ -44,24 +58,43 @@ def main() -> None:
     table = argparse.Namespace(benchmark=args.benchmark, model=args.model, epochs=None, train=None, heldout=None,
                                max_prompt_chars=None)
     train, _ = real_model.benchmark_split(table, domain)
+    results = []
     for shots in args.shots:
-        config = real_model.train_config(table, "random", args.seed, [t.id for t in train])  # random: no pool made up front
-        generation = {"batch_size": args.batch, "stop_repeats": args.stop_repeats}
-        env = real_model.replace_section(config.env, {"examples_per_prompt": shots, "generation": generation})
-        config = dataclasses.replace(config, env=env)
-        with tempfile.TemporaryDirectory() as folder:
-            run = CoEvolution(config, Path(folder) / "run")
-            start = time.perf_counter()
-            candidates = run.task_source.generate(args.count, run.models.env_generator, "static", run.stats)
-            seconds = time.perf_counter() - start
-        valid = [c for c in candidates if c.valid]
-        duplicates = sum(c.duplicate_of is not None for c in valid)
-        codes = Counter(r.code for c in candidates for r in c.rejections)
-        tokens = run.models.env_generator.stats.new_tokens
-        print(f"{args.benchmark} shots={shots} batch={args.batch} seed={args.seed}: {len(valid)} valid of {len(candidates)} "
-              f"({duplicates} of them duplicates), rejections {dict(codes.most_common())}; {seconds:.0f} s, new tokens {tokens}",
-              flush=True)
+        for constrained in args.constrained:
+            config = real_model.train_config(table, "random", args.seed, [t.id for t in train])  # random: no pool made up front
+            generation: dict[str, Any] = {"batch_size": args.batch, "stop_repeats": args.stop_repeats}
+            if args.max_new_tokens:
+                generation["max_new_tokens"] = args.max_new_tokens
+            env = real_model.replace_section(config.env, {"examples_per_prompt": shots, "generation": generation,
+                                                          "constrained": constrained == "on"})
+            config = dataclasses.replace(config, env=env)
+            with tempfile.TemporaryDirectory() as folder:
+                run = CoEvolution(config, Path(folder) / "run")
+                start = time.perf_counter()
+                candidates = run.task_source.generate(args.count, run.models.env_generator, "static", run.stats)
+                seconds = time.perf_counter() - start
+            result = summary(candidates, run, seconds, args, shots, constrained)
+            results.append(result)
+            print(json.dumps(result), flush=True)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=1))
 
+
+def summary(candidates: list[Any], run: Any, seconds: float, args: argparse.Namespace, shots: int, constrained: str) -> dict[str, Any]:
+    """The figures of one setting: valid share, rejections, novelty, tokens and speed."""
+    valid = [c for c in candidates if c.valid]
+    kinds = Counter("repeat" if c.duplicate_of is not None else run.novelty.classify(c.task) for c in valid)
+    stats = run.models.env_generator.stats
+    return {
+        "benchmark": args.benchmark, "seed": args.seed, "shots": shots, "constrained": constrained, "count": len(candidates),
+        "valid": len(valid), "valid_share": round(len(valid) / len(candidates), 4),
+        "rejections": dict(Counter(r.code for c in candidates for r in c.rejections).most_common()),
+        "novelty": dict(kinds.most_common()),
+        "new_tokens": stats.new_tokens, "tokens_per_reply": round(stats.new_tokens / max(1, stats.completions), 1),
+        "seconds": round(seconds, 1), "seconds_per_token": round(seconds / max(1, stats.new_tokens), 4),
+        "max_new_tokens": run.config.env.generation.max_new_tokens, "threads": torch.get_num_threads(),
+    }
 
 if __name__ == "__main__":
     main()

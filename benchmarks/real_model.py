@@ -72,6 +72,12 @@ VARIANTS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
     # BFCL's environment breaks the JSON of most replies: parse them again mended by json-repair (RWR trains on the
     # mended text), and RWR on the in-band tasks of the last 4 epochs, 2 passes, as genenv-replay
     "genenv-repair": ("genenv", {"env": {"repair_json": True, "replay_epochs": 4, "rwr_epochs": 2}}),
+    # the environment decodes under its domain's reply format (llguidance): valid JSON by construction
+    "genenv-constrained": ("genenv", {"env": {"constrained": True}}),
+    # constrained, and the policy-gradient update over every candidate (invalid and copied ones get a negative reward)
+    "genenv-pg": ("genenv", {"env": {"constrained": True, "update": "pg"}}),
+    # constrained + pg, two replies a prompt (one advantage group per prompt; the agent keeps the novel ones first)
+    "genenv-pg-over": ("genenv", {"env": {"constrained": True, "update": "pg", "candidates_per_task": 2}}),
 }
 ALL_ROWS = ROWS + list(VARIANTS)
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
@@ -154,8 +160,12 @@ def evaluate(domain: Any, tasks: list[Any], model: Any, tokenizer: Any, max_new_
         r = domain.difficulty(task)
         if r is not None:
             by_rung.setdefault(str(r), []).append(float(score.success))
+    per_task: dict[str, list[float]] = {}
+    for (task, _), score in zip(pairs, scores):
+        per_task.setdefault(task.id, []).append(float(score.success))
     return {
         "samples": samples,
+        "per_task": per_task,  # task id -> each answer's success: what the paired bootstrap resamples
         "score": float(aggregate[domain.info.headline]),
         "success": sum(s.success for s in scores) / len(scores),
         "parse_errors": sum(s.error is not None for s in scores),
@@ -293,7 +303,7 @@ def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any
 
 EPOCH_KEYS = ("epoch", "candidates", "valid", "valid_distinct", "p_hat", "p_hat_mean", "frac_in_band", "in_band_for_env",
               "agent_success_seed", "agent_reward_mean", "env_kl", "env_rolled_back", "difficulty", "novelty", "redraws", "json_repaired",
-              "rejections", "agent_micro_batches", "time")
+              "rejections", "agent_micro_batches", "env_pg", "time")
 
 
 def _epoch_summary(record: dict[str, Any]) -> dict[str, Any]:
@@ -505,6 +515,32 @@ def paired(rows: dict[str, Any], ours: str, other: str) -> tuple[int, list[float
     return (answers, diffs) if diffs else None
 
 
+def paired_bootstrap(rows: dict[str, Any], ours: str, other: str, answers: int, draws: int = 4000,
+                     seed: int = 0) -> tuple[float, float] | None:
+    """A 95% percentile interval of the mean success difference ours - other (success rate, not
+    the headline metric), resampling run seeds and, within each, held-out tasks with replacement
+    (the same tasks for both rows: the difference is paired). None where the cells lack per-task
+    results (cells measured before they were kept)."""
+    import random
+
+    def per_task(row: str) -> dict[int, dict[str, list[float]]]:
+        return {c["seed"]: e["per_task"] for c in rows[row]["cells"] if (e := _eval_with(c, answers)) and "per_task" in e}
+
+    mine, theirs = per_task(ours), per_task(other)
+    seeds = sorted(set(mine) & set(theirs))
+    if not seeds:
+        return None
+    diffs = {s: [statistics.fmean(mine[s][t]) - statistics.fmean(theirs[s][t]) for t in sorted(set(mine[s]) & set(theirs[s]))]
+             for s in seeds}
+    rng = random.Random(seed)
+    means = []
+    for _ in range(draws):
+        picked = [rng.choice(seeds) for _ in seeds]
+        means.append(statistics.fmean(statistics.fmean(rng.choices(diffs[s], k=len(diffs[s]))) for s in picked))
+    means.sort()
+    return means[int(0.025 * draws)], means[int(0.975 * draws) - 1]
+
+
 def _mean_sd(values: list[float]) -> str:
     if not values:
         return "-"
@@ -537,8 +573,10 @@ def print_table(out: Path) -> None:
                 found = paired(rows, ours, other) if ours in rows and other in rows else None
                 if found:
                     answers, diffs = found
+                    interval = paired_bootstrap(rows, ours, other, answers)
+                    ci = "" if interval is None else f"; 95% interval {100 * interval[0]:+.1f} to {100 * interval[1]:+.1f} (bootstrap over tasks and seeds)"
                     print(f"\npaired {ours} - {other}: {_mean_sd(diffs)} points over {len(diffs)} seeds, {answers} answer(s) a task "
-                          f"(per seed: {', '.join(f'{100 * d:+.1f}' for d in diffs)})")
+                          f"(per seed: {', '.join(f'{100 * d:+.1f}' for d in diffs)}){ci}")
         total = sum(c["seconds"] for row in rows.values() for c in row["cells"])
         loads = [c["load_before"] for row in rows.values() for c in row["cells"]]
         print(f"\nwhole table: {total / 60:.1f} min of cells; load before each cell {min(loads):.2f}-{max(loads):.2f}; "

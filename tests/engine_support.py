@@ -30,9 +30,10 @@ class ScriptedGenerator:
         self.stats = GenerationStats()
 
     def generate(self, prompts, n=1, seed=None):
-        out = [[self.texts[(self.calls + i) % len(self.texts)]] for i in range(len(prompts))]
-        self.calls += len(prompts)
-        self.stats = GenerationStats(0.0, len(prompts), len(prompts), 0)
+        """`n` texts per prompt, the next ones of the script in turn."""
+        out = [[self.texts[(self.calls + i * n + j) % len(self.texts)] for j in range(n)] for i in range(len(prompts))]
+        self.calls += len(prompts) * n
+        self.stats = GenerationStats(0.0, len(prompts), len(prompts) * n, 0)
         return out
 
     def sync_weights(self, model):

@@ -67,3 +67,25 @@ def test_every_benchmark_s_own_environment_settings_pass_the_config_check():
         check(changes)
     with pytest.raises(ConfigError, match="stop_repeats"):
         check({"generation": {"stop_repeats": -1}})
+
+
+def _cells(per_seed: dict[int, dict[str, list[float]]]) -> dict:
+    return {"cells": [{"seed": s, "eval": {"samples": 1, "score": 0.0, "per_task": tasks}} for s, tasks in per_seed.items()]}
+
+
+def test_the_paired_bootstrap_interval_brackets_a_real_difference_and_straddles_zero_without_one():
+    tasks = [f"t{i}" for i in range(40)]
+    ours = _cells({s: {t: [float(i % 2 == 0 or i % 5 == 0)] for i, t in enumerate(tasks)} for s in range(3)})
+    other = _cells({s: {t: [float(i % 2 == 0)] for i, t in enumerate(tasks)} for s in range(3)})
+    low, high = real_model.paired_bootstrap({"genenv": ours, "random": other}, "genenv", "random", answers=1)
+    assert 0 < low <= 0.1 <= high, "4 of 40 tasks solved more often: +0.1, and only ever more"
+    low, high = real_model.paired_bootstrap({"genenv": ours, "random": ours}, "genenv", "random", answers=1)
+    assert low == high == 0.0
+    noisy = _cells({s: {t: [float((i + s) % 2 == 0)] for i, t in enumerate(tasks)} for s in range(3)})
+    low, high = real_model.paired_bootstrap({"genenv": noisy, "random": other}, "genenv", "random", answers=1)
+    assert low < 0 < high, "seeds that disagree in sign give an interval across 0"
+
+
+def test_cells_measured_before_per_task_results_were_kept_give_no_interval():
+    old = {"cells": [{"seed": 0, "eval": {"samples": 1, "score": 0.5}}]}
+    assert real_model.paired_bootstrap({"genenv": old, "random": old}, "genenv", "random", answers=1) is None

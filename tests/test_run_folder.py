@@ -110,9 +110,9 @@ def test_epoch_files_pools_and_a_checkpoint_round_trip(tmp_path):
     folder = RunFolder(tmp_path / "run")
     folder.create()
     task = Task("arithmetic", "1 + 1", {"answer": 2}, id="gen-1")
-    good = SimpleNamespace(task=task, text="Task: 1 + 1", valid=True, duplicate_of=None, rejections=[], redraw_round=0)
-    dup = SimpleNamespace(task=task, text="Task: 1 + 1", valid=True, duplicate_of="gen-1", rejections=[], redraw_round=0)
-    bad = SimpleNamespace(task=None, text="junk", valid=False, duplicate_of=None, rejections=[Rejection("parse_error", "no Task line")], redraw_round=0)
+    good = SimpleNamespace(task=task, text="Task: 1 + 1", valid=True, duplicate_of=None, rejections=[], redraw_round=0, group=0)
+    dup = SimpleNamespace(task=task, text="Task: 1 + 1", valid=True, duplicate_of="gen-1", rejections=[], redraw_round=0, group=0)
+    bad = SimpleNamespace(task=None, text="junk", valid=False, duplicate_of=None, rejections=[Rejection("parse_error", "no Task line")], redraw_round=0, group=0)
     scores = [Score(1.0, True, {"em": 1.0}), Score(0.0, False, error="unparsable")]
     attempts = {"gen-1": [Attempt("gen-1", out, s) for out, s in zip(["Answer: 2", "??"], scores)]}
     for epoch in (1, 2, 3):

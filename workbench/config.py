@@ -184,6 +184,35 @@ class EnvSettings:
         "redrawn_copy; a redraw no less a copy is kept there as redraw_still_copy; copies left after the last round "
         "stay valid, so no epoch loses tasks. Counted in metrics.jsonl's redraws.",
     )
+    update: Literal["rwr", "pg"] = _f(
+        "rwr",
+        "The environment update. rwr (the paper's): reward-weighted regression on the valid generated tasks in the "
+        "alpha band. pg: a policy-gradient step over every candidate of the epoch, valid or not, with advantages "
+        "normalised within the candidates of one prompt (as GRPO does; over the whole epoch when "
+        "env.candidates_per_task is 1): a valid scored task's reward is R_env, an invalid one's env.pg_invalid_reward, "
+        "a copy's is lowered by env.pg_copy_penalty (docs/how-it-works.md). Both train the same weighted likelihood "
+        "under the same KL penalty, cap and rollback.",
+    )
+    candidates_per_task: int = _f(
+        1,
+        "Replies sampled per environment prompt: the environment writes tasks_per_epoch prompts x this many candidates, "
+        "and the agent trains on at most tasks_per_epoch (and pool.max_new_per_epoch) distinct valid ones, novel ones "
+        "first; the others are rejected as over_epoch_cap, counted, and (env.update: pg) still feed the update. 1 = no "
+        "oversampling.",
+    )
+    pg_invalid_reward: float = _f(-1.0, "env.update pg: the reward of a candidate that did not parse or failed validation.")
+    pg_copy_penalty: float = _f(
+        0.5,
+        "env.update pg: subtracted from the reward of a valid candidate that copies a seed or an earlier task (exact or "
+        "near, workbench.novelty) or repeats another candidate of the epoch.",
+    )
+    constrained: bool = _f(
+        False,
+        "Decode the environment's replies under the domain's declared reply format (the plugin's "
+        "workbench_env_reply_format: a JSON Schema or a regex, compiled once per run with llguidance; vLLM's "
+        "structured outputs on the vllm backend), so a reply that ends is in the format by construction. A reply cut "
+        "at env.generation.max_new_tokens is rejected as reply_cut_at_cap. Needs a domain that declares a format.",
+    )
     repair_json: bool = _f(
         False,
         "Read a rejected reply a second time, its JSON mended: when the plugin's parse_task rejects what the environment "
@@ -349,6 +378,8 @@ _RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
     "curriculum.beta": (0.0, math.inf, True, False, "use beta >= 0 (2.0 in the authors' config)"),
     "curriculum.rwr_lambda": (0.0, math.inf, True, False, "use lambda >= 0 (the paper uses 1.0)"),
     "curriculum.copy_weight": (0.0, 1.0, True, True, "use a scale in [0, 1] (1 = copies weighted like any task, 0 = left out of the environment update)"),
+    "env.candidates_per_task": (1, 64, True, True, "use 1 (no oversampling) to 64 replies per prompt"),
+    "env.pg_copy_penalty": (0.0, math.inf, True, False, "use a penalty >= 0"),
     "env.redraw_rounds": (0, 10, True, True, "use 0 (off) to 10 rounds; each round is one more generate call for the copies still left"),
     "agent.kl_beta": (0.0, math.inf, True, False, "use a KL coefficient >= 0 (0 = no reference model)"),
     "agent.temperature": (0.0, math.inf, False, False, "use a temperature > 0"),

@@ -133,6 +133,11 @@ class EpochRecord(_Record):
         "the whole environment-update result (`steps`, `loss`, `nll`, `kl`, `rolled_back`, `examples`, `dropped_too_long`, "
         "`kl_last_step`, `rollback_reason`); null when there was none"
     )
+    env_pg: dict[str, Any] | None = _f(
+        "`env.update: pg`: the candidates rated, the `examples` trained on (advantage not 0), the `groups` (one per prompt) "
+        "and those `groups_without_signal`, and `by_class` (valid, valid_unscored, invalid; `_copy` for copies): `n`, "
+        "`reward_mean`, `advantage_mean`; null for RWR"
+    )
     env_kl: float | None = _f("KL of the environment model that was kept, to its reference")
     env_loss: float | None = _f("the environment update's loss")
     env_rolled_back: bool | None = _f("the update exceeded `env.max_kl` (or went non-finite) and was undone")
@@ -205,6 +210,7 @@ class EpochFileRow(_Record):
     duplicate_of: str | None = _f("the id of an identical valid generation earlier in the epoch, else null")
     rejections: list[dict[str, str]] = _f("why it was rejected: `code` and `message` per reason")
     redraw_round: int = _f("0 for the epoch's first draw; r for a candidate drawn in redraw round r (`env.redraw_rounds`)")
+    group: int = _f("the prompt it was sampled from, numbered within the epoch: the `env.candidates_per_task` replies of one prompt share it")
     attempts: list[dict[str, Any]] = _f("the agent's attempts: `output`, `success` and the Score's `reward`, `correct`, `metrics`, `error`")
 
 
@@ -254,6 +260,7 @@ def epoch_file_rows(candidates: list[Any], attempts: dict[str, list[Any]]) -> li
             duplicate_of=c.duplicate_of,
             rejections=[dataclasses.asdict(r) for r in c.rejections],
             redraw_round=c.redraw_round,
+            group=c.group,
             attempts=[{"output": a.output, **a.score.to_dict(), "success": a.score.success} for a in own],
         ).to_dict())
     return rows
@@ -320,6 +327,7 @@ def build_epoch_record(
     redraws: dict[str, int] | None = None,
     copy_weight: float = 1.0,
     repair_json: bool = False,
+    env_pg: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The epoch's record from what the epoch produced: its candidates, the new and scored tasks,
     p_hat per task, the environment records, the agent's `AgentEpochResult` and the environment
@@ -358,6 +366,7 @@ def build_epoch_record(
         agent_micro_batches=agent.micro_batches,
         agent_episodes=agent.episodes,
         env_update=None if env_result is None else dataclasses.asdict(env_result),
+        env_pg=env_pg,
         env_kl=None if env_result is None else env_result.kl,
         env_loss=None if env_result is None else env_result.loss,
         env_rolled_back=None if env_result is None else env_result.rolled_back,

@@ -43,12 +43,13 @@ from workbench.contract.tasks import AgentStats, Rejection, Task
 from workbench.engine.env_prompt import few_shot_turns
 from workbench.engine.generation import GenerationStats, Prompt, chat_prompt
 from workbench.engine.rwr import model_context_length
-from workbench.novelty import SEED_COPIES, NoveltyTracker, text_key
+from workbench.novelty import COPIES, SEED_COPIES, NoveltyTracker, text_key
 from workbench.textparse import repaired_json_object
 
 REDRAWN_COPY = "redrawn_copy"  # a valid copy that a redraw replaced
 REDRAW_STILL_COPY = "redraw_still_copy"  # a redraw no less a copy than the task it was drawn for, set aside
 SET_ASIDE = frozenset({REDRAWN_COPY, REDRAW_STILL_COPY})
+CUT_AT_CAP = "reply_cut_at_cap"  # a reply that reached env.generation.max_new_tokens unfinished and did not parse
 UNREPAIRED = "env_text_unrepaired"  # a mended task's meta key: what the environment wrote before json-repair
 
 
@@ -69,6 +70,7 @@ class Candidate:
     rejections: list[Rejection]
     duplicate_of: str | None = None  # an identical valid generation earlier in the epoch
     redraw_round: int = 0  # 0: the epoch's first draw; r: drawn in redraw round r (env.redraw_rounds)
+    group: int = 0  # the prompt it was sampled from, numbered within the epoch (env.candidates_per_task replies share one)
 
     @property
     def json_repaired(self) -> bool:
@@ -111,6 +113,7 @@ class CandidateWriter:
     agent_model: Callable[[], Any]
     agent_tokenizer: Any
     novelty: NoveltyTracker | None = None  # the run's tracker, which the redraw asks about seed copies (read-only)
+    _groups: int = 0  # prompts drawn so far this epoch: each candidate's `group`
 
     def prompts(self, count: int, examples_from: list[Task], stats: AgentStats) -> list[tuple[Prompt, list[Task]]]:
         """`count` environment prompts, each from `env.examples_per_prompt` sampled examples."""
@@ -130,6 +133,7 @@ class CandidateWriter:
         (no plugin can make two tasks share one); a valid task identical to an earlier one of
         this batch is linked to it (`duplicate_of`) and shares its attempts. With
         `env.redraw_rounds` and a `novelty` tracker, copies are drawn again (module doc)."""
+        self._groups = 0
         candidates = self._draw(count, generator, source, examples_from, stats)
         rounds = self.config.env.redraw_rounds
         if rounds and self.novelty is not None:
@@ -201,29 +205,45 @@ class CandidateWriter:
     def _draw(
         self, count: int, generator: Any, source: str, examples_from: list[Task], stats: AgentStats, redraw_round: int = 0
     ) -> list[Candidate]:
-        """One draw: `count` prompts, one generate call, each text parsed and validated."""
+        """One draw: `count` prompts, one generate call, each text parsed and validated. The first
+        draw samples `env.candidates_per_task` replies per prompt (one group per prompt); a redraw
+        round samples one."""
+        per_prompt = self.config.env.candidates_per_task if redraw_round == 0 else 1
         prompts = self.prompts(count, examples_from, stats)
         fits = [self.env_prompt_fits(context) for context, _ in prompts]
         seed = self.rng.randrange(2**31)
-        wanted = [context for (context, _), ok in zip(prompts, fits) if ok]
-        texts = iter(generator.generate(wanted, n=1, seed=seed) if wanted else [])
+        wanted = [context for (context, _), ok in zip(prompts, fits) if ok is True]
+        replies = iter(generator.generate(wanted, n=per_prompt, seed=seed) if wanted else [])
+        cuts = iter(getattr(generator, "last_cut", None) or [[False] * per_prompt for _ in wanted])
+        first_group = self._groups
+        self._groups += len(prompts)
         candidates = []
-        for (context, examples), fit_problem in zip(prompts, fits):
+        for g, ((context, examples), fit_problem) in enumerate(zip(prompts, fits)):
+            group = first_group + g
             if fit_problem is not True:
-                candidates.append(Candidate(context, "", None, [Rejection("env_prompt_too_long", fit_problem)], redraw_round=redraw_round))
+                candidates += [Candidate(context, "", None, [Rejection("env_prompt_too_long", fit_problem)], redraw_round=redraw_round,
+                                         group=group) for _ in range(per_prompt)]
                 continue
-            (text,) = next(texts)
-            parsed = self.domain.parse_task(text, examples)
-            if isinstance(parsed, Rejection) and self.config.env.repair_json:
-                parsed, text = self._parse_repaired(parsed, text, examples)
-            if isinstance(parsed, Rejection):
-                candidates.append(Candidate(context, text, None, [parsed], redraw_round=redraw_round))
-                continue
-            parsed.source, parsed.env_context, parsed.env_text = source, context, text
-            parsed.id = content_id(parsed)
-            reasons = self.domain.validate(parsed) + self.agent_fit(parsed)
-            candidates.append(Candidate(context, text, parsed, reasons, redraw_round=redraw_round))
+            for text, cut in zip(next(replies), next(cuts)):
+                candidates.append(self._candidate(context, examples, text, cut, source, redraw_round, group))
         return candidates
+
+    def _candidate(self, context: Prompt, examples: list[Task], text: str, cut: bool, source: str, redraw_round: int,
+                   group: int) -> Candidate:
+        """One reply parsed and validated; a reply the token cap cut that does not parse is
+        rejected as `reply_cut_at_cap`."""
+        parsed = self.domain.parse_task(text, examples)
+        if isinstance(parsed, Rejection) and self.config.env.repair_json:
+            parsed, text = self._parse_repaired(parsed, text, examples)
+        if isinstance(parsed, Rejection):
+            if cut:
+                cap = self.config.env.generation.max_new_tokens
+                parsed = Rejection(CUT_AT_CAP, f"the reply reached env.generation.max_new_tokens ({cap}) before it ended: {parsed.message}")
+            return Candidate(context, text, None, [parsed], redraw_round=redraw_round, group=group)
+        parsed.source, parsed.env_context, parsed.env_text = source, context, text
+        parsed.id = content_id(parsed)
+        reasons = self.domain.validate(parsed) + self.agent_fit(parsed)
+        return Candidate(context, text, parsed, reasons, redraw_round=redraw_round, group=group)
 
     def _parse_repaired(self, rejection: Rejection, text: str, examples: list[Task]) -> tuple[Task | Rejection, str]:
         """`env.repair_json`: the reply's first JSON object mended by json-repair and parsed
@@ -293,9 +313,13 @@ def _stats_sum(total: GenerationStats | None, more: GenerationStats | None) -> G
                            total.new_tokens + more.new_tokens, {**total.extra, **more.extra})
 
 
-def cap_new_tasks(candidates: list[Candidate], cap: int) -> list[Task]:
+def cap_new_tasks(candidates: list[Candidate], cap: int, novelty: NoveltyTracker | None = None) -> list[Task]:
     """The epoch's distinct valid generated tasks, at most `cap` (pool.max_new_per_epoch); the
-    rest are rejected as `over_epoch_cap` (counted, never silently left without attempts)."""
+    rest are rejected as `over_epoch_cap` (counted, never silently left without attempts). With
+    `novelty` (read-only), tasks that copy no seed or earlier task are taken first, each class in
+    the order drawn."""
+    if novelty is not None:
+        candidates = sorted(candidates, key=lambda c: c.valid and c.task is not None and novelty.classify(c.task) in COPIES)
     new_tasks: list[Task] = []
     kept: set[str] = set()
     for c in candidates:

@@ -8,7 +8,11 @@
   records (R_env, the alpha band, RWR weights);
 * `rwr_examples`: the environment's RWR training set, the in-band records of the last
   `env.replay_epochs` epochs weighted exp(lambda R_env), a copy's weight scaled by
-  `curriculum.copy_weight` (0 leaves it out).
+  `curriculum.copy_weight` (0 leaves it out);
+* `env_update_examples`: the configured update's examples (`env.update`: `rwr`, or `pg`, every
+  candidate weighted by its advantage, `workbench.engine.env_pg`) and its summary for the record;
+* `new_tasks_of`: the epoch's new tasks for the agent: the distinct valid candidates up to the
+  budget, novel ones first when the environment oversamples (`env.candidates_per_task`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from workbench import curriculum, records
 from workbench.config import RunConfig
 from workbench.contract.containment import is_plugin_fault
 from workbench.contract.tasks import Task
+from workbench.engine.candidates import cap_new_tasks
+from workbench.engine.env_pg import pg_examples
 from workbench.engine.generation import chat_prompt
 from workbench.engine.invariants import check_epoch
 from workbench.engine.rwr import RWRExample
@@ -79,4 +85,23 @@ def rwr_examples(config: RunConfig, epoch: int, d_env: Sequence[dict[str, Any]],
     return [RWRExample(chat_prompt(tokenizer, r["context"]), r["text"], w * len(pool)) for r, w in zip(pool, weights)]
 
 
-__all__ = ["ClosedEpoch", "close_epoch", "rwr_examples"]
+def env_update_examples(config: RunConfig, epoch: int, d_env: Sequence[dict[str, Any]], closed: ClosedEpoch,
+                        candidates: Sequence[Any], novelty: NoveltyTracker, tokenizer: Any) -> tuple[list[RWRExample], dict[str, Any] | None]:
+    """The environment update's examples for `epoch` (`env.update`) and, for `pg`, its summary
+    (the record's `env_pg`; None for `rwr`). `novelty` is only read."""
+    if config.env.update == "pg":
+        return pg_examples(config, candidates, closed.p_hat, closed.faulty, novelty, tokenizer)
+    return rwr_examples(config, epoch, d_env, closed.env_records, tokenizer), None
+
+
+def new_tasks_of(config: RunConfig, candidates: list[Any], novelty: NoveltyTracker, room: int | None = None) -> list[Task]:
+    """The epoch's new tasks (`candidates.cap_new_tasks`): at most `pool.max_new_per_epoch` (and
+    `room`, the rows a fixed-size mixture leaves); with `env.candidates_per_task` above 1, at most
+    `env.tasks_per_epoch`, the novel ones first (`novelty` is only read)."""
+    cap = config.pool.max_new_per_epoch if room is None else min(config.pool.max_new_per_epoch, room)
+    if config.env.candidates_per_task == 1:
+        return cap_new_tasks(candidates, cap)
+    return cap_new_tasks(candidates, min(cap, config.env.tasks_per_epoch), novelty)
+
+
+__all__ = ["ClosedEpoch", "close_epoch", "env_update_examples", "new_tasks_of", "rwr_examples"]

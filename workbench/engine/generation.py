@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
-from transformers import StoppingCriteria
+from transformers import LogitsProcessorList, StoppingCriteria
 
 from workbench.config import GenerationSettings
 from workbench.engine.lora_merge import LoraMerge
@@ -71,12 +71,15 @@ def chat_prompt(tokenizer: Any, prompt: Prompt) -> str:
 class TransformersGenerator:
     """Batched sampling with `model.generate` on the model's own device."""
 
-    def __init__(self, settings: GenerationSettings, model: Any, tokenizer: Any, merge_lora: bool = False):
+    def __init__(self, settings: GenerationSettings, model: Any, tokenizer: Any, merge_lora: bool = False, grammar: Any = None):
+        """`grammar` (a `workbench.engine.constrained.ReplyGrammar`): every reply is sampled under it."""
         self.settings = settings
         self.model = model
         self.tokenizer = tokenizer
         self.stats = GenerationStats()
         self.lora_merge = LoraMerge() if merge_lora else None
+        self.grammar = grammar
+        self.last_cut: list[list[bool]] = []  # per prompt and completion of the last call: cut at max_new_tokens
 
     def sync_weights(self, model: Any) -> None:
         self.model = model
@@ -93,21 +96,26 @@ class TransformersGenerator:
         merged = self.lora_merge.merged(self.model) if self.lora_merge else contextlib.nullcontext()
         try:
             with merged:
-                outputs, new_tokens = self._sample(texts, device)
+                outputs, new_tokens, cut = self._sample(texts, device)
         finally:
             self.model.train(was_training)
         self.stats = GenerationStats(time.perf_counter() - start, len(prompts), len(outputs), new_tokens)
+        self.last_cut = [cut[i * n : (i + 1) * n] for i in range(len(prompts))]
         return [outputs[i * n : (i + 1) * n] for i in range(len(prompts))]
 
-    def _sample(self, texts: list[str], device: torch.device) -> tuple[list[str], int]:
-        """(completions, new tokens) of `texts`, sampled in batches of `batch_size`."""
+    def _sample(self, texts: list[str], device: torch.device) -> tuple[list[str], int, list[bool]]:
+        """(completions, new tokens, which completions were cut at max_new_tokens) of `texts`,
+        sampled in batches of `batch_size`."""
         outputs: list[str] = []
+        cut: list[bool] = []
         new_tokens = 0
         for i in range(0, len(texts), self.settings.batch_size):
             batch = self.tokenizer(texts[i : i + self.settings.batch_size], return_tensors="pt", padding=True).to(device)
             stopping = [RepeatStop(batch["input_ids"].shape[1], self.settings.stop_repeats)] if self.settings.stop_repeats else None
+            processors = LogitsProcessorList([self.grammar.processor()]) if self.grammar is not None else None
             out = self.model.generate(
                 **batch,
+                logits_processor=processors,
                 stopping_criteria=stopping,
                 do_sample=True,
                 temperature=self.settings.temperature,
@@ -120,7 +128,23 @@ class TransformersGenerator:
             completion_ids = out[:, batch["input_ids"].shape[1] :]
             new_tokens += int((completion_ids != self.tokenizer.pad_token_id).sum())
             outputs += [clean_text(t) for t in self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)]
-        return outputs, new_tokens
+            cut += cut_at_cap(completion_ids, self.settings.max_new_tokens, end_token_ids(self.tokenizer))
+        return outputs, new_tokens, cut
+
+
+def end_token_ids(tokenizer: Any) -> set[int]:
+    """The ids that end a completion: EOS (one or several) and padding."""
+    ids = {tokenizer.eos_token_id, tokenizer.pad_token_id}
+    return {int(i) for i in ids if i is not None}
+
+
+def cut_at_cap(completion_ids: torch.Tensor, max_new_tokens: int, end_ids: set[int]) -> list[bool]:
+    """Per row: the completion took all `max_new_tokens` tokens without an end token, so it was
+    cut by the cap (a row a stopping criterion ended early is shorter, and padded)."""
+    if completion_ids.shape[1] < max_new_tokens:
+        return [False] * completion_ids.shape[0]
+    ended = torch.isin(completion_ids, torch.tensor(sorted(end_ids), device=completion_ids.device)).any(dim=1)
+    return [not bool(e) for e in ended]
 
 
 class RepeatStop(StoppingCriteria):
@@ -174,7 +198,8 @@ def check_cache_implementation(value: str | None, field: str = "generation.cache
 class VLLMGenerator:
     """Sampling through a vLLM engine colocated on the GPU (the `gpu` extra)."""
 
-    def __init__(self, settings: GenerationSettings, model_path: str, tokenizer: Any, seed: int = 0, model: Any = None):
+    def __init__(self, settings: GenerationSettings, model_path: str, tokenizer: Any, seed: int = 0, model: Any = None,
+                 reply_format: dict[str, Any] | None = None):
         from trl.trainer.utils import ensure_master_addr_port
         from vllm import LLM  # guarded by make_generator
 
@@ -188,6 +213,7 @@ class VLLMGenerator:
         ensure_master_addr_port()
         self.settings = settings
         self.tokenizer = tokenizer
+        self.reply_format = reply_format  # decoded as vLLM's structured outputs (its guidance backend is llguidance)
         self.llm = LLM(
             model=model_path,
             gpu_memory_utilization=settings.vllm_gpu_memory_utilization,
@@ -210,12 +236,18 @@ class VLLMGenerator:
         from vllm import SamplingParams
 
         start = time.perf_counter()
+        structured: dict[str, Any] = {}
+        if self.reply_format is not None:
+            from workbench.engine.constrained import vllm_structured_outputs
+
+            structured["structured_outputs"] = vllm_structured_outputs(self.reply_format)
         params = SamplingParams(
             n=n, temperature=self.settings.temperature, top_p=self.settings.top_p,
-            max_tokens=self.settings.max_new_tokens, seed=seed,
+            max_tokens=self.settings.max_new_tokens, seed=seed, **structured,
         )
         results = self.llm.generate([chat_prompt(self.tokenizer, p) for p in prompts], params, use_tqdm=False)
         outputs = [[clean_text(c.text) for c in r.outputs] for r in results]
+        self.last_cut = [[c.finish_reason == "length" for c in r.outputs] for r in results]
         new_tokens = sum(len(c.token_ids) for r in results for c in r.outputs)
         self.stats = GenerationStats(time.perf_counter() - start, len(prompts), len(prompts) * n, new_tokens)
         return outputs
@@ -267,6 +299,12 @@ def require_generation_backends(config: Any) -> None:
         raise GenerationError(f"{what} but no CUDA GPU is visible; vLLM runs on CUDA only. Use the transformers backend here")
 
 
+def logits_width(model: Any) -> int:
+    """The number of logits the model gives per position (its output layer's rows; may exceed the tokenizer's vocabulary)."""
+    head = model.get_output_embeddings()
+    return int(head.weight.shape[0]) if head is not None else int(model.config.vocab_size)
+
+
 def vllm_available() -> bool:
     try:
         from trl.import_utils import is_vllm_available
@@ -276,12 +314,20 @@ def vllm_available() -> bool:
 
 
 def make_generator(
-    settings: GenerationSettings, model: Any, tokenizer: Any, model_path: str = "", seed: int = 0, merge_lora: bool = False
+    settings: GenerationSettings, model: Any, tokenizer: Any, model_path: str = "", seed: int = 0, merge_lora: bool = False,
+    reply_format: dict[str, Any] | None = None,
 ) -> Generator:
-    """The configured backend; `merge_lora` (transformers backend) samples with LoRA adapters merged."""
+    """The configured backend; `merge_lora` (transformers backend) samples with LoRA adapters merged;
+    `reply_format` (a domain's `workbench_env_reply_format`): every reply is decoded under it, the
+    format compiled here once (`workbench.engine.constrained`)."""
     if settings.backend == "transformers":
         check_cache_implementation(settings.cache_implementation)
-        return TransformersGenerator(settings, model, tokenizer, merge_lora=merge_lora)
+        grammar = None
+        if reply_format is not None:
+            from workbench.engine.constrained import ReplyGrammar
+
+            grammar = ReplyGrammar(reply_format, tokenizer, logits_width(model))
+        return TransformersGenerator(settings, model, tokenizer, merge_lora=merge_lora, grammar=grammar)
     if settings.backend == "vllm":
         if not vllm_available():
             raise GenerationError(
@@ -290,5 +336,6 @@ def make_generator(
             )
         if not torch.cuda.is_available():
             raise GenerationError("generation.backend is 'vllm' but no CUDA GPU is visible; use backend: transformers")
-        return VLLMGenerator(settings, resolve_model(model_path), tokenizer, seed, model=model)  # vLLM loads by path: an alias resolved
+        return VLLMGenerator(settings, resolve_model(model_path), tokenizer, seed, model=model,  # vLLM loads by path: an alias resolved
+                             reply_format=reply_format)
     raise GenerationError(f"unknown generation backend {settings.backend!r}; use 'transformers' or 'vllm'")

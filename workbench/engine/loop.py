@@ -49,10 +49,11 @@ from workbench.contract.tasks import AgentStats, Task
 from workbench.engine import checkpoint as ckpt
 from workbench.engine import distributed as dist
 from workbench.engine.agent import AgentEpochResult
-from workbench.engine.candidates import Candidate, CandidateWriter, cap_new_tasks, redraw_summary
+from workbench.engine.candidates import Candidate, CandidateWriter, redraw_summary
 from workbench.engine.checkpointing import Checkpoints
+from workbench.engine.constrained import run_reply_format
 from workbench.engine.context_checks import check_seed_contexts
-from workbench.engine.epoch_close import close_epoch, rwr_examples
+from workbench.engine.epoch_close import ClosedEpoch, close_epoch, env_update_examples, new_tasks_of
 from workbench.engine.events import Event, RunEvents, seal_times
 from workbench.engine.generation import require_generation_backends
 from workbench.engine.mixture import tasks_per_generation_batch, training_mixture
@@ -115,8 +116,10 @@ class CoEvolution:
         for task in self.seeds:
             task.source = "seed"
         self.novelty = NoveltyTracker(self.seeds)  # each epoch's tasks vs the seeds and earlier epochs
+        self.reply_format = run_reply_format(config, self.domain, self.seeds)  # env.constrained: before the cold start
         self.cold_start = cold_started(config, self.domain, self.seeds, self.folder, self._progress, from_checkpoint=existing is not None)
-        self.models = ModelPair(config, self.mode, self.domain, self.folder, self.cold_start, existing, self.events.trainer_progress)
+        self.models = ModelPair(config, self.mode, self.domain, self.folder, self.cold_start, existing, self.events.trainer_progress,
+                                reply_format=self.reply_format)
         self.candidate_writer = CandidateWriter(
             config, self.domain, self.rng, lambda: self.env_updater.model, self.env_tokenizer, lambda: self.agent.model, self.agent_tokenizer
         )
@@ -179,7 +182,7 @@ class CoEvolution:
         epoch = self.epoch + 1
         with self.events.phase("generate"):  # 1-2. candidate tasks, parsed and validated by the plugin
             candidates, gen_stats = self.task_source.draw(self.stats, self.novelty)
-        new_tasks = cap_new_tasks(candidates, cfg.pool.max_new_per_epoch)
+        new_tasks = new_tasks_of(cfg, candidates, self.novelty)
         self.last_candidates = candidates
         with self.events.phase("agent"):  # 3. GRPO on the mixture of new tasks, seeds and history
             self.models.offload(idle="env")
@@ -192,11 +195,11 @@ class CoEvolution:
         # the RWR weights of the scored generated tasks (workbench.engine.epoch_close, shared with TRL)
         closed = close_epoch(epoch, cfg, candidates, new_tasks, train_tasks, result.attempts, cfg.agent.num_generations, self.novelty)
         p_hat_task, env_records, scored_new = closed.p_hat, closed.env_records, closed.scored_new
-        env_result = None
-        with self.events.phase("env_update"):  # 6. genenv: the environment update by RWR
+        env_result, env_pg = None, None
+        with self.events.phase("env_update"):  # 6. genenv: the environment update (env.update: RWR, or pg)
             if self.mode.trains_env:
                 self.models.offload(idle="agent")
-                env_result = self._update_env(epoch, env_records)
+                env_result, env_pg = self._update_env(epoch, closed, candidates)
         # 7. the pools, the record, the files and a checkpoint
         novelty = self.novelty.observe([c.task for c in candidates if c.valid and c.task is not None])
         known = {h.id for h in self.history}
@@ -212,7 +215,7 @@ class CoEvolution:
             novelty=novelty.to_dict(), score_errors=sum(is_plugin_fault(a.score) for atts in result.attempts.values() for a in atts),
             plugin_faults=self.domain.take_faults() | self.registry.take_faults(), epochs_without_valid=self._epochs_without_valid,
             redraws=redraw_summary(candidates) if cfg.env.redraw_rounds and self.mode.generates_each_epoch else None,
-            copy_weight=cfg.curriculum.copy_weight, difficulty=rungs, repair_json=cfg.env.repair_json,
+            copy_weight=cfg.curriculum.copy_weight, difficulty=rungs, repair_json=cfg.env.repair_json, env_pg=env_pg,
         )
         self.stats = AgentStats(epoch=epoch, p_hat_mean=record["p_hat_mean"], frac_in_band=record["frac_in_band"],
                                 alpha=cfg.curriculum.alpha, recent=[(t, p_hat_task[t.id]) for t in scored_new][:16])
@@ -221,15 +224,17 @@ class CoEvolution:
         self._check_valid_streak(record)
         return record
 
-    def _update_env(self, epoch: int, new_records: list[dict[str, Any]]) -> Any:
-        """RWR on the in-band records of the last `env.replay_epochs` epochs, weighted exp(lambda R_env)."""
-        examples = rwr_examples(self.config, epoch, self.d_env, new_records, self.env_tokenizer)
+    def _update_env(self, epoch: int, closed: ClosedEpoch, candidates: list[Candidate]) -> tuple[Any, dict[str, Any] | None]:
+        """`env.update`: RWR on the in-band records of the last `env.replay_epochs` epochs, weighted
+        exp(lambda R_env); or pg, every candidate weighted by its advantage (`workbench.engine.env_pg`).
+        Returns the update's result (None without examples) and the pg summary (None for RWR)."""
+        examples, env_pg = env_update_examples(self.config, epoch, self.d_env, closed, candidates, self.novelty, self.env_tokenizer)
         if not examples:
-            self.events.progress("env_update", 0, 0, "step", "env_update: no in-band tasks, nothing to train on")
-            return None
+            self.events.progress("env_update", 0, 0, "step", "env_update: no examples with a signal, nothing to train on")
+            return None, env_pg
         result = self.env_updater.update(examples)
         self.models.sync_env_generator()
-        return result
+        return result, env_pg
 
     def _persist(self, epoch: int, record: dict[str, Any], candidates: list[Candidate], result: AgentEpochResult, start: float) -> None:
         """Write the epoch's files and (when due) a checkpoint, then tell the plugins and subscribers."""

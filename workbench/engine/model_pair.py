@@ -69,7 +69,8 @@ class ModelPair:
     trainers' step counts for that phase's progress events."""
 
     def __init__(self, config: RunConfig, mode: Mode, domain: Domain, folder: RunFolder, cold_start: cold.ColdStartModels | None,
-                 checkpoint: Path | None, progress: Callable[[str], StepReport]):
+                 checkpoint: Path | None, progress: Callable[[str], StepReport], reply_format: dict[str, Any] | None = None):
+        """`reply_format`: the environment's replies are decoded under it (`env.constrained`)."""
         self.config = config
         self.cold_start = cold_start
         run_dir = folder.path
@@ -99,7 +100,7 @@ class ModelPair:
         self.env_updater.trainer.add_callback(StepProgress(progress("env_update")))
         self.env_generator: Any = make_generator(
             config.env.generation, self.env_updater.model, self.env_tokenizer, env_settings.name_or_path, config.seed,
-            merge_lora=bool(env_settings.lora and env_settings.lora.merge_for_generation),
+            merge_lora=bool(env_settings.lora and env_settings.lora.merge_for_generation), reply_format=reply_format,
         )
 
     def settings(self, role: str) -> ModelSettings:

@@ -67,9 +67,10 @@ from workbench.contract.containment import is_plugin_fault
 from workbench.contract.registry import Registry
 from workbench.contract.tasks import AgentStats, Task
 from workbench.engine.agent import AgentEpochResult, Attempt
-from workbench.engine.candidates import Candidate, CandidateWriter, cap_new_tasks, redraw_summary
+from workbench.engine.candidates import Candidate, CandidateWriter, redraw_summary
 from workbench.engine.checkpoint import CheckpointError, checkpoint_dir, verify_checkpoint
-from workbench.engine.epoch_close import close_epoch, rwr_examples
+from workbench.engine.constrained import run_reply_format
+from workbench.engine.epoch_close import close_epoch, env_update_examples, new_tasks_of
 from workbench.engine.events import seal_times
 from workbench.engine.generation import make_generator
 from workbench.engine.mixture import training_mixture
@@ -160,8 +161,10 @@ class GenEnvCurriculum(TrainerCallback):
             seed=cfg.seed, bf16=uses_bf16_autocast(cfg.env.model, resolve_device(cfg.env.model.device)),
         )
         lora = cfg.env.model.lora
+        reply_format = run_reply_format(cfg, self.domain, self.seeds)
         self.env_generator = make_generator(cfg.env.generation, self.env_updater.model, self.env_tokenizer,
-                                            cfg.env.model.name_or_path, cfg.seed, merge_lora=bool(lora and lora.merge_for_generation))
+                                            cfg.env.model.name_or_path, cfg.seed, merge_lora=bool(lora and lora.merge_for_generation),
+                                            reply_format=reply_format)
 
     # ------------------------------------------------------------------ the dataset
 
@@ -239,7 +242,7 @@ class GenEnvCurriculum(TrainerCallback):
         with _torch_rng_kept():
             candidates = writer.write(cfg.env.tasks_per_epoch, self.env_generator, "generated", self.seeds, self.stats)
         room = self._size - min(cfg.pool.base_per_epoch, len(self.seeds)) - min(cfg.pool.history_per_epoch, len(self.history))
-        new = cap_new_tasks(candidates, min(cfg.pool.max_new_per_epoch, max(room, 1)))
+        new = new_tasks_of(cfg, candidates, self.novelty, room=max(room, 1))
         tasks, self._padding = training_mixture(new, self.seeds, self.history, cfg.pool, self._size, self.rng)
         assert len(tasks) == self._size, (len(tasks), self._size)
         self._candidates, self._new, self._tasks = candidates, new, tasks
@@ -260,10 +263,10 @@ class GenEnvCurriculum(TrainerCallback):
         self._phase_times["agent"] = closing - self._epoch_started - self._phase_times.get("generate", 0.0)
         attempts = {tid: list(v) for tid, v in self._attempts.items()}
         closed = close_epoch(epoch, cfg, self._candidates, self._new, self._tasks, attempts, self._n, self.novelty)
-        update = None
+        update, env_pg = None, None
         if cfg.mode == "genenv":
             with _torch_rng_kept():
-                examples = rwr_examples(cfg, epoch, self.d_env, closed.env_records, self.env_tokenizer)
+                examples, env_pg = env_update_examples(cfg, epoch, self.d_env, closed, self._candidates, self.novelty, self.env_tokenizer)
                 if examples:
                     update = self.env_updater.update(examples)
                     self.env_generator.sync_weights(self.env_updater.model)
@@ -272,7 +275,7 @@ class GenEnvCurriculum(TrainerCallback):
         known = {t.id for t in self.history}
         self.history += [t for t in self._new if t.id not in known]
         self.d_env += closed.env_records
-        record = self._metrics_record(epoch, closed, attempts, update, novelty)
+        record = self._metrics_record(epoch, closed, attempts, update, novelty, env_pg)
         generated = {t.id: closed.p_hat[t.id] for t in closed.scored_new}
         view = EpochRecord(  # the in-memory view: the metrics record's figures, plus p_hat by task id
             epoch=epoch, candidates=record["candidates"], valid=record["valid_distinct"], rows=len(self._tasks), p_hat=closed.p_hat,
@@ -285,7 +288,8 @@ class GenEnvCurriculum(TrainerCallback):
         self._epoch = epoch
         self._persist(epoch, record, attempts)
 
-    def _metrics_record(self, epoch: int, closed: Any, attempts: dict[str, list[Attempt]], update: Any, novelty: Any) -> dict[str, Any]:
+    def _metrics_record(self, epoch: int, closed: Any, attempts: dict[str, list[Attempt]], update: Any, novelty: Any,
+                        env_pg: dict[str, Any] | None = None) -> dict[str, Any]:
         """The epoch's metrics.jsonl record, by the builder `workbench run` uses."""
         cfg = self.config
         scored = [a for atts in attempts.values() for a in atts]
@@ -297,7 +301,7 @@ class GenEnvCurriculum(TrainerCallback):
             padding=self._padding, novelty=novelty.to_dict(), score_errors=sum(is_plugin_fault(a.score) for a in scored),
             plugin_faults=self.domain.take_faults(), epochs_without_valid=0 if any(c.valid for c in self._candidates) else 1,
             redraws=redraw_summary(self._candidates) if cfg.env.redraw_rounds else None,
-            copy_weight=cfg.curriculum.copy_weight, repair_json=cfg.env.repair_json,
+            copy_weight=cfg.curriculum.copy_weight, repair_json=cfg.env.repair_json, env_pg=env_pg,
             difficulty={t.id: self.domain.difficulty(t) for t in self._new} if self.domain.declares_difficulty else None,
         )
 

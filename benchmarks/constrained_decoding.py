@@ -1,0 +1,167 @@
+"""Constrained decoding of the environment's replies: llguidance (what `env.constrained` uses)
+against xgrammar's transformers processor and against no constraint, on the same prompts,
+sampling seed and model.
+
+For one domain, `--count` environment prompts (the run's few-shot turns, two seeds shown each)
+are sampled three ways: unconstrained, under the domain's reply format through
+`workbench.engine.constrained` (llguidance), and under the same format through xgrammar's
+`xgrammar.contrib.hf.LogitsProcessor` (skipped when xgrammar is not installed: `pip install
+-e '.[xgrammar]'`). Printed per way: the seconds to compile the format, the share of replies in
+the format (`reply_format.text_problem`), that parse (`workbench_parse_task`) and that are valid,
+the share cut at the token cap, new tokens per reply, and seconds per new token as a ratio to
+the unconstrained sampling of the same run (the baseline, measured beside it).
+
+    python benchmarks/constrained_decoding.py --domain bfcl --model smollm2-135m-instruct --count 16
+    python benchmarks/constrained_decoding.py --domain bfcl      # a tiny random-weight model, offline: speed only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from typing import Any
+
+import torch
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--domain", default="bfcl")
+    parser.add_argument("--model", default="", help="a model alias, id or folder (default: a tiny random-weight model built offline)")
+    parser.add_argument("--option", action="append", default=[], help="domain option KEY=VALUE (JSON values allowed)")
+    parser.add_argument("--count", type=int, default=16, help="environment prompts, one reply each")
+    parser.add_argument("--seeds", type=int, default=64, help="seed tasks the format is sized to and examples are drawn from")
+    parser.add_argument("--max-new-tokens", type=int, default=480)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", default="", help="write the figures to this file")
+    args = parser.parse_args()
+
+    import random
+
+    from workbench import AgentStats
+    from workbench.config import GenerationSettings, ModelSettings
+    from workbench.contract.registry import load_registry
+    from workbench.contract.reply_format import text_problem
+    from workbench.engine.env_prompt import few_shot_turns
+    from workbench.engine.generation import TransformersGenerator, logits_width
+    from workbench.engine.models import load_model, load_tokenizer
+    from workbench.engine.threads import apply_threads
+
+    threads = apply_threads(None)
+    domain = load_registry().domain(args.domain)
+    options = {k: _value(v) for k, v in (o.split("=", 1) for o in args.option)}
+    seeds = [t for t in domain.seed_tasks(options) if domain.render_task(t)][: args.seeds]
+    fmt = domain.env_reply_format(seeds)
+    if fmt is None:
+        raise SystemExit(f"domain {args.domain} declares no reply format")
+    path = args.model or _tiny_model(domain, seeds)
+    settings = ModelSettings(name_or_path=path, device="cpu")
+    model, tokenizer = load_model(settings, "--model", trainable=False), load_tokenizer(settings, "--model")
+    rng = random.Random(args.seed)
+    prompts = []
+    for _ in range(args.count):
+        shown = rng.sample(seeds, 2)
+        prompts.append(few_shot_turns(domain.environment_prompt(shown, AgentStats()), [domain.render_task(t) for t in shown]))
+    generation = GenerationSettings(max_new_tokens=args.max_new_tokens, batch_size=args.batch)
+
+    rows = []
+    for way in ("none", "llguidance", "xgrammar"):
+        start = time.perf_counter()
+        try:
+            processor_factory = _processor_factory(way, fmt, tokenizer, logits_width(model))
+        except ImportError as exc:
+            print(f"{way}: skipped ({exc})")
+            continue
+        compile_s = time.perf_counter() - start
+        generator = _Generator(generation, model, tokenizer, processor_factory) if way == "xgrammar" else TransformersGenerator(
+            generation, model, tokenizer, grammar=processor_factory)
+        start = time.perf_counter()
+        replies = [r for (r,) in generator.generate(prompts, n=1, seed=args.seed)]
+        seconds = time.perf_counter() - start
+        cut = [c for (c,) in generator.last_cut]
+        parsed = [domain.parse_task(r, []) for r in replies]
+        tasks = [p for p in parsed if not hasattr(p, "code")]
+        rows.append({
+            "way": way, "compile_s": round(compile_s, 3), "replies": len(replies),
+            "in_format": sum(text_problem(fmt, r) is None for r in replies) / len(replies),
+            "parse": len(tasks) / len(replies), "valid": sum(not domain.validate(t) for t in tasks) / len(replies),
+            "cut": sum(cut) / len(replies), "tokens_per_reply": generator.stats.new_tokens / len(replies),
+            "s_per_token": seconds / max(1, generator.stats.new_tokens), "seconds": round(seconds, 1),
+        })
+    base = rows[0]["s_per_token"]
+    print(f"{args.domain}, model {args.model or 'tiny random-weight'}, {args.count} prompts, max_new_tokens {args.max_new_tokens}, "
+          f"{threads} threads, {platform.processor() or platform.machine()}, load {os.getloadavg()[0]:.2f}")
+    print(f"{'way':<11} {'compile s':>9} {'in format':>9} {'parse':>6} {'valid':>6} {'cut':>5} {'tok/reply':>9} {'s/token':>8} {'vs none':>7}")
+    for r in rows:
+        print(f"{r['way']:<11} {r['compile_s']:>9.3f} {r['in_format']:>9.2f} {r['parse']:>6.2f} {r['valid']:>6.2f} {r['cut']:>5.2f} "
+              f"{r['tokens_per_reply']:>9.1f} {r['s_per_token']:>8.4f} {r['s_per_token'] / base:>7.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"domain": args.domain, "model": args.model or "tiny", "threads": threads, "rows": rows}, f, indent=1)
+
+
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _tiny_model(domain: Any, seeds: list[Any]) -> str:
+    """A tiny random-weight Qwen2 whose tokenizer is trained on the rendered seeds (offline)."""
+    from workbench.engine.tiny import TinySpec, cached_tiny_model
+
+    return str(cached_tiny_model([domain.render_task(t) for t in seeds], TinySpec(), name=f"tiny-{domain.name}"))
+
+
+def _processor_factory(way: str, fmt: dict[str, Any], tokenizer: Any, width: int) -> Any:
+    """None (no constraint), a compiled llguidance `ReplyGrammar`, or an xgrammar compiled grammar."""
+    if way == "none":
+        return None
+    if way == "llguidance":
+        from workbench.engine.constrained import ReplyGrammar
+
+        return ReplyGrammar(fmt, tokenizer, width)
+    import xgrammar as xgr
+
+    compiler = xgr.GrammarCompiler(xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=width))
+    kind, body = next(iter(fmt.items()))
+    if kind == "regex":
+        return compiler.compile_regex(body)
+    return compiler.compile_json_schema(json.dumps(body), any_whitespace=False, separators=(", ", ": "))
+
+
+class _Generator:
+    """`TransformersGenerator`'s sampling with xgrammar's processor (a new one per generate call,
+    as xgrammar requires)."""
+
+    def __init__(self, settings: Any, model: Any, tokenizer: Any, compiled: Any):
+        from workbench.engine.generation import TransformersGenerator
+
+        self.inner = TransformersGenerator(settings, model, tokenizer)
+        self.inner.grammar = _XGrammar(compiled)
+
+    def generate(self, prompts: list[Any], n: int, seed: int) -> list[list[str]]:
+        return self.inner.generate(prompts, n=n, seed=seed)
+
+    stats = property(lambda self: self.inner.stats)
+    last_cut = property(lambda self: self.inner.last_cut)
+
+
+class _XGrammar:
+    def __init__(self, compiled: Any):
+        self.compiled = compiled
+
+    def processor(self) -> Any:
+        import xgrammar as xgr
+
+        return xgr.contrib.hf.LogitsProcessor(self.compiled)
+
+
+if __name__ == "__main__":
+    torch.set_grad_enabled(False)
+    main()
