@@ -44,9 +44,10 @@ def test_demo_on_every_domain_keeps_the_invariants(domain, tiny_cache, tmp_path)
         assert m["score_errors"] == 0, f"{domain}: the scorer raised on {m['score_errors']} attempts"
 
     assert metrics[2]["valid"] >= metrics[2]["candidates"] / 4, f"{domain}: under a quarter valid in epoch 3"
-    if domain == "travelplanner":  # its 3 seeds' variations taught the environment a family, not 3 strings to copy
-        distinct = sum(m["novelty"]["distinct"] for m in metrics) / sum(m["novelty"]["valid"] for m in metrics)
-        assert distinct >= 0.5, f"travelplanner: {distinct:.2f} of the valid generated tasks distinct, under half"
+    if domain != "arithmetic":  # the domain demos redraw their copies (env.redraw_rounds 3): half distinct, every epoch
+        for m in metrics:
+            distinct = m["novelty"]["distinct"] / max(1, m["novelty"]["valid"])
+            assert distinct >= 0.5, f"{domain} epoch {m['epoch']}: {distinct:.2f} of the valid generated tasks distinct, under half"
     updated = [m["epoch"] for m in metrics if m["env_update"] is not None and not m["env_rolled_back"]]
     assert updated, f"{domain}: the environment was never updated (in-band tasks: {[m['in_band_for_env'] for m in metrics]})"
 
