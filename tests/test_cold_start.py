@@ -237,7 +237,7 @@ def test_cold_start_needs_a_role(base_config):
         dataclasses.replace(base_config, cold_start=ColdStartSettings(agent=False, env=False))
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32", pytest.param("bfloat16", marks=pytest.mark.slow)])  # bf16: 35 s more, slow tier
 def test_a_lora_run_resumes_bit_exactly(base_config, tmp_path, dtype):
     """The real-model path: LoRA adapters on a base in float32 or bfloat16, with a cold start
     merged into that base. Two epochs straight and 1 + 1 resumed give the same adapters,

@@ -86,6 +86,7 @@ def test_bad_arguments_are_refused():
         load_script().main(["--shape", "13b"])
 
 
+@pytest.mark.slow  # about 25 s: the benchmark harness end to end
 def test_checkpoint_overlap_compares_foreground_and_background_checkpoints(tmp_path, capsys, monkeypatch):
     """benchmarks/checkpoint_overlap.py: both modes run the same epochs; the background run's
     measured epochs all write in the background, and its last write is waited for and reported."""

@@ -162,6 +162,7 @@ def _in_docs_folder(folder, monkeypatch, tiny_models, run_dir=None):
         (folder / "runs" / "tracked").symlink_to(run_dir, target_is_directory=True)
 
 
+@pytest.mark.slow  # about 40 s; the curriculum inside a plain GRPOTrainer stays in the default tier
 def test_a_plain_grpo_trainer_trains_on_the_exported_curriculum(run_dir, tiny_models, domain, tmp_path, monkeypatch):
     """The docs/ecosystem.md snippets, exactly as the page shows them, on the tiny agent and run:
     its `workbench export` command, then its script (TRL's defaults, the bf16 line as written)

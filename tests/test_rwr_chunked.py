@@ -129,6 +129,7 @@ def _peak_rss_growth(variant: str) -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc/self/clear_refs to reset peak RSS")
+@pytest.mark.slow  # about 25 s of peak-memory measurement; chunked == unchunked stays in the default tier
 def test_chunking_cuts_the_peak_memory_of_the_logits():
     """Sequence 1024, vocabulary 8192, batch 2: one float32 [batch, seq, vocab] tensor is
     64 MiB, and the unchunked loss + backward holds several at once (logits, log-softmax and
