@@ -8,6 +8,7 @@ games and all variants is `python -m workbench_alfworld.agreement` (figure in th
 
 from __future__ import annotations
 
+import pytest
 from alfworld_env import alfworld_data_dir, needs_alfworld  # noqa: F401 (alfworld_data_dir: an autouse fixture)
 
 from workbench_alfworld import agreement, games
@@ -22,6 +23,7 @@ def test_variants_cover_each_perturbation():
     assert dict(agreement.plan_variants(plan))["wrong_object@1"] == ["go to drawer 1", "take pencil 7 from drawer 1"]
 
 
+@pytest.mark.slow  # 11-33 s on 2 cores: the default tier ran 19 min (docs/testing.md)
 def test_plugin_agrees_with_alfworlds_own_env_on_the_new_games():
     records = [r for r in games.builtin_games() if r.task_type in ("pick_cool_then_place_in_recep", "pick_two_obj_and_place")]
     assert len(records) == 2

@@ -23,6 +23,7 @@ def episode_run(make_config, tmp_path):
     return CoEvolution(cfg, tmp_path / "run"), cfg
 
 
+@pytest.mark.slow  # 11-33 s on 2 cores: the default tier ran 19 min (docs/testing.md)
 def test_an_alfworld_episode_epoch_plays_every_attempt_in_textworld(episode_run, tmp_path):
     run, cfg = episode_run
     record = run.step()  # the loop's own invariant check: n attempts per task, p_hat from exactly those

@@ -181,6 +181,7 @@ def test_the_store_is_content_addressed_and_reused(store, monkeypatch):
     assert len(list(store.iterdir())) == 1
 
 
+@pytest.mark.slow  # 11-33 s on 2 cores: the default tier ran 19 min (docs/testing.md)
 def test_builtin_episode_seeds_render_as_game_records_and_parse_back(store):
     seeds = alf.workbench_seed_tasks({"mode": "episode"})
     assert len(seeds) == 6

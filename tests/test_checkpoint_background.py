@@ -231,6 +231,7 @@ KILLED_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # 11-33 s on 2 cores: the default tier ran 19 min (docs/testing.md)
 def test_kill_9_while_a_checkpoint_is_written_in_the_background_resumes_from_the_one_before(make_config, tmp_path):
     cfg = make_config(epochs=3, checkpoint_background=True)
     proc, run_dir = start_script_run(tmp_path, cfg, KILLED_SCRIPT)

@@ -205,6 +205,7 @@ KILLED_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # 11-33 s on 2 cores: the default tier ran 19 min (docs/testing.md)
 def test_a_run_killed_during_the_cold_start_redoes_only_what_was_not_complete(base_config, tmp_path):
     proc, run_dir = start_script_run(tmp_path, base_config, KILLED_SCRIPT)
     try:

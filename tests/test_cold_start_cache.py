@@ -170,6 +170,7 @@ def lora_config(base_config):  # noqa: F811
     return cfg
 
 
+@pytest.mark.slow  # 11-33 s on 2 cores: the default tier ran 19 min (docs/testing.md)
 def test_each_role_s_cold_start_is_a_function_of_its_config_and_seed_alone(base_config, tmp_path):  # noqa: F811
     """The environment's cold start after the agent's, in one process, and alone (as a run killed
     during it redoes it): the same bits. LoRA adapters are drawn from torch's RNG when the model

@@ -35,7 +35,7 @@ def registry() -> Registry:
 @pytest.fixture(scope="module", params=DOMAINS)
 def declared(request: pytest.FixtureRequest, registry: Registry) -> Declared:
     domain = registry.domain(request.param)
-    seeds = domain.seed_tasks({})
+    seeds = domain.seed_tasks({"categories": ["simple_python", "multiple"]} if request.param == "bfcl" else {})  # the runs' categories
     fmt = domain.env_reply_format(seeds)
     assert fmt is not None
     return Declared(request.param, fmt, [text for text in map(domain.render_task, seeds) if text is not None])

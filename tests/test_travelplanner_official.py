@@ -155,6 +155,7 @@ def test_where_the_official_code_crashes_the_plugin_fails_cleanly(official, task
         assert crashed == len(tasks[::5])  # a day given as {} always crashes the official checks
 
 
+@pytest.mark.slow  # 11-33 s on 2 cores: the default tier ran 19 min (docs/testing.md)
 def test_sampled_perturbations_agree(official, tasks):
     result = harness.compare(official, tasks[::11], variants=1, seed=3)
     assert result["plans"] >= 120

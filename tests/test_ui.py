@@ -18,6 +18,7 @@ from workbench.novelty import describe  # noqa: E402
 from workbench.ui import Dashboard, candidates_table  # noqa: E402
 
 
+@pytest.mark.slow  # 11-33 s on 2 cores: the default tier ran 19 min (docs/testing.md)
 def test_only_the_dashboard_imports_ipywidgets():
     code = (
         "import sys; import workbench.ui, workbench.ui.state, workbench.engine.loop, workbench.contract.conformance, "
