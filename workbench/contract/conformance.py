@@ -774,8 +774,8 @@ def _check_reply_format(c: _Checker, implemented: set[str], seeds: list[Task]) -
         c.report.add(name, "error", problem)
         return
     wrong, matched = [], 0
-    for task in seeds:
-        ok, text = c.call(name, "workbench_render_task", task=task) if "workbench_render_task" in implemented else (False, None)
+    for task in seeds if "workbench_render_task" in implemented else []:
+        ok, text = c.call(name, "workbench_render_task", task=task)
         if not ok or not isinstance(text, str):
             continue
         mismatch = text_problem(fmt, text)

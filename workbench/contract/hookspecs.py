@@ -190,7 +190,7 @@ def workbench_render_task(task: Task) -> str | None:
 def workbench_env_reply_format(seeds: list[Task]) -> dict[str, Any] | None:
     """Optional: the format of the text the environment model writes for one task (what
     `workbench_parse_task` reads), for decoding the environment under it
-    (`env.generation.constrained`): `{"json_schema": {...}}` (one JSON object matching the
+    (`env.constrained`): `{"json_schema": {...}}` (one JSON object matching the
     schema, `json.dumps`'s default separators) or `{"regex": "..."}` (the whole reply), as
     `workbench.contract.reply_format` says; None for no declared format.
 

@@ -1,6 +1,6 @@
 """The format of the text a domain's environment model writes for one task: what a plugin
 declares through `workbench_env_reply_format`, checked here, and what the engine decodes under
-(`env.generation.constrained`, `workbench.engine.constrained`).
+(`env.constrained`, `workbench.engine.constrained`).
 
 A format is a dict with exactly one key:
 

@@ -32,6 +32,7 @@ import torch
 from transformers import LogitsProcessor
 
 from workbench.contract.reply_format import grammar
+from workbench.engine.generation import end_token_ids
 from workbench.errors import WorkbenchError
 
 
@@ -54,9 +55,8 @@ class ReplyGrammar:
         self.format = fmt
         self.vocab_size = vocab_size
         self.ll_tokenizer = llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocab_size)
-        self.eos_ids = {int(t) for t in self.ll_tokenizer.eos_tokens}
-        # a row transformers has finished without EOS (a stopping criterion) is fed padding from then on
-        self.end_ids = self.eos_ids | ({int(tokenizer.pad_token_id)} if tokenizer.pad_token_id is not None else set())
+        # a row ends on EOS; one transformers has finished without it (a stopping criterion) is fed padding from then on
+        self.end_ids = {int(t) for t in self.ll_tokenizer.eos_tokens} | end_token_ids(tokenizer)
         self.template = llguidance.LLMatcher(self.ll_tokenizer, grammar(fmt), log_level=0)
         if self.template.is_error():
             raise ConstrainedDecodingError(f"the reply format does not compile: {self.template.get_error()}")
@@ -76,7 +76,6 @@ class GrammarLogitsProcessor(LogitsProcessor):
         self.compiled = compiled
         self.matchers: list[Any] = []
         self.done: list[bool] = []
-        self.prompt_width = 0
         self.bitmask: torch.Tensor | None = None
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.Tensor:
@@ -84,7 +83,6 @@ class GrammarLogitsProcessor(LogitsProcessor):
         if not self.matchers:
             self.matchers = [self.compiled.template.deep_copy() for _ in range(rows)]
             self.done = [False] * rows
-            self.prompt_width = input_ids.shape[1]
             self.bitmask = torch.full((rows, (self.compiled.vocab_size + 31) // 32), -1, dtype=torch.int32)
         else:
             for i, token in enumerate(input_ids[:, -1].tolist()):
