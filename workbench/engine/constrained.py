@@ -32,7 +32,7 @@ import torch
 from transformers import LogitsProcessor
 
 from workbench.contract.reply_format import grammar
-from workbench.engine.generation import end_token_ids
+from workbench.engine.end_tokens import end_token_ids
 from workbench.errors import WorkbenchError
 
 

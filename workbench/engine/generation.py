@@ -27,6 +27,7 @@ import torch
 from transformers import LogitsProcessorList, StoppingCriteria
 
 from workbench.config import GenerationSettings
+from workbench.engine.end_tokens import end_token_ids
 from workbench.engine.lora_merge import LoraMerge
 from workbench.errors import WorkbenchError
 from workbench.model_catalog import resolve_model
@@ -130,12 +131,6 @@ class TransformersGenerator:
             outputs += [clean_text(t) for t in self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)]
             cut += cut_at_cap(completion_ids, self.settings.max_new_tokens, end_token_ids(self.tokenizer))
         return outputs, new_tokens, cut
-
-
-def end_token_ids(tokenizer: Any) -> set[int]:
-    """The ids that end a completion: EOS (one or several) and padding."""
-    ids = {tokenizer.eos_token_id, tokenizer.pad_token_id}
-    return {int(i) for i in ids if i is not None}
 
 
 def cut_at_cap(completion_ids: torch.Tensor, max_new_tokens: int, end_ids: set[int]) -> list[bool]:
