@@ -60,8 +60,11 @@ lint:
 	$(PYTHON) -m ruff check workbench plugins workbench_verifiers
 	$(PYTHON) -m mypy
 
+# The default tier runs in TEST_WORKERS processes (pytest-xdist), one a core up to 4 (each holds ~1.2 GB);
+# tests/conftest.py shares the cores out as torch threads. TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= $(shell python3 -c "import os; print(min(4, len(os.sched_getaffinity(0))))")
 test: install-test lint
-	$(PYTHON) -m pytest -m "not slow" -q
+	$(PYTHON) -m pytest -m "not slow" -q -n $(TEST_WORKERS)
 
 # Debian chromium + playwright-core for the real-browser check; without them that test skips with the reason.
 browser-deps:

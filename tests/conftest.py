@@ -14,7 +14,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # One thread count for every run of the session, whatever the load when each starts: the tests that
 # compare a killed-and-resumed run with an uninterrupted one bit for bit need the same count in both
 # (a run's default looks at the load: workbench.engine.threads; tests/test_threads.py tests that).
-os.environ.setdefault("WORKBENCH_THREADS", str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+# Under pytest-xdist (`make test` runs TEST_WORKERS processes) each worker gets its share of the cores.
+# A worker inherits the controller's environment, so the default the controller set is marked as one
+# (a count the user set stands everywhere).
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+if "WORKBENCH_THREADS" not in os.environ or os.environ.get("WORKBENCH_TEST_THREADS_DEFAULTED") == "1":
+    os.environ["WORKBENCH_THREADS"] = str(max(1, _CORES // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+    os.environ["WORKBENCH_TEST_THREADS_DEFAULTED"] = "1"
 
 
 # Dotted config overrides that make a demo run fast enough for tests (tests import this).

@@ -181,7 +181,7 @@ def read_capped(path: Path, limit: int = MAX_GAME_FILE_BYTES) -> str:
         size = info.st_size
         data = fh.read(limit + 1) if size <= limit else b""
     if size > limit or len(data) > limit:
-        raise GameFileTooLarge(f"{path}: {max(size, len(data))} bytes, more than the {limit} a game file may have")
+        raise GameFileTooLarge(f"{max(size, len(data))} bytes, more than the {limit} a game file may have: {path}")  # the figures first: a reason is cut at 200 characters
     return data.decode("utf-8")
 
 
