@@ -79,7 +79,7 @@ def test_domain_info_options_default_to_undeclared():
 
 def test_a_run_with_an_unknown_domain_option_is_refused_before_its_folder_is_made(make_config, tmp_path):
     from workbench.engine.loop import CoEvolution
-    from workbench.engine.run_error import RunError
+    from workbench.errors import RunError
 
     config = dataclasses.replace(make_config(), domain_options={"limt": 3})
     with pytest.raises(RunError, match=r"domain_options: domain 'arithmetic' has no option 'limt' \(did you mean 'limit'\?\)"):

@@ -25,4 +25,10 @@ class InternalError(WorkbenchError):
     """The project's own consistency check failed: a bug, reported with its traceback."""
 
 
-__all__ = ["InternalError", "WorkbenchError"]
+class RunError(WorkbenchError, RuntimeError):
+    """A run cannot start or continue as asked; the message says what to do. Raised by the
+    co-evolution loop and the parts it is built from (the model pair, the task sources, the
+    context checks, the checkpointing); `workbench.engine.loop` exports it too."""
+
+
+__all__ = ["InternalError", "RunError", "WorkbenchError"]

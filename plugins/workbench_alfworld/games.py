@@ -181,7 +181,8 @@ def read_capped(path: Path, limit: int = MAX_GAME_FILE_BYTES) -> str:
         size = info.st_size
         data = fh.read(limit + 1) if size <= limit else b""
     if size > limit or len(data) > limit:
-        raise GameFileTooLarge(f"{max(size, len(data))} bytes, more than the {limit} a game file may have: {path}")  # the figures first: a reason is cut at 200 characters
+        # the figures first: a reason is cut at 200 characters, which a long path could fill
+        raise GameFileTooLarge(f"{max(size, len(data))} bytes, more than the {limit} a game file may have: {path}")
     return data.decode("utf-8")
 
 

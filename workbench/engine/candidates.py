@@ -1,5 +1,8 @@
 """An epoch's candidate tasks: the environment prompts, one generate call, parsing and
-validation by the domain plugin, and the checks that each prompt fits its model's context.
+validation by the domain plugin, and the checks that each prompt fits its model's context:
+`CandidateWriter.check_seed_contexts` refuses, before any training, a run whose longest seed
+prompts cannot fit (a model asked to attend past its positions fails or allocates without
+bound); `env_prompt_fits` and `agent_fit` then reject, counted, each prompt or task that does not.
 
 `CandidateWriter.write` returns one `Candidate` per prompt, valid or rejected with reasons
 (never dropped); `cap_new_tasks` keeps at most `pool.max_new_per_epoch` distinct valid ones.
@@ -43,6 +46,7 @@ from workbench.contract.tasks import AgentStats, Rejection, Task
 from workbench.engine.env_prompt import few_shot_turns
 from workbench.engine.generation import GenerationStats, Prompt, chat_prompt
 from workbench.engine.rwr import model_context_length
+from workbench.errors import RunError
 from workbench.novelty import COPIES, SEED_COPIES, NoveltyTracker, text_key
 from workbench.textparse import repaired_json_object
 
@@ -114,6 +118,36 @@ class CandidateWriter:
     agent_tokenizer: Any
     novelty: NoveltyTracker | None = None  # the run's tracker, which the redraw asks about seed copies (read-only)
     _groups: int = 0  # prompts drawn so far this epoch: each candidate's `group`
+
+    def check_seed_contexts(self, seeds: list[Task], stats: AgentStats, uses_env_model: bool) -> None:
+        """Before any training: refuse (`RunError`) a run whose longest seed prompts, with the
+        generation length, exceed the agent's context, or (`uses_env_model`: the environment
+        writes tasks) whose environment prompt over the longest seed examples exceeds the
+        environment model's."""
+        cfg, domain, writer = self.config, self.domain, self
+        longest = sorted(seeds, key=lambda t: len(t.prompt) + len(t.system or ""), reverse=True)
+        agent_limit = model_context_length(writer.agent_model())
+        if agent_limit is not None:
+            need = max(prompt_tokens(writer.agent_tokenizer, domain.agent_messages(t)) for t in longest[:8])
+            if need + cfg.agent.max_completion_length > agent_limit:
+                raise RunError(
+                    f"the longest {cfg.domain} seed prompt is {need} tokens; with agent.max_completion_length "
+                    f"{cfg.agent.max_completion_length} it exceeds agent.model's context of {agent_limit} tokens "
+                    f"({cfg.agent.model.name_or_path}). Use a model with a longer context, shorter seed tasks "
+                    "(domain_options), or a smaller agent.max_completion_length"
+                )
+        env_limit = model_context_length(writer.env_model())
+        if env_limit is not None and uses_env_model:
+            k = min(cfg.env.examples_per_prompt, len(seeds))
+            context = domain.environment_prompt(longest[:k], stats)
+            need = prompt_tokens(writer.env_tokenizer, context)
+            if need + cfg.env.generation.max_new_tokens > env_limit:
+                raise RunError(
+                    f"a {cfg.domain} environment prompt with the {k} longest seed examples is {need} tokens; with "
+                    f"env.generation.max_new_tokens {cfg.env.generation.max_new_tokens} it exceeds env.model's "
+                    f"context of {env_limit} tokens ({cfg.env.model.name_or_path}). Lower env.examples_per_prompt, "
+                    "use a model with a longer context, or generate fewer tokens"
+                )
 
     def prompts(self, count: int, examples_from: list[Task], stats: AgentStats) -> list[tuple[Prompt, list[Task]]]:
         """`count` environment prompts, each from `env.examples_per_prompt` sampled examples."""

@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from workbench.config import RunConfig
 from workbench.engine.checkpoint_writer import BackgroundWriter
-from workbench.engine.run_error import RunError
 from workbench.engine.run_folder import RunFolder, RunState, completed_epochs
+from workbench.errors import RunError
 
 
 class Checkpoints:

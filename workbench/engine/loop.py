@@ -15,7 +15,7 @@ This module keeps the epoch. Beside it: the two models (loading, offloading, opt
 are `workbench.engine.model_pair`; where an epoch's new tasks come from, one class per shape of
 mode, `workbench.engine.task_sources`; the candidate tasks (prompts, one generate call, parsing,
 validation, per-task context checks) `workbench.engine.candidates`, and the seed prompts'
-context check `workbench.engine.context_checks`; the agent's mixture `workbench.engine.mixture`;
+context check `CandidateWriter.check_seed_contexts`; the agent's mixture `workbench.engine.mixture`;
 the events to subscribers (the notebook UI, the CLI) and the phase timings
 `workbench.engine.events`; when a checkpoint is written and which one a resume continues from
 `workbench.engine.checkpointing`, and what goes into the run folder and a checkpoint
@@ -52,16 +52,15 @@ from workbench.engine.agent import AgentEpochResult
 from workbench.engine.candidates import Candidate, CandidateWriter, redraw_summary
 from workbench.engine.checkpointing import Checkpoints
 from workbench.engine.constrained import run_reply_format
-from workbench.engine.context_checks import check_seed_contexts
 from workbench.engine.epoch_close import ClosedEpoch, close_epoch, env_update_examples, new_tasks_of
 from workbench.engine.events import Event, RunEvents, seal_times
 from workbench.engine.generation import require_generation_backends
 from workbench.engine.mixture import tasks_per_generation_batch, training_mixture
 from workbench.engine.model_pair import ModelPair, cold_started
-from workbench.engine.run_error import RunError
 from workbench.engine.run_folder import RunFolder, RunState
 from workbench.engine.task_sources import TASK_SOURCES, select_seeds
 from workbench.engine.threads import apply_threads
+from workbench.errors import RunError
 from workbench.modes import MODES, get_mode
 from workbench.novelty import NoveltyReport, NoveltyTracker
 from workbench.records import build_epoch_record
@@ -124,7 +123,7 @@ class CoEvolution:
             config, self.domain, self.rng, lambda: self.env_updater.model, self.env_tokenizer, lambda: self.agent.model, self.agent_tokenizer
         )
         self.is_main = dist.is_main_process()  # the trainers have set up accelerate's state by now
-        check_seed_contexts(self.candidate_writer, self.seeds, self.stats, uses_env_model=self.mode.uses_env_model)
+        self.candidate_writer.check_seed_contexts(self.seeds, self.stats, uses_env_model=self.mode.uses_env_model)
         source = TASK_SOURCES[self.mode.generation]  # where each epoch's new tasks come from
         self.task_source = source(config, self.mode, self.seeds, self.rng, self.candidate_writer, self.models, self.is_main,
                                   self.events.emit, self.events.progress)

@@ -25,9 +25,9 @@ from workbench.engine import cold_start as cold
 from workbench.engine.agent import GRPOAgent, StepProgress
 from workbench.engine.generation import make_generator
 from workbench.engine.models import load_model, load_tokenizer, resolve_device, uses_bf16_autocast
-from workbench.engine.run_error import RunError
 from workbench.engine.run_folder import RunFolder
 from workbench.engine.rwr import RWRSettings, RWRUpdater
+from workbench.errors import RunError
 from workbench.model_catalog import resolve_model
 from workbench.modes import Mode
 from workbench.tracking import trainer_report_arguments

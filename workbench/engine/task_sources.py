@@ -27,7 +27,7 @@ from workbench.engine.candidates import Candidate, CandidateWriter
 from workbench.engine.generation import make_generator
 from workbench.engine.model_pair import ModelPair
 from workbench.engine.models import load_model, load_tokenizer
-from workbench.engine.run_error import RunError
+from workbench.errors import RunError
 from workbench.modes import Generation, Mode
 from workbench.novelty import NoveltyTracker
 
