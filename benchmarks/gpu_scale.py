@@ -126,7 +126,7 @@ def build_shape(shape: str, out_dir: Path, vocab_size: int | None, dtype: torch.
     from workbench.demo import _corpus
     from workbench.engine.tiny import TinySpec, train_tokenizer
     from workbench.contract.registry import load_registry
-    from workbench.contract.tasks import restore_plain_modes
+    from workbench.contract.files import restore_plain_modes
 
     if (out_dir / "config.json").exists():
         return out_dir

@@ -62,7 +62,8 @@ def run_figures(run_dir: Path, domain: Any, variation_texts: set[str]) -> dict[s
     environment update was kept, valid generated tasks over the run, how many of them are
     distinct over the whole run, and how many are exact copies of a seed variation the plugin
     writes (`workbench_task_variations`, what the demo's environment warm start trains on)."""
-    from workbench.contract.tasks import Task, read_jsonl
+    from workbench.contract.tasks import Task
+    from workbench.contract.files import read_jsonl
 
     metrics = list(read_jsonl(run_dir / "metrics.jsonl"))
     texts = []
@@ -111,7 +112,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from workbench.contract.registry import load_registry
-    from workbench.contract.tasks import read_jsonl
+    from workbench.contract.files import read_jsonl
     from workbench.demo import VARIATIONS_PER_SEED, DomainDemo, demo_run_config, domain_demo_config
     from workbench.engine.invariants import check_run_folder
     from workbench.engine.loop import CoEvolution

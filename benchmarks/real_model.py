@@ -474,7 +474,7 @@ def gather(out: Path, benchmark: str, identity: dict[str, Any], seeds: int) -> d
 
 
 def _save(path: Path, data: dict[str, Any]) -> None:
-    from workbench.contract.tasks import atomic_write_text
+    from workbench.contract.files import atomic_write_text
 
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(data, indent=1))

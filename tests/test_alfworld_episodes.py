@@ -105,7 +105,7 @@ def test_two_processes_play_episodes_of_different_lengths_in_step(make_config, t
 
     from test_distributed import ACCELERATE, launch_env
 
-    from workbench.contract.tasks import read_jsonl
+    from workbench.contract.files import read_jsonl
 
     cfg = make_config(domain="alfworld", mode="seeds", domain_options={"mode": "episode"}, epochs=1,
                       pool__base_per_epoch=6, agent__per_device_batch_size=8, agent__num_generations=4,

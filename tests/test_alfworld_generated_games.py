@@ -33,7 +33,7 @@ from fuzzing import cpu_bound  # work done, not wall-clock: the default tier pas
 
 import workbench_alfworld as alf
 from workbench import AgentStats, Rejection, Task
-from workbench.contract.tasks import write_jsonl
+from workbench.contract.files import write_jsonl
 from workbench_alfworld import gamegen, games, generation
 
 pytestmark = needs_alfworld

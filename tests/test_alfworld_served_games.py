@@ -29,7 +29,7 @@ from fuzzing import cpu_bound  # work done, not wall-clock: the default tier pas
 
 import workbench_alfworld as alf
 from workbench import Task
-from workbench.contract.tasks import write_jsonl
+from workbench.contract.files import write_jsonl
 from workbench_alfworld import gamegen, games
 from workbench_alfworld.taskspec import make_episode_task
 

@@ -25,7 +25,7 @@ from workbench.engine.checkpoint_writer import BackgroundWriter, model_snapshot
 from workbench.engine.host_copies import HostCopies
 from workbench.engine.loop import CoEvolution
 from workbench.contract.registry import load_registry
-from workbench.contract.tasks import read_jsonl
+from workbench.contract.files import read_jsonl
 
 TIMINGS = ("time", "gen_tokens_per_s", "checkpoint_write")  # what two identical runs may differ in
 

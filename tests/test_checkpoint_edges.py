@@ -30,7 +30,7 @@ from workbench.config import ConfigError
 from workbench.engine import checkpoint as ckpt
 from workbench.engine.loop import CoEvolution
 from workbench.contract.registry import load_registry
-from workbench.contract.tasks import read_jsonl
+from workbench.contract.files import read_jsonl
 
 _BASE: dict[str, Path] = {}
 

@@ -8,7 +8,7 @@ import pytest
 from workbench.config import ConfigError
 from workbench.engine import checkpoint as ckpt
 from workbench.engine.loop import CoEvolution
-from workbench.contract.tasks import read_jsonl
+from workbench.contract.files import read_jsonl
 
 
 def test_checkpoint_every_below_one_is_refused(make_config):

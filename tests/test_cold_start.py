@@ -21,7 +21,7 @@ from engine_support import start_script_run
 
 from workbench.config import ColdStartSettings, ConfigError, LoraSettings
 from workbench.engine.loop import CoEvolution, RunError
-from workbench.contract.tasks import read_jsonl
+from workbench.contract.files import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ColdStartSettings(passes=2, learning_rate=3e-3, per_device_batch_size=8, gradient_accumulation_steps=1)

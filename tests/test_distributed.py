@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from workbench.engine.checkpoint import latest_checkpoint
-from workbench.contract.tasks import read_jsonl
+from workbench.contract.files import read_jsonl
 
 pytestmark = pytest.mark.slow
 

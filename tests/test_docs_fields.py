@@ -10,7 +10,7 @@ import pytest
 
 from workbench.engine.loop import CoEvolution
 from workbench.records import RECORDS, EnvRecord, EpochFileRow, EpochRecord, docs_section, field_names, fields_markdown, read_epoch_records
-from workbench.contract.tasks import read_jsonl
+from workbench.contract.files import read_jsonl
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "how-it-works.md"
 

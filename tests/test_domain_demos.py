@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from workbench.engine.invariants import check_run_folder
-from workbench.contract.tasks import read_jsonl
+from workbench.contract.files import read_jsonl
 
 DOMAINS = ["arithmetic", "alfworld", "api_bank", "bamboogle", "bfcl", "travelplanner"]
 

@@ -19,7 +19,7 @@ from workbench.engine.checkpoint import latest_checkpoint
 from workbench.engine.loop import CoEvolution, RunError
 from workbench.engine.models import ModelLoadError
 from workbench.contract.registry import load_registry
-from workbench.contract.tasks import read_jsonl
+from workbench.contract.files import read_jsonl
 
 REQUIRED_METRICS = {
     "epoch", "p_hat", "p_hat_mean", "frac_in_band", "r_env_mean", "agent_reward_mean", "rejections",

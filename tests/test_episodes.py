@@ -16,7 +16,7 @@ from workbench import DomainInfo, Interaction, Rejection, Score, Task, hookimpl
 from workbench.engine.invariants import check_run_folder
 from workbench.engine.loop import CoEvolution
 from workbench.contract.registry import load_registry
-from workbench.contract.tasks import read_jsonl
+from workbench.contract.files import read_jsonl
 
 MAX_STEPS = 3
 calls: dict[str, int] = {}

@@ -13,7 +13,7 @@ import pytest
 
 from workbench.config import ConfigError
 from workbench.export import ExportError, export_run, parse_epochs, task_from_row
-from workbench.contract.tasks import read_jsonl, write_jsonl
+from workbench.contract.files import read_jsonl, write_jsonl
 
 PROVENANCE = {"epoch", "p_hat", "r_env", "in_band", "rwr_weight", "env_model", "env_checkpoint", "env_checkpoint_note", "agent_model",
               "plugin", "plugin_version", "source"}

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from test_export_errors import FORMATS, _task, make_run
 
-from workbench.contract.tasks import read_jsonl
+from workbench.contract.files import read_jsonl
 from workbench.export import ExportError, export_run
 from workbench.run_layout import RunLayout
 

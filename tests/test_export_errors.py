@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from workbench.export import export_run
-from workbench.contract.tasks import read_jsonl
+from workbench.contract.files import read_jsonl
 
 FORMATS = {"jsonl": ".jsonl", "hf": "", "verl": ".parquet", "trl": ".jsonl"}  # every format export writes, by its file suffix
 

@@ -20,7 +20,7 @@ from workbench.contract.domain import default_environment_prompt
 from workbench.engine.invariants import check_run_folder
 from workbench.engine.loop import CoEvolution
 from workbench.contract.registry import load_registry
-from workbench.contract.tasks import read_jsonl
+from workbench.contract.files import read_jsonl
 
 TIMEOUT = 0.5
 RELEASE = threading.Event()  # hung plugin calls wait on this; set when the module is done

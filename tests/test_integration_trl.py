@@ -17,7 +17,7 @@ import json
 
 import pytest
 
-from workbench.contract.tasks import read_jsonl
+from workbench.contract.files import read_jsonl
 
 
 @pytest.fixture(autouse=True)

@@ -79,7 +79,7 @@ def test_seed_tasks_as_a_taskset_scored_by_the_plugin(domain):
 
 def test_a_run_and_its_export_as_tasksets(demo_run_two_epochs, domain, tmp_path):
     from workbench.cli import main
-    from workbench.contract.tasks import read_jsonl
+    from workbench.contract.files import read_jsonl
     from workbench.integrations import task_from_row
     from workbench.integrations.verifiers import verifiers_environment
 

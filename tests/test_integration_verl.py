@@ -56,7 +56,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.contract.tasks import read_jsonl
+from workbench.contract.files import read_jsonl
 
 
 @pytest.fixture(scope="module")

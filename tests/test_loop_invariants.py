@@ -11,7 +11,7 @@ from engine_support import ScriptedGenerator, demo_variant
 
 from workbench import Task
 from workbench.contract.registry import load_registry
-from workbench.contract.tasks import read_jsonl
+from workbench.contract.files import read_jsonl
 from workbench.engine.candidates import content_id
 from workbench.engine.invariants import InvariantError, check_epoch, check_run_folder
 from workbench.engine.loop import CoEvolution, RunError

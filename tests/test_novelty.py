@@ -14,7 +14,8 @@ import pytest
 from engine_support import ScriptedGenerator
 
 from workbench.novelty import NEAR, SKETCH_SIZE, NoveltyTracker, all_seed_copies, novelty_report, similarity, task_text
-from workbench.contract.tasks import Task, read_jsonl
+from workbench.contract.tasks import Task
+from workbench.contract.files import read_jsonl
 
 COUNTS = ["valid", "distinct", "seed_exact", "seed_near", "history_exact", "history_near", "novel", "novel_share"]
 SYSTEM = "You are a helpful assistant. Think step by step, then give the final answer on its own line."

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.contract.tasks import atomic_write_text, plain_mode, restore_plain_modes, write_jsonl
+from workbench.contract.files import atomic_write_text, plain_mode, restore_plain_modes, write_jsonl
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX file modes and umask")
 

@@ -18,7 +18,7 @@ from engine_support import ScriptedGenerator, demo_variant, toy_plugin
 from workbench import AgentStats, Rejection, ReportSection, Score, Task, hookimpl
 from workbench.contract.containment import is_plugin_fault
 from workbench.contract.registry import load_registry
-from workbench.contract.tasks import read_jsonl
+from workbench.contract.files import read_jsonl
 from workbench.engine.candidates import content_id
 from workbench.engine.invariants import check_run_folder
 from workbench.engine.loop import CoEvolution

@@ -84,7 +84,7 @@ def test_a_real_model_run_killed_in_its_second_epoch_resumes_with_the_documented
 
     import yaml
 
-    from workbench.contract.tasks import read_jsonl
+    from workbench.contract.files import read_jsonl
     from workbench.engine.invariants import check_run_folder
 
     run = tmp_path / "run"

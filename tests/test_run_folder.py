@@ -10,7 +10,7 @@ import pytest
 
 from workbench.engine import checkpoint as ckpt
 from workbench.engine.loop import CoEvolution
-from workbench.contract.tasks import read_jsonl
+from workbench.contract.files import read_jsonl
 
 
 class Killed(BaseException):

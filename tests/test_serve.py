@@ -8,7 +8,9 @@ import json
 
 import pytest
 
-from workbench.contract.tasks import Task, write_jsonl
+from workbench.contract.tasks import Task
+
+from workbench.contract.files import write_jsonl
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("openenv") is None, reason="openenv is not installed: pip install 'genenv-workbench[openenv]'"

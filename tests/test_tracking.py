@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.contract.tasks import read_jsonl
+from workbench.contract.files import read_jsonl
 from workbench.tracking import TrackingError, flatten_metrics, parse_backends, require_tracking_backends, trainer_report_arguments
 
 trackio_missing = importlib.util.find_spec("trackio") is None

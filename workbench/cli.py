@@ -314,7 +314,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def _jsonl_dicts(path: Path, need: str | None = None) -> int:
     """Every record of a JSON Lines file is an object (with field `need`); UsageError naming the
     line. Returns the number of records."""
-    from workbench.contract.tasks import read_jsonl
+    from workbench.contract.files import read_jsonl
 
     count = 0
     try:
@@ -372,7 +372,7 @@ def _report_paths(sources: list[str], out: str) -> tuple[Path, Path]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from workbench.contract.tasks import atomic_write_text
+    from workbench.contract.files import atomic_write_text
     from workbench.reports.report import render_report
 
     _check_report_sources(args.sources)

@@ -78,8 +78,9 @@ from workbench.config import (
     RunConfig,
 )
 from workbench.contract.domain import Domain
+from workbench.contract.files import restore_plain_modes
 from workbench.contract.registry import load_registry
-from workbench.contract.tasks import AgentStats, Task, restore_plain_modes
+from workbench.contract.tasks import AgentStats, Task
 from workbench.engine.episodes import Turns, episode_turns
 from workbench.engine.tiny import TinySpec, cached_tiny_model
 from workbench.errors import WorkbenchError

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from workbench.contract.tasks import Score, Task, atomic_write_text, read_jsonl, write_jsonl
+from workbench.contract.files import atomic_write_text, read_jsonl, write_jsonl
+from workbench.contract.tasks import Score, Task
 from workbench.errors import WorkbenchError
 
 

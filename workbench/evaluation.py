@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from workbench.contract.domain import Domain
-from workbench.contract.tasks import Score, Task, read_jsonl, write_jsonl
+from workbench.contract.files import read_jsonl, write_jsonl
+from workbench.contract.tasks import Score, Task
 from workbench.errors import WorkbenchError
 from workbench.eval_layout import EvalLayout, score_row
 

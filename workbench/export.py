@@ -73,7 +73,8 @@ from typing import Any, Callable, TypeVar
 
 from workbench.config import RunConfig
 from workbench.contract.containment import PLUGIN_FAULT
-from workbench.contract.tasks import Task, read_jsonl, write_jsonl
+from workbench.contract.files import read_jsonl, write_jsonl
+from workbench.contract.tasks import Task
 from workbench.errors import WorkbenchError
 from workbench.modes import MODES
 from workbench.records import EnvRecord, EpochFileRow, read_env_records, read_epoch_records, read_epoch_rows

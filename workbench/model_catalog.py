@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.cache import cache_root
-from workbench.contract.tasks import restore_plain_modes
+from workbench.contract.files import restore_plain_modes
 from workbench.errors import WorkbenchError
 
 CONVERSION_VERSION = 1  # part of the cache key: a change to `convert_gguf` makes new folders

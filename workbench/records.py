@@ -37,7 +37,7 @@ from typing import Any, ClassVar, Iterable, Mapping, TypeVar
 
 from workbench import curriculum
 from workbench.contract.aggregation import difficulty_summary
-from workbench.contract.tasks import read_jsonl
+from workbench.contract.files import read_jsonl
 from workbench.run_layout import RunLayout
 
 

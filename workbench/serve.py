@@ -66,7 +66,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from workbench.contract.tasks import Task, read_jsonl
+from workbench.contract.files import read_jsonl
+from workbench.contract.tasks import Task
 from workbench.errors import WorkbenchError
 from workbench.run_layout import RunLayout
 

@@ -41,7 +41,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from workbench.contract.tasks import atomic_write_text, restore_plain_modes
+from workbench.contract.files import atomic_write_text, restore_plain_modes
 from workbench.errors import WorkbenchError
 from workbench.run_layout import CHECKPOINT_COMPLETE, CHECKPOINT_MANIFEST, CHECKPOINTS_LATEST, RunLayout
 

@@ -61,7 +61,8 @@ from typing import Any, Callable
 from workbench import cache
 from workbench.config import ColdStartSettings, ModelSettings, RunConfig
 from workbench.contract.domain import Domain
-from workbench.contract.tasks import AgentStats, Task, atomic_write_text, restore_plain_modes
+from workbench.contract.files import atomic_write_text, restore_plain_modes
+from workbench.contract.tasks import AgentStats, Task
 from workbench.engine.env_prompt import few_shot_turns
 from workbench.engine.episodes import episode_turns
 from workbench.engine.models import checkpointing_arguments, load_model, load_tokenizer, resolve_device, uses_bf16_autocast

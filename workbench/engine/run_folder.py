@@ -47,7 +47,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import torch
 
-from workbench.contract.tasks import AgentStats, Task, atomic_write_text, read_jsonl, write_jsonl
+from workbench.contract.files import atomic_write_text, read_jsonl, write_jsonl
+from workbench.contract.tasks import AgentStats, Task
 from workbench.engine import checkpoint as ckpt
 from workbench.engine.checkpoint_writer import BackgroundWriter, model_snapshot
 from workbench.engine.models import sort_adapter_configs

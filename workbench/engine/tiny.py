@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterable
 
 from workbench.cache import cache_root
-from workbench.contract.tasks import restore_plain_modes
+from workbench.contract.files import restore_plain_modes
 
 QWEN2_SPLIT_REGEX = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"

@@ -44,8 +44,9 @@ from typing import Any, Sequence
 
 from workbench.contract.containment import is_plugin_fault
 from workbench.contract.domain import Domain
+from workbench.contract.files import read_jsonl
 from workbench.contract.registry import Registry
-from workbench.contract.tasks import Task, read_jsonl
+from workbench.contract.tasks import Task
 from workbench.export import HF_DATASET_FILES, curriculum_rows, load_run, parse_epochs, trl_row
 from workbench.integrations._rows import IntegrationError, completion_text, domain_named, task_of
 from workbench.run_layout import RunLayout

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from workbench.contract.tasks import DomainInfo, ReportSection, atomic_write_text
+from workbench.contract.files import atomic_write_text
+from workbench.contract.tasks import DomainInfo, ReportSection
 from workbench.modes import mode_label
 from workbench.reports.figures import band_label, comparison_figure, dashboard_figure, figure_png, p_hat_curve_figure, rejection_totals
 from workbench.reports.sources import EvalSource, RunSource, load_sources

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from workbench.contract.tasks import atomic_write_text
+from workbench.contract.files import atomic_write_text
 from workbench.novelty import all_seed_copies
 from workbench.records import EpochRecord, field_names, read_epoch_records
 from workbench.run_layout import RunLayout
