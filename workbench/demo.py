@@ -323,37 +323,40 @@ def prepare_demo_models(progress: Callable[[str], None] = print, bars: bool = Fa
     return agent_dir, env_dir
 
 
+def _cpu_recipe(
+    domain: str, mode: str, epochs: int, seed: int, agent_model: ModelSettings, env_model: ModelSettings, *,
+    agent: dict[str, Any], env: dict[str, Any], generation: dict[str, Any], k_min: float, pool: tuple[int, int, int],
+    variations_per_seed: float, **run: Any,
+) -> RunConfig:
+    """The one shape every demo recipe fills in: a CPU run of `domain` with these models, the
+    agent's and the environment's own settings (`generation`: the environment's sampling), the
+    band half-width `k_min`, the mixture `pool` (seeds, earlier tasks, new tasks an epoch) and
+    static's variations per seed; `run` takes the remaining top-level fields (seed_ids, ...)."""
+    base_per_epoch, history_per_epoch, max_new_per_epoch = pool
+    return RunConfig(
+        domain=domain, mode=mode, epochs=epochs, seed=seed,
+        agent=AgentSettings(model=agent_model, **agent),
+        env=EnvSettings(model=env_model, generation=GenerationSettings(**generation), **env),
+        curriculum=CurriculumSettings(k_min=k_min),
+        pool=PoolSettings(base_per_epoch=base_per_epoch, history_per_epoch=history_per_epoch, max_new_per_epoch=max_new_per_epoch),
+        static_variations_per_seed=variations_per_seed,
+        **run,
+    )
+
+
 def demo_config(agent_path: Path, env_path: Path, mode: str = "genenv", epochs: int = 16, seed: int = 0) -> RunConfig:
     """The arithmetic demo's RunConfig: paper curriculum values, tiny-model sizes and rates."""
-    return RunConfig(
-        domain=DEMO_DOMAIN,
-        mode=mode,
-        epochs=epochs,
-        seed=seed,
-        agent=AgentSettings(
-            model=ModelSettings(name_or_path=str(agent_path), device="cpu"),
-            learning_rate=2e-4,
-            num_generations=10,
-            per_device_batch_size=40,
-            max_completion_length=12,
-        ),
-        env=EnvSettings(
-            model=ModelSettings(name_or_path=str(env_path), device="cpu"),
-            learning_rate=1e-3,
-            tasks_per_epoch=64,
-            examples_per_prompt=3,
-            generation=GenerationSettings(max_new_tokens=24, batch_size=64),
-            batch_size=8,
-            rwr_epochs=2,
-            # the KL penalty holds the environment near its warm start while RWR pulls it toward the band: at 0.05
-            # it kept drifting onto the one-digit additions the agent was mastering (last-4-epoch p_hat up to 0.61,
-            # 0.73 replaying two epochs), at 0.6 it barely moved (0.30-0.41); docs/measurements.md
-            kl_coef=0.3,
-            max_kl=2.0,
-        ),
-        curriculum=CurriculumSettings(k_min=0.3),
-        pool=PoolSettings(base_per_epoch=8, history_per_epoch=8, max_new_per_epoch=64),
-        static_variations_per_seed=0.5,
+    return _cpu_recipe(
+        DEMO_DOMAIN, mode, epochs, seed,
+        ModelSettings(name_or_path=str(agent_path), device="cpu"), ModelSettings(name_or_path=str(env_path), device="cpu"),
+        agent={"learning_rate": 2e-4, "num_generations": 10, "per_device_batch_size": 40, "max_completion_length": 12},
+        # the KL penalty holds the environment near its warm start while RWR pulls it toward the band: at 0.05
+        # it kept drifting onto the one-digit additions the agent was mastering (last-4-epoch p_hat up to 0.61,
+        # 0.73 replaying two epochs), at 0.6 it barely moved (0.30-0.41); docs/measurements.md
+        env={"learning_rate": 1e-3, "tasks_per_epoch": 64, "examples_per_prompt": 3, "batch_size": 8, "rwr_epochs": 2,
+             "kl_coef": 0.3, "max_kl": 2.0},
+        generation={"max_new_tokens": 24, "batch_size": 64},
+        k_min=0.3, pool=(8, 8, 64), variations_per_seed=0.5,
     )
 
 
@@ -578,36 +581,16 @@ def domain_demo_config(demo: DomainDemo, mode: str = "genenv", epochs: int = 4, 
     the seeds the models were warm-started on, the toy-scale k_min 0.3, and the redraw of
     copies (`env.redraw_rounds` 3): a tiny environment repeats its own tasks within an epoch
     (docs/domain-demos.md measures each domain with and without)."""
-    return RunConfig(
-        domain=demo.domain,
-        domain_options=dict(demo.domain_options),
-        seed_ids=list(demo.seed_ids),
-        mode=mode,
-        epochs=epochs,
-        seed=seed,
-        agent=AgentSettings(
-            model=ModelSettings(name_or_path=str(demo.agent_path), device="cpu"),
-            learning_rate=2e-4,
-            num_generations=4,
-            per_device_batch_size=8,
-            max_completion_length=demo.max_completion_length,
-            episode_turn_tokens=demo.episode_turn_tokens or AgentSettings.episode_turn_tokens,
-        ),
-        env=EnvSettings(
-            model=ModelSettings(name_or_path=str(demo.env_path), device="cpu"),
-            learning_rate=3e-4,
-            tasks_per_epoch=16,
-            examples_per_prompt=1,
-            generation=GenerationSettings(max_new_tokens=demo.max_new_tokens, batch_size=16, temperature=ENV_TEMPERATURE),
-            batch_size=4,
-            rwr_epochs=1,
-            kl_coef=0.05,
-            max_kl=2.0,
-            redraw_rounds=DEMO_REDRAW_ROUNDS,
-        ),
-        curriculum=CurriculumSettings(k_min=0.3),
-        pool=PoolSettings(base_per_epoch=4, history_per_epoch=4, max_new_per_epoch=16),
-        static_variations_per_seed=1.0,
+    return _cpu_recipe(
+        demo.domain, mode, epochs, seed,
+        ModelSettings(name_or_path=str(demo.agent_path), device="cpu"), ModelSettings(name_or_path=str(demo.env_path), device="cpu"),
+        agent={"learning_rate": 2e-4, "num_generations": 4, "per_device_batch_size": 8, "max_completion_length": demo.max_completion_length,
+               "episode_turn_tokens": demo.episode_turn_tokens or AgentSettings.episode_turn_tokens},
+        env={"learning_rate": 3e-4, "tasks_per_epoch": 16, "examples_per_prompt": 1, "batch_size": 4, "rwr_epochs": 1,
+             "kl_coef": 0.05, "max_kl": 2.0, "redraw_rounds": DEMO_REDRAW_ROUNDS},
+        generation={"max_new_tokens": demo.max_new_tokens, "batch_size": 16, "temperature": ENV_TEMPERATURE},
+        k_min=0.3, pool=(4, 4, 16), variations_per_seed=1.0,
+        domain_options=dict(demo.domain_options), seed_ids=list(demo.seed_ids),
     )
 
 
@@ -735,45 +718,24 @@ def real_model_config(
         # BFCL's micro-batch of 8 x 530 tokens), so an episode's update fits this machine's memory
         micro_batch, checkpointing = 1, True
     agent_model = dataclasses.replace(settings, gradient_checkpointing=checkpointing)
-    return RunConfig(
-        domain=domain,
-        domain_options=options,
-        seed_ids=[t.id for t in chosen],
-        mode=mode,
-        epochs=3 if epochs is None else epochs,
-        seed=seed,
-        agent=AgentSettings(
-            model=agent_model,
-            learning_rate=1e-4,
-            num_generations=4,
-            # 16 completions an optimizer step in micro-batches of 2: the update's activations grow with the
-            # micro-batch (about 1.5 GiB a 530-token sequence; 13.2 GiB peak at 8, 4.1 at 2 on BFCL, no slower:
-            # benchmarks/agent_phase.py, docs/real-model.md), and the rollouts are still sampled 16 a call
-            per_device_batch_size=micro_batch,
-            gradient_accumulation_steps=16 // micro_batch,
-            steps_per_generation=REAL_STEPS_PER_GENERATION,
-            temperature=0.7,  # at 1.0 a 135M model's rollouts are noise: every attempt fails, GRPO gets no signal
-            max_completion_length=max_completion,
-            episode_turn_tokens=turn_tokens,
-        ),
-        env=EnvSettings(
-            model=dataclasses.replace(settings),
-            learning_rate=1e-4,
-            tasks_per_epoch=8,
-            examples_per_prompt=2,
-            prompt_format="turns",
-            # room for twice the longest rendered seed, or at least 1.25x of it past 768 tokens (a cap below the
-            # seeds' own length, as ALFWorld's ~1,000-token game records had under a flat 768, makes every task truncated)
-            generation=GenerationSettings(max_new_tokens=_round_up(min(longest_render * 2, max(768, longest_render * 1.25)) + 32, 16),
-                                          batch_size=8, temperature=0.8),
-            batch_size=4,
-            rwr_epochs=1,
-            kl_coef=0.05,
-            max_kl=1.0,
-        ),
-        curriculum=CurriculumSettings(k_min=0.25),
-        pool=PoolSettings(base_per_epoch=4, history_per_epoch=4, max_new_per_epoch=8),
-        static_variations_per_seed=1.0,
+    return _cpu_recipe(
+        domain, mode, 3 if epochs is None else epochs, seed, agent_model, dataclasses.replace(settings),
+        agent={"learning_rate": 1e-4, "num_generations": 4,
+               # 16 completions an optimizer step in micro-batches of 2: the update's activations grow with the
+               # micro-batch (about 1.5 GiB a 530-token sequence; 13.2 GiB peak at 8, 4.1 at 2 on BFCL, no slower:
+               # benchmarks/agent_phase.py, docs/real-model.md), and the rollouts are still sampled 16 a call
+               "per_device_batch_size": micro_batch, "gradient_accumulation_steps": 16 // micro_batch,
+               "steps_per_generation": REAL_STEPS_PER_GENERATION,
+               "temperature": 0.7,  # at 1.0 a 135M model's rollouts are noise: every attempt fails, GRPO gets no signal
+               "max_completion_length": max_completion, "episode_turn_tokens": turn_tokens},
+        env={"learning_rate": 1e-4, "tasks_per_epoch": 8, "examples_per_prompt": 2, "prompt_format": "turns", "batch_size": 4,
+             "rwr_epochs": 1, "kl_coef": 0.05, "max_kl": 1.0},
+        # room for twice the longest rendered seed, or at least 1.25x of it past 768 tokens (a cap below the
+        # seeds' own length, as ALFWorld's ~1,000-token game records had under a flat 768, makes every task truncated)
+        generation={"max_new_tokens": _round_up(min(longest_render * 2, max(768, longest_render * 1.25)) + 32, 16),
+                    "batch_size": 8, "temperature": 0.8},
+        k_min=0.25, pool=(4, 4, 8), variations_per_seed=1.0,
+        domain_options=options, seed_ids=[t.id for t in chosen],
         # the model writes none of the strict formats out of the box (p_hat 0 everywhere, no curriculum signal):
         # a short LoRA SFT on the seeds first (docs/real-model.md), kept in the cache so runs of a comparison share it
         # (at least 2 passes, and at least COLD_START_EXAMPLES examples: the demo's 8 seeds get 8 passes)
