@@ -49,7 +49,7 @@ def test_a_cell_s_identity_holds_its_benchmark_s_environment_settings_only_where
 
     assert identity("bfcl")["env"] == SPEC_ENV
     # a benchmark without settings of its own keeps the identity its cells were measured with
-    assert set(identity("arithmetic")) == {"benchmark", "model", "epochs", "train_ids", "heldout_ids"}
+    assert set(identity("bamboogle")) == {"benchmark", "model", "epochs", "train_ids", "heldout_ids"}
 
 
 def test_every_benchmark_s_own_environment_settings_pass_the_config_check():
