@@ -608,14 +608,17 @@ def print_rungs(rows: dict[str, Any]) -> None:
 
 def dynamics(rows: dict[str, Any], row: str) -> dict[int, list[dict[str, Any]]]:
     """Per seed, the epochs of a trained row: p_hat mean of the valid generated tasks, in-band
-    share, mean difficulty rung, valid share (and how many candidates parsed only mended, `env.repair_json`)."""
+    share and count, mean difficulty rung, valid and novel share, the environment's KL (and how many
+    candidates parsed only mended, `env.repair_json`)."""
     out = {}
     for cell in rows.get(row, {}).get("cells", []):
         out[cell["seed"]] = [{"epoch": e["epoch"], "p_hat": e.get("p_hat_mean"), "in_band": e.get("frac_in_band"),
                               "rung": (e.get("difficulty") or {}).get("mean"), "valid": e.get("valid"), "candidates": e.get("candidates"),
                               "env_rolled_back": e.get("env_rolled_back"), "in_band_for_env": e.get("in_band_for_env"),
                               "env_kl": e.get("env_kl"), "repaired": e.get("json_repaired"),
-                              "valid_share": e["valid"] / e["candidates"] if e.get("candidates") else None}
+                              "valid_share": e["valid"] / e["candidates"] if e.get("candidates") else None,
+                              "novel_share": (e.get("novelty") or {}).get("novel_share"),
+                              "in_band_count": round(e["frac_in_band"] * e["valid"]) if e.get("frac_in_band") is not None and e.get("valid") else None}
                              for e in cell.get("epochs", [])]
     return out
 
@@ -661,8 +664,10 @@ def print_dynamics(rows: dict[str, Any]) -> None:
 
 
 def draw_figures(out: Path, to: Path) -> list[Path]:
-    """One PNG per benchmark: p_hat of the valid generated tasks, in-band share, mean rung and
-    valid share per epoch, genenv and its remedies against random (and static), each seed a line."""
+    """One PNG per benchmark, per epoch: valid and novel share of the candidates, the in-band
+    count, p_hat of the valid generated tasks, the environment's KL to its start and the mean
+    rung (where the domain rates one); genenv and its variants against random (and static), each
+    seed a line. The figure shows whether the environment moved toward alpha."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -673,10 +678,13 @@ def draw_figures(out: Path, to: Path) -> list[Path]:
     for path in sorted(out.glob("result-*.json")):
         result = json.loads(path.read_text())
         rows = result["rows"]
-        panels = [("p_hat", "p_hat of valid generated tasks"), ("in_band", "share in the band"), ("rung", "mean difficulty rung"),
-                  ("valid_share", "valid share of the candidates")]
-        fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4))
-        colors = {"genenv": "tab:red", "genenv-replay": "tab:orange", "genenv-redraw": "tab:purple", "genenv-repair": "tab:green", "random": "tab:blue", "static": "tab:gray"}
+        panels = [("valid_share", "valid share of the candidates"), ("novel_share", "novel share of the valid tasks"),
+                  ("in_band_count", "valid tasks in the band"), ("p_hat", "p_hat of valid generated tasks"),
+                  ("env_kl", "environment KL to its start"), ("rung", "mean difficulty rung")]
+        fig, axes_grid = plt.subplots(2, 3, figsize=(13, 7))
+        axes = list(axes_grid.flat)
+        colors = {"genenv": "tab:red", "genenv-constrained": "tab:orange", "genenv-pg": "tab:purple", "genenv-pg-over": "tab:green",
+                  "genenv-replay": "tab:pink", "genenv-redraw": "tab:brown", "genenv-repair": "tab:olive", "random": "tab:blue", "static": "tab:gray"}
         for ax, (key, title) in zip(axes, panels):
             for row, color in colors.items():
                 for seed, epochs in sorted(dynamics(rows, row).items()):

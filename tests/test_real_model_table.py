@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -89,3 +90,20 @@ def test_the_paired_bootstrap_interval_brackets_a_real_difference_and_straddles_
 def test_cells_measured_before_per_task_results_were_kept_give_no_interval():
     old = {"cells": [{"seed": 0, "eval": {"samples": 1, "score": 0.5}}]}
     assert real_model.paired_bootstrap({"genenv": old, "random": old}, "genenv", "random", answers=1) is None
+
+
+def test_the_dynamics_figure_reads_each_epoch_s_valid_novel_in_band_p_hat_kl_and_rung(tmp_path):
+    """`--figures`: one PNG a benchmark with the six per-epoch panels issue 40 asks for; the
+    values come from the cells' epoch summaries (the in-band count from its share of the valid)."""
+    def epoch(i: int, kl: float | None) -> dict:
+        return {"epoch": i, "candidates": 8, "valid": 4, "p_hat_mean": 0.25 * i, "frac_in_band": 0.5, "env_kl": kl,
+                "difficulty": {"mean": 1.5 + i}, "novelty": {"valid": 4, "distinct": 4, "novel_share": 0.25}}
+
+    rows = {row: {"cells": [{"seed": s, "epochs": [epoch(1, kl), epoch(2, kl)]} for s in (0, 1)]}
+            for row, kl in (("genenv-pg", 0.01), ("random", None))}
+    (tmp_path / "result-arithmetic.json").write_text(json.dumps({"benchmark": "arithmetic", "model": "m", "rows": rows}))
+    first = real_model.dynamics(rows, "genenv-pg")[0][0]
+    assert (first["valid_share"], first["novel_share"], first["in_band_count"], first["env_kl"], first["rung"]) == (0.5, 0.25, 2, 0.01, 2.5)
+    assert real_model.dynamics(rows, "random")[1][1]["env_kl"] is None  # random trains no environment: no KL line
+    [png] = real_model.draw_figures(tmp_path, tmp_path / "figures")
+    assert png.name == "real-model-arithmetic.png" and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
