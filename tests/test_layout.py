@@ -275,3 +275,19 @@ def test_evaluation_writes_its_folder_through_the_layout(tmp_path):
     assert folder.tasks == tasks and [item.score for item in folder.scores] == result.scores and folder.model == "m"
     source = load_eval(tmp_path / "ev")
     assert source.benchmark == "arithmetic" and source.model == "m" and source.aggregate["benchmark"] == "arithmetic"
+
+
+def test_the_readme_layout_names_every_module_of_the_workbench_package_and_its_contract_and_engine():
+    """README's Layout lists each module of workbench/, workbench/contract/ and workbench/engine/
+    (the packages below them by folder), so a newcomer finds where each concern lives."""
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    layout = readme[readme.index("## Layout"):]
+    layout = layout[: layout.index("```", layout.index("```") + 3)]
+    listed = {line.split()[0] for line in layout.splitlines() if line.strip() and not line.startswith("```")}
+    missing = [f"{folder}/{path.name}" for folder in ("workbench", "workbench/contract", "workbench/engine")
+               for path in sorted((root / folder).glob("*.py")) if path.name != "__init__.py" or folder == "workbench"
+               if path.name not in listed]
+    missing += [f"workbench/{p.name}/" for p in sorted((root / "workbench").iterdir()) if p.is_dir() and (p / "__init__.py").exists()
+                and f"{p.name}/" not in listed]
+    assert not missing, f"README's Layout does not name: {missing}"
