@@ -463,6 +463,8 @@ def test_report_section_contents(domain):
     section = domain.report_section(tasks, outputs, scores)
     assert section.title == "Bamboogle"
     assert section.metrics["em"] == pytest.approx(0.4)
+    # the section's numbers are the ones Domain.aggregate gives (the core's declared metrics and the hook's rest)
+    assert section.metrics == {k: v for k, v in domain.aggregate(tasks, scores).items() if not k.startswith("success_rung")}
     by_type = {row["answer_type"]: row for row in section.tables["by_answer_type"]}
     assert set(by_type) == {"entity", "year", "yes/no", "date"}
     assert by_type["entity"]["n"] == 2 and by_type["entity"]["em"] == 0.5

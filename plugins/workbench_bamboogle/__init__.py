@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from workbench import AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, hookimpl, limit_option, mean_stderr, path_option, rate
+from workbench import AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, hookimpl, limit_option, path_option
 
 from . import data, generation, reply_format, report, scoring
 from .report import answer_type
@@ -124,17 +124,8 @@ def workbench_reference_output(task: Task) -> str | None:
 
 @hookimpl
 def workbench_aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
-    """Only what `report.METRICS` cannot declare: the standard errors of EM, F1 and the judge's
-    verdict, how many outputs the judge saw (outputs, not questions) and the share of empty
-    answers (two kinds of error). `n`, `em`, `f1`, `judge`, `parse_error_rate`: the core's."""
-    if not scores:
-        return {}
-    out = {f"{key}_stderr": mean_stderr(s.metrics.get(key, 0.0) for s in scores)[1] for key in ("em", "f1")}
-    judged = [s.metrics["judge"] for s in scores if "judge" in s.metrics]
-    if judged:
-        out.update(judge_stderr=mean_stderr(judged)[1], judge_n=len(judged))
-    out["empty_rate"] = rate(sum((s.error or "").startswith(("empty_output", "empty_answer")) for s in scores), len(scores))
-    return out
+    """Only what `report.METRICS` cannot declare (`report.undeclared_metrics`)."""
+    return report.undeclared_metrics(scores)
 
 
 @hookimpl

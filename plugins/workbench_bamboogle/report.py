@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from workbench import MetricInfo, ReportSection, Score, Task, count_tasks, mean_stderr, rate
+from workbench import MetricInfo, ReportSection, Score, Task, aggregate_declared, count_tasks, mean_stderr, rate
 
 from . import metrics
 from .scoring import extracted, golds_or_blank
@@ -29,21 +29,22 @@ METRICS = [  # all but empty_rate (which errors count as empty) aggregated by th
 
 
 def aggregate(tasks: list[Task], scores: list[Score]) -> dict[str, float]:
-    """EM and F1 with standard errors, the judge's verdict, parse and empty rates. `n` counts
-    distinct questions, the rates are over every scored output (a run's report passes each
-    question once per attempt)."""
-    n = len(scores)
-    if n == 0:
-        return {"n": 0}
-    out: dict[str, float] = {"n": count_tasks(tasks)}
-    for key in ("em", "f1"):
-        out[key], out[f"{key}_stderr"] = mean_stderr(float(s.metrics.get(key, 0.0)) for s in scores)
-    judged = [float(s.metrics["judge"]) for s in scores if "judge" in s.metrics]
+    """The numbers `Domain.aggregate` gives (less its per-rung entries), for the report section:
+    the declared metrics as the core aggregates them, with what they cannot declare."""
+    return {**aggregate_declared(METRICS, tasks, scores), **undeclared_metrics(scores)}
+
+
+def undeclared_metrics(scores: list[Score]) -> dict[str, float]:
+    """What `METRICS` cannot declare (the package's `workbench_aggregate`): the standard errors of
+    EM, F1 and the judge's verdict, how many outputs the judge saw (outputs, not questions) and the
+    share of empty answers (two kinds of error). `n`, `em`, `f1`, `judge`, `parse_error_rate`: the core's."""
+    if not scores:
+        return {}
+    out = {f"{key}_stderr": mean_stderr(s.metrics.get(key, 0.0) for s in scores)[1] for key in ("em", "f1")}
+    judged = [s.metrics["judge"] for s in scores if "judge" in s.metrics]
     if judged:
-        out["judge"], out["judge_stderr"] = mean_stderr(judged)
-        out["judge_n"] = len(judged)
-    out["parse_error_rate"] = rate(sum(s.error is not None for s in scores), n)
-    out["empty_rate"] = rate(sum((s.error or "").startswith(("empty_output", "empty_answer")) for s in scores), n)
+        out.update(judge_stderr=mean_stderr(judged)[1], judge_n=len(judged))
+    out["empty_rate"] = rate(sum((s.error or "").startswith(("empty_output", "empty_answer")) for s in scores), len(scores))
     return out
 
 
