@@ -10,8 +10,9 @@ function for the workbench:
 * the first observation (`Interaction.reset()`) is appended to the task's user message, and
   the whole conversation is rendered with the agent's own chat template;
 * each turn, every live episode of the batch gets one reply in a single `generate` call
-  (`trainer._generate_single_turn`, so vLLM, the LoRA merge and the sampling settings stay
-  TRL's), at most `agent.episode_turn_tokens` tokens; the decoded reply goes to
+  (`AgentGRPOTrainer.generate_turn`, TRL's own single-turn sampling, so vLLM, the LoRA merge
+  and the sampling settings stay TRL's; the trainer subclass is the one place that calls TRL's
+  private methods), at most `agent.episode_turn_tokens` tokens; the decoded reply goes to
   `Interaction.step`, and the observation comes back as a user message whose tokens are
   appended with mask 0 (rendered as TRL renders tool results: the template's difference, the
   history never re-tokenized);
@@ -184,7 +185,7 @@ class EpisodeRollout:
         if _any_rank(bool(single)):
             # Tasks without an interaction: one reply each, exactly as TRL generates them.
             chosen = single or [0]
-            ids, _images, _fields = trainer._tokenize_prompts([prompts[i] for i in chosen])
+            ids = trainer.tokenize_prompts([prompts[i] for i in chosen])
             # with no episode on any rank the call is TRL's own (whole groups of num_generations), so every rank
             # passes the same group size to a collective backend (vLLM)
             groups_intact = not _any_rank(len(single) < count)
@@ -208,7 +209,7 @@ class EpisodeRollout:
                 _end(episode, "interaction_error", f"reset() raised {type(exc).__name__}: {exc}")
                 first = ""
             episode.observations.append(first)
-            prompt_ids[i] = trainer._tokenize_prompts([with_observation(prompts[i], first)])[0][0]
+            prompt_ids[i] = trainer.tokenize_prompts([with_observation(prompts[i], first)])[0]
             if context is not None and len(prompt_ids[i]) + budget > context and not episode.ended_by:
                 _end(episode, "context", f"the first observation makes the prompt {len(prompt_ids[i])} tokens; with "
                      f"agent.max_completion_length {budget} that exceeds the agent's context of {context} tokens")
@@ -289,8 +290,7 @@ class EpisodeRollout:
     def _generate(self, trainer: Any, prompt_ids: list[list[int]], max_new_tokens: int,
                   num_generations: int = 1) -> tuple[list[list[int]], list[list[float]] | None]:
         self.stats.generate_calls += 1
-        with _max_new_tokens(trainer, max_new_tokens):
-            outs, lps = trainer._generate_single_turn(prompt_ids, None, {}, num_generations)
+        outs, lps = trainer.generate_turn(prompt_ids, max_new_tokens, num_generations)
         return [list(o) for o in outs], lps
 
 
@@ -374,22 +374,3 @@ def _extend(logprobs: list[list[float]] | None, i: int, values: list[float] | No
 
 def _any_rank(flag: bool) -> bool:
     return any(dist.gather([flag])) if dist.is_distributed() else flag
-
-
-@contextmanager
-def _max_new_tokens(trainer: Any, tokens: int) -> Iterator[None]:
-    """Cap one generate call's reply length (the transformers path reads both settings)."""
-    config, kwargs = trainer.generation_config, getattr(trainer, "generation_kwargs", None)
-    before = config.max_new_tokens if config is not None else None
-    before_kwargs = kwargs.get("max_new_tokens") if isinstance(kwargs, dict) else None
-    if config is not None:
-        config.max_new_tokens = tokens
-    if isinstance(kwargs, dict):
-        kwargs["max_new_tokens"] = tokens
-    try:
-        yield
-    finally:
-        if config is not None:
-            config.max_new_tokens = before
-        if isinstance(kwargs, dict):
-            kwargs["max_new_tokens"] = before_kwargs

@@ -1,4 +1,4 @@
-"""The agent's trainer: TRL's `GRPOTrainer` with the workbench's three changes, as one subclass.
+"""The agent's trainer: TRL's `GRPOTrainer` with the workbench's changes, as one subclass.
 
 The project extends a trainer by subclassing it (`WeightedSFTTrainer` for the environment in
 `workbench.engine.rwr`); this is the agent's. Each change keeps TRL's own step and only adds
@@ -11,6 +11,8 @@ to it, and each is off unless asked for:
   (`workbench.engine.lora_merge`, `lora.merge_for_generation` on the transformers backend;
   TRL's vLLM path merges adapters itself). TRL 1.16 samples every rollout there, the episode
   turns of `workbench.engine.episodes` included;
+* `tokenize_prompts`, `generate_turn`: TRL's prompt rendering and single-turn sampling as the
+  episode rollout calls them, so no module but this one calls TRL's private methods;
 * `_generate_and_score_completions`: with an `EpisodeRollout` (a multi-turn domain), each
   generation batch's dataset rows are kept for it while TRL generates the batch, since TRL
   hands its `rollout_func` only the prompts. The rollout becomes the trainer's `rollout_func`
@@ -22,7 +24,8 @@ These override TRL 1.16's private methods; trl is pinned to 1.16.x for this reas
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from trl import GRPOTrainer
 
@@ -57,8 +60,39 @@ class AgentGRPOTrainer(GRPOTrainer):
         with self.lora_merge.merged(self.model):
             return super()._generate_single_turn(*args, **kwargs)
 
+    def tokenize_prompts(self, prompts: list[Any]) -> list[list[int]]:
+        """The prompts' token ids as TRL renders them for generation (its chat template and kwargs)."""
+        ids, _images, _fields = self._tokenize_prompts(prompts)
+        return [list(i) for i in ids]
+
+    def generate_turn(self, prompt_ids: list[list[int]], max_new_tokens: int, num_generations: int = 1) -> tuple[Any, Any]:
+        """One reply per prompt (`num_generations` each), at most `max_new_tokens` tokens, sampled
+        as TRL samples its rollouts (`_generate_single_turn`: vLLM or transformers, the LoRA merge
+        above): (completion ids, their log-probabilities or None). The episode rollout's turns."""
+        with _max_new_tokens(self, max_new_tokens):
+            return self._generate_single_turn(prompt_ids, None, {}, num_generations)
+
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> Any:
         if self.episodes is None:
             return super()._generate_and_score_completions(inputs)
         with self.episodes.batch(inputs):
             return super()._generate_and_score_completions(inputs)
+
+
+@contextmanager
+def _max_new_tokens(trainer: Any, tokens: int) -> Iterator[None]:
+    """Cap one generate call's reply length (the transformers path reads both settings)."""
+    config, kwargs = trainer.generation_config, getattr(trainer, "generation_kwargs", None)
+    before = config.max_new_tokens if config is not None else None
+    before_kwargs = kwargs.get("max_new_tokens") if isinstance(kwargs, dict) else None
+    if config is not None:
+        config.max_new_tokens = tokens
+    if isinstance(kwargs, dict):
+        kwargs["max_new_tokens"] = tokens
+    try:
+        yield
+    finally:
+        if config is not None:
+            config.max_new_tokens = before
+        if isinstance(kwargs, dict):
+            kwargs["max_new_tokens"] = before_kwargs
