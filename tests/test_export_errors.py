@@ -3,7 +3,7 @@ bad export exits 2 with ONE `error:` line naming the cause, and leaves no datase
 temporary file behind; a full disk (a real file size limit, RLIMIT_FSIZE, in a subprocess) too.
 Provenance never names a checkpoint folder that is gone without saying so.
 
-`CASES` (x 3 formats), `EXISTING_OUT` (x 3 formats) and the full-disk cases are counted in
+`CASES` (x 4 formats), `EXISTING_OUT` (x 4 formats) and the full-disk cases are counted in
 docs/reliability.md. Every format treats an existing `--out` alike: refused, unless `--force`.
 """
 
