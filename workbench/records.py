@@ -33,12 +33,15 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping, TypeVar
 
 from workbench import curriculum
 from workbench.contract.aggregation import difficulty_summary
 from workbench.contract.files import read_jsonl
 from workbench.run_layout import RunLayout
+
+if TYPE_CHECKING:
+    from workbench.config import CurriculumSettings
 
 
 def _f(help: str) -> Any:
@@ -219,7 +222,7 @@ def env_records(
     scored: list[Any],
     p_hat_task: dict[str, float],
     successes: dict[str, list[float]],
-    cur: Any,
+    cur: CurriculumSettings,
     kinds: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The epoch's D_env records: one per valid scored generation (`scored`: Candidates), with
@@ -306,8 +309,7 @@ def build_epoch_record(
     *,
     epoch: int,
     mode: str,
-    alpha: float,
-    k_min: float,
+    cur: CurriculumSettings,
     seeds: list[Any],
     candidates: list[Any],
     new_tasks: list[Any],
@@ -325,13 +327,13 @@ def build_epoch_record(
     epochs_without_valid: int,
     difficulty: dict[str, int | None] | None = None,
     redraws: dict[str, int] | None = None,
-    copy_weight: float = 1.0,
     repair_json: bool = False,
     env_pg: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The epoch's record from what the epoch produced: its candidates, the new and scored tasks,
     p_hat per task, the environment records, the agent's `AgentEpochResult` and the environment
-    update's `RWRResult` (None when there was none); `difficulty`, task id -> rung of the new
+    update's `RWRResult` (None when there was none), under `cur`, the run's CurriculumSettings
+    (alpha, k_min, copy_weight), as `env_records` takes it; `difficulty`, task id -> rung of the new
     tasks (`Domain.difficulty`), or None when the domain rates no difficulty."""
     p_hats = [p_hat_task[t.id] for t in scored_new]
     valid = [c for c in candidates if c.valid]
@@ -343,8 +345,8 @@ def build_epoch_record(
         p_hat=[round(p, 4) for p in p_hats],
         p_hat_mean=_mean(p_hats),
         p_hat_batch=curriculum.p_hat_per_batch(successes_new) if scored_new else None,
-        abs_gap_mean=_mean([abs(p - alpha) for p in p_hats]),
-        frac_in_band=_mean([float(curriculum.in_band(p, alpha, k_min)) for p in p_hats]),
+        abs_gap_mean=_mean([abs(p - cur.alpha) for p in p_hats]),
+        frac_in_band=_mean([float(curriculum.in_band(p, cur.alpha, cur.k_min)) for p in p_hats]),
         r_env_mean=_mean([r["r_env"] for r in env_records]),
         agent_reward_mean=_mean([s.reward for s in all_scores]),
         agent_success_seed=_mean([a.score.success for t in seeds for a in agent.attempts.get(t.id, [])]),
@@ -371,7 +373,7 @@ def build_epoch_record(
         env_loss=None if env_result is None else env_result.loss,
         env_rolled_back=None if env_result is None else env_result.rolled_back,
         env_dropped_too_long=None if env_result is None else env_result.dropped_too_long,
-        in_band_for_env=sum(r["in_band"] and curriculum.copy_factor(r.get("novelty"), copy_weight) > 0 for r in env_records),
+        in_band_for_env=sum(r["in_band"] and curriculum.copy_factor(r.get("novelty"), cur.copy_weight) > 0 for r in env_records),
         gen_tokens=None if gen_stats is None else gen_stats.new_tokens,
         gen_tokens_per_s=None if gen_stats is None or not gen_stats.seconds else gen_stats.new_tokens / gen_stats.seconds,
         agent_padding=padding,

@@ -208,13 +208,13 @@ class CoEvolution:
         self._epochs_without_valid = self._epochs_without_valid + 1 if no_valid else 0
         rungs = {t.id: self.domain.difficulty(t) for t in new_tasks} if self.domain.declares_difficulty else None  # faults: before take_faults
         record = build_epoch_record(
-            epoch=epoch, mode=cfg.mode, alpha=cfg.curriculum.alpha, k_min=cfg.curriculum.k_min, seeds=self.seeds,
+            epoch=epoch, mode=cfg.mode, cur=cfg.curriculum, seeds=self.seeds,
             candidates=candidates, new_tasks=new_tasks, scored_new=scored_new, p_hat_task=p_hat_task, env_records=env_records,
             agent=result, env_result=env_result, gen_stats=gen_stats, phase_times=self.events.phase_times, padding=padding,
             novelty=novelty.to_dict(), score_errors=sum(is_plugin_fault(a.score) for atts in result.attempts.values() for a in atts),
             plugin_faults=self.domain.take_faults() | self.registry.take_faults(), epochs_without_valid=self._epochs_without_valid,
             redraws=redraw_summary(candidates) if cfg.env.redraw_rounds and self.mode.generates_each_epoch else None,
-            copy_weight=cfg.curriculum.copy_weight, difficulty=rungs, repair_json=cfg.env.repair_json, env_pg=env_pg,
+            difficulty=rungs, repair_json=cfg.env.repair_json, env_pg=env_pg,
         )
         self.stats = AgentStats(epoch=epoch, p_hat_mean=record["p_hat_mean"], frac_in_band=record["frac_in_band"],
                                 alpha=cfg.curriculum.alpha, recent=[(t, p_hat_task[t.id]) for t in scored_new][:16])

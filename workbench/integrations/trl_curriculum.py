@@ -295,13 +295,13 @@ class GenEnvCurriculum(TrainerCallback):
         scored = [a for atts in attempts.values() for a in atts]
         agent = AgentEpochResult(attempts=attempts, steps=self._steps_per_epoch or 0, seconds=self._phase_times["agent"])
         return build_epoch_record(
-            epoch=epoch, mode=cfg.mode, alpha=cfg.curriculum.alpha, k_min=cfg.curriculum.k_min, seeds=self.seeds,
+            epoch=epoch, mode=cfg.mode, cur=cfg.curriculum, seeds=self.seeds,
             candidates=self._candidates, new_tasks=self._new, scored_new=closed.scored_new, p_hat_task=closed.p_hat,
             env_records=closed.env_records, agent=agent, env_result=update, gen_stats=None, phase_times=self._phase_times,
             padding=self._padding, novelty=novelty.to_dict(), score_errors=sum(is_plugin_fault(a.score) for a in scored),
             plugin_faults=self.domain.take_faults(), epochs_without_valid=0 if any(c.valid for c in self._candidates) else 1,
             redraws=redraw_summary(self._candidates) if cfg.env.redraw_rounds else None,
-            copy_weight=cfg.curriculum.copy_weight, repair_json=cfg.env.repair_json, env_pg=env_pg,
+            repair_json=cfg.env.repair_json, env_pg=env_pg,
             difficulty={t.id: self.domain.difficulty(t) for t in self._new} if self.domain.declares_difficulty else None,
         )
 
