@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench_alfworld import gamegen, games, grounding
+from workbench_alfworld import game_store, gamegen, games, grounding
 
 needs_alfworld = pytest.mark.skipif(
     not games.alfworld_available(), reason="alfworld/textworld not installed (pip install alfworld textworld)"
@@ -28,8 +28,8 @@ def alfworld_data_dir(tmp_path_factory):
 @pytest.fixture
 def fresh_game_store(tmp_path, monkeypatch):
     """A fresh game store and no remembered verdicts."""
-    monkeypatch.setenv(gamegen.STORE_ENV, str(tmp_path / "store"))
-    monkeypatch.setattr(gamegen, "_store_override", None)
+    monkeypatch.setenv(game_store.STORE_ENV, str(tmp_path / "store"))
+    monkeypatch.setattr(game_store, "_store_override", None)
     gamegen._verdicts.clear()
     gamegen._rejections.clear()
     yield tmp_path / "store"

@@ -1,5 +1,5 @@
-"""Games written by the environment model (`workbench_alfworld.gamegen`, `game_worker.py`), in
-the real TextWorld engine, no mocks.
+"""Games written by the environment model (`workbench_alfworld.gamegen`, `pddl_checks`,
+`game_store`, `game_worker.py`), in the real TextWorld engine, no mocks.
 
 * a generated game (a built-in problem with its objects renamed and moved, written as the
   environment's record) is accepted, stored content-addressed and won by its stored plan, by
@@ -34,7 +34,7 @@ from fuzzing import cpu_bound  # work done, not wall-clock: the default tier pas
 import workbench_alfworld as alf
 from workbench import AgentStats, Rejection, Task
 from workbench.contract.files import write_jsonl
-from workbench_alfworld import gamegen, games, generation
+from workbench_alfworld import game_store, gamegen, games, generation, pddl_checks
 
 pytestmark = needs_alfworld
 
@@ -53,8 +53,8 @@ def store(tmp_path, monkeypatch):
     cwd, scratch = tmp_path / "cwd", tmp_path / "tmp"
     cwd.mkdir()
     scratch.mkdir()
-    monkeypatch.setenv(gamegen.STORE_ENV, str(root))
-    monkeypatch.setattr(gamegen, "_store_override", None)
+    monkeypatch.setenv(game_store.STORE_ENV, str(root))
+    monkeypatch.setattr(game_store, "_store_override", None)
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     monkeypatch.chdir(cwd)
     gamegen._rejections.clear()
@@ -321,16 +321,16 @@ def test_alfworlds_own_nested_receptacles_pass_and_a_held_object_in_a_receptacle
     in a dresser): a game played from a file (compact) keeps passing; a generated one is refused.
     Holding an object that is still in a receptacle is refused in both."""
     record = builtin_record()
-    params = gamegen.check_params(record["task_type"], record["pddl_params"])
+    params = pddl_checks.check_params(record["task_type"], record["pddl_params"])
     nested = record["problem"].replace("(inReceptacle Mug_bar_01 Cabinet_bar_01)",
                                        "(inReceptacle Mug_bar_01 Cabinet_bar_01)\n    (inReceptacle Mug_bar_01 CounterTop_bar_01)")
-    gamegen.check_problem(nested, record["task_type"], params, compact=True, caps=gamegen.SERVED_CAPS)
-    with pytest.raises(gamegen.GameRejected, match="in 2 receptacles at once"):
-        gamegen.check_problem(nested, record["task_type"], params)
+    pddl_checks.check_problem(nested, record["task_type"], params, compact=True, caps=pddl_checks.SERVED_CAPS)
+    with pytest.raises(pddl_checks.GameRejected, match="in 2 receptacles at once"):
+        pddl_checks.check_problem(nested, record["task_type"], params)
     held = record["problem"].replace("(atLocation agent1 loc_bar_start)", "(atLocation agent1 loc_bar_start)\n    (holds agent1 Mug_bar_01)")
     for compact in (True, False):
-        with pytest.raises(gamegen.GameRejected, match="the agent holds Mug_bar_01, which is still in Cabinet_bar_01"):
-            gamegen.check_problem(held, record["task_type"], params, compact=compact, caps=gamegen.SERVED_CAPS)
+        with pytest.raises(pddl_checks.GameRejected, match="the agent holds Mug_bar_01, which is still in Cabinet_bar_01"):
+            pddl_checks.check_problem(held, record["task_type"], params, compact=compact, caps=pddl_checks.SERVED_CAPS)
 
 
 def test_a_huge_reply_is_refused_before_it_is_read(store):
@@ -360,7 +360,7 @@ def test_unsolvable_games_are_rejected(store, monkeypatch):
 def test_the_worker_maps_engine_failures_to_reasons(store):
     """Text the static checks never let through, sent to the worker directly: its own
     handling of the translator's SystemExit, parse errors and unknown names."""
-    grammar = gamegen.logic_texts()[1].replace("UNKNOWN GOAL", "put a apple in fridge")
+    grammar = pddl_checks.logic_texts()[1].replace("UNKNOWN GOAL", "put a apple in fridge")
     problem = builtin_record()["problem"]
     cases = [
         ("pddl_error", problem.replace("(inReceptacle ?o ?r)", "(inReceptacle ?o ?r ?r)"), "translator stopped"),  # SystemExit
@@ -416,7 +416,7 @@ def _worker_processes() -> list[str]:
 def _lift_caps(monkeypatch, **extra) -> None:
     for name, value in (("MAX_OBJECTS", 1000), ("MAX_RECEPTACLES", 1000), ("MAX_LOCATIONS", 1000), ("MAX_FACTS", 5000),
                         ("MAX_DECLARED", 1000), ("MAX_PROBLEM_CHARS", 200_000), *extra.items()):
-        monkeypatch.setattr(gamegen, name, value)
+        monkeypatch.setattr(pddl_checks, name, value)
 
 
 def _big_record(n_objects: int, n_receptacles: int, n_locations: int) -> dict:
@@ -477,7 +477,7 @@ def test_the_default_budget_stops_a_game_far_over_the_caps(store, monkeypatch):
     _lift_caps(monkeypatch)
     monkeypatch.setattr(gamegen, "compile_and_plan", None)
     result = rejected(_big_record(200, 100, 200), "too_large", STATIC_S)
-    assert f"more than the check's work budget of {gamegen.MAX_OPERATORS}" in result.message
+    assert f"more than the check's work budget of {pddl_checks.MAX_OPERATORS}" in result.message
 
 
 def _stable(data: dict) -> dict:
@@ -509,9 +509,9 @@ def test_a_stored_game_changed_afterwards_is_checked_again(store, what, name, ch
     path = folder / name
     original = json.loads(path.read_text())
     path.write_text(json.dumps(change(original)))
-    assert gamegen.stored_game_dir(str(folder)) is None
+    assert game_store.stored_game_dir(str(folder)) is None
     assert [r.code for r in alf.workbench_validate_task(task)] == ["unknown_game"], what
     again, _ = parse(variant_record())  # not trusted: checked again, and the folder replaced whole
     assert isinstance(again, Task) and again.spec == task.spec
-    assert _stable(json.loads(path.read_text())) == _stable(original) and gamegen.stored_game_dir(str(folder)) is not None
+    assert _stable(json.loads(path.read_text())) == _stable(original) and game_store.stored_game_dir(str(folder)) is not None
     assert alf.workbench_validate_task(again) == []

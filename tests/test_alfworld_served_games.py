@@ -30,7 +30,7 @@ from fuzzing import cpu_bound  # work done, not wall-clock: the default tier pas
 import workbench_alfworld as alf
 from workbench import Task
 from workbench.contract.files import write_jsonl
-from workbench_alfworld import gamegen, games
+from workbench_alfworld import gamegen, games, pddl_checks
 from workbench_alfworld.taskspec import make_episode_task
 
 pytestmark = [needs_alfworld, pytest.mark.skipif(importlib.util.find_spec("openenv") is None,
@@ -124,7 +124,7 @@ def test_a_hostile_served_game_is_refused_quickly_and_other_sessions_play_on(tmp
 
     hostile = trial_task(tmp_path / "data", "hostile", problem=hostile_problem())
     apple = next(t for t in alf.workbench_seed_tasks({"mode": "episode"}) if t.spec["task_type"] == "pick_and_place_simple")
-    reason = f"more than {gamegen.SERVED_CAPS.declared} names in :objects"  # 3,000 locations are refused while read
+    reason = f"more than {pddl_checks.SERVED_CAPS.declared} names in :objects"  # 3,000 locations are refused while read
     with serve([hostile, apple], tmp_path) as server:
         before = rss_mb()
         other: dict = {}

@@ -20,13 +20,14 @@ PDDL problems shipped under `data/` (and the single steps derived from them by e
 alfworld/textworld are imported lazily (see `games.py`); single-step scoring needs neither.
 
 The environment model writes single steps, or, when the examples are episodes (option
-`mode="episode"`), whole games: a JSON record with a PDDL problem, checked statically, compiled
-and planned in a resource-limited child process (`gamegen.py`, `game_worker.py`) and stored
-content-addressed, so the new episode task plays like any ALFWorld game.
+`mode="episode"`), whole games: a JSON record with a PDDL problem, checked statically
+(`pddl_checks.py`), compiled and planned in a resource-limited child process (`gamegen.py`,
+`game_worker.py`) and stored content-addressed (`game_store.py`), so the new episode task plays
+like any ALFWorld game.
 
 The hooks are here; the work is in `data.py` (loading, options), `generation.py` (the
-environment's JSON record), `gamegen.py` (games written by the environment), `scoring.py`
-and `report.py`. The headline metric is `accuracy`,
+environment's JSON record), `gamegen.py`, `pddl_checks.py` and `game_store.py` (games written
+by the environment), `scoring.py` and `report.py`. The headline metric is `accuracy`,
 the share of tasks solved in either mode (see `report.py`).
 
 Difficulty rung (`workbench_task_difficulty`), one scale per mode (a run uses one mode):

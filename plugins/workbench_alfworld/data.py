@@ -4,7 +4,7 @@ episodes from games, and the domain options that choose between them.
 Options (`seed_tasks`): `data_path` (an ALFWORLD_DATA-style folder, a split folder, a `.tw-pddl`
 file or JSON Lines of steps; default `$ALFWORLD_DATA` when it holds games, else the built-in
 set), `split` (default "train"), `limit`, `mode` ("step", the default, or "episode"), `games_dir`
-(where games written by the environment model are stored; see `gamegen.store_root`).
+(where games written by the environment model are stored; see `game_store.store_root`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from workbench import OptionError, Task, limit_option, path_option
 
-from . import gamegen, games, grounding
+from . import game_store, games, grounding
 from .games import ExpertFailed, GameRecord, alfworld_available
 from .taskspec import check_step_record_shape, make_episode_task, make_step_task, validate_spec
 
@@ -109,7 +109,7 @@ def seed_tasks(options: dict[str, Any]) -> list[Task]:
     limit = limit_option(options)
     games_dir = path_option(options, "games_dir")
     if games_dir is not None:
-        gamegen.set_store(games_dir)
+        game_store.set_store(games_dir)
     path = path_option(options, "data_path") or _env_data_path()
     if path is None:
         if mode == "step":

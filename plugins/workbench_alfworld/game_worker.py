@@ -60,7 +60,7 @@ FILE_BYTES = 64 * 1024**2
 OPEN_FILES = 64
 MAX_REQUEST_BYTES = 1_000_000
 MAX_REASON = 300
-DEFAULT_MAX_OPERATORS = 5_000  # the plugin always sends its own (gamegen.MAX_OPERATORS)
+DEFAULT_MAX_OPERATORS = 5_000  # the plugin always sends its own (pddl_checks.MAX_OPERATORS)
 
 
 def set_limits(cpu_s: int) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from workbench import AgentStats, Rejection, Task
 
-from . import gamegen
+from . import gamegen, pddl_checks
 from .actions import input_problem
 from .data import BUILTIN_STEPS, load_steps_jsonl
 from .games import MAX_STEPS, TASK_TYPES
@@ -59,8 +59,8 @@ def game_prompt(examples: list[Task], stats: AgentStats) -> str:
         "locations loc_bar_<id> - location and the types <Class>Type - otype / rtype, and lists :init facts of the alfred",
         "domain (receptacleAtLocation, objectAtLocation, inReceptacle, objectType, receptacleType, canContain, openable, ...).",
         "The :goal is fixed by the task type and pddl_params; you may leave it out.",
-        f"The game must be solvable in at most {MAX_STEPS} actions; at most {gamegen.MAX_OBJECTS} objects, {gamegen.MAX_RECEPTACLES} receptacles"
-        f" and {gamegen.MAX_LOCATIONS} locations. Vary the rooms, objects, containers and task types.",
+        f"The game must be solvable in at most {MAX_STEPS} actions; at most {pddl_checks.MAX_OBJECTS} objects, {pddl_checks.MAX_RECEPTACLES} receptacles"
+        f" and {pddl_checks.MAX_LOCATIONS} locations. Vary the rooms, objects, containers and task types.",
         f"Aim for a game the agent wins about {stats.alpha:.0%} of the time.",
     ]
     if stats.p_hat_mean is not None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from workbench import Task, longest
 
-from . import gamegen
+from . import pddl_checks
 from .games import TASK_TYPES
 from .generation import render_task
 from .taskspec import ENV_FIELDS
@@ -52,7 +52,7 @@ def step_schema(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def game_schema(records: list[dict[str, Any]]) -> dict[str, Any]:
     """A game record with a problem as long as `records` (the seeds' game records) show."""
-    classes = list(gamegen.vocabulary().values())
+    classes = list(pddl_checks.vocabulary().values())
 
     def game(task_types: list[str], parent: dict[str, Any], toggle: dict[str, Any]) -> dict[str, Any]:
         params = {"object_target": {"enum": classes}, "parent_target": parent, "toggle_target": toggle,
