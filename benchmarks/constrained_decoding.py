@@ -13,6 +13,14 @@ the unconstrained sampling of the same run (the baseline, measured beside it).
 
     python benchmarks/constrained_decoding.py --domain bfcl --model smollm2-135m-instruct --count 16
     python benchmarks/constrained_decoding.py --domain bfcl      # a tiny random-weight model, offline: speed only
+    python benchmarks/constrained_decoding.py --domain bfcl --shape 0.5b --tokenizer .gpu-tokenizer --device cuda --dtype bfloat16
+
+`--shape` (a `benchmarks/gpu_scale.py` shape: tiny, small, 0.5b, 1.5b, 7b) samples with a
+random-weight Qwen2 of that shape instead, on `--device` in `--dtype`, with the tokenizer in
+`--tokenizer` (a folder; default one trained on the domain's rendered seeds): the grammar's cost
+per token against a GPU's decode step (benchmarks/gpu_run.sh, part e, carries SmolLM2's tokenizer,
+a real 49,152-token vocabulary). Random weights write nothing a plugin accepts: there only the
+share in the format, the share cut at the cap and the speed mean anything.
 """
 
 from __future__ import annotations
@@ -38,7 +46,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default="", help="write the figures to this file")
+    parser.add_argument("--shape", default="", help="a random-weight Qwen2 of this benchmarks/gpu_scale.py shape instead of --model")
+    parser.add_argument("--tokenizer", default="", help="with --shape: a tokenizer folder (default: trained on the seeds)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     args = parser.parse_args()
+    if args.shape and args.model:
+        parser.error("give --model or --shape, not both")
 
     import random
 
@@ -58,8 +72,8 @@ def main() -> None:
     fmt = domain.env_reply_format(seeds)
     if fmt is None:
         raise SystemExit(f"domain {args.domain} declares no reply format")
-    path = args.model or _tiny_model(domain, seeds)
-    settings = ModelSettings(name_or_path=path, device="cpu")
+    path = args.model or (_shaped_model(args, domain, seeds) if args.shape else _tiny_model(domain, seeds))
+    settings = ModelSettings(name_or_path=path, device=args.device, dtype=args.dtype)
     model, tokenizer = load_model(settings, "--model", trainable=False), load_tokenizer(settings, "--model")
     rng = random.Random(args.seed)
     prompts = []
@@ -93,15 +107,18 @@ def main() -> None:
             "s_per_token": seconds / max(1, generator.stats.new_tokens), "seconds": round(seconds, 1),
         })
     base = rows[0]["s_per_token"]
-    print(f"{args.domain}, model {args.model or 'tiny random-weight'}, {args.count} prompts, max_new_tokens {args.max_new_tokens}, "
-          f"{threads} threads, {platform.processor() or platform.machine()}, load {os.getloadavg()[0]:.2f}")
+    where = torch.cuda.get_device_name() if args.device == "cuda" else f"{threads} threads, {platform.processor() or platform.machine()}"
+    model_name = args.model or (f"{args.shape} random-weight" if args.shape else "tiny random-weight")
+    print(f"{args.domain}, model {model_name}, {args.count} prompts, max_new_tokens {args.max_new_tokens}, {args.dtype}, "
+          f"{where}, load {os.getloadavg()[0]:.2f}")
     print(f"{'way':<11} {'compile s':>9} {'in format':>9} {'parse':>6} {'valid':>6} {'cut':>5} {'tok/reply':>9} {'s/token':>8} {'vs none':>7}")
     for r in rows:
         print(f"{r['way']:<11} {r['compile_s']:>9.3f} {r['in_format']:>9.2f} {r['parse']:>6.2f} {r['valid']:>6.2f} {r['cut']:>5.2f} "
               f"{r['tokens_per_reply']:>9.1f} {r['s_per_token']:>8.4f} {r['s_per_token'] / base:>7.2f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"domain": args.domain, "model": args.model or "tiny", "threads": threads, "rows": rows}, f, indent=1)
+            json.dump({"domain": args.domain, "model": model_name, "device": where, "dtype": args.dtype, "vocab": len(tokenizer),
+                       "threads": threads, "rows": rows}, f, indent=1)
 
 
 def _value(text: str) -> Any:
@@ -116,6 +133,32 @@ def _tiny_model(domain: Any, seeds: list[Any]) -> str:
     from workbench.engine.tiny import TinySpec, cached_tiny_model
 
     return str(cached_tiny_model([domain.render_task(t) for t in seeds], TinySpec(), name=f"tiny-{domain.name}"))
+
+
+def _shaped_model(args: argparse.Namespace, domain: Any, seeds: list[Any]) -> str:
+    """A random-weight Qwen2 of `args.shape` (`gpu_scale.build_shape`) with `args.tokenizer` (or
+    one trained on the rendered seeds), saved once under the workbench cache, keyed by shape,
+    tokenizer and dtype."""
+    import hashlib
+    from pathlib import Path
+
+    from transformers import AutoTokenizer
+
+    from gpu_scale import build_shape
+    from workbench.cache import cache_root
+    from workbench.engine.tiny import TinySpec, train_tokenizer
+
+    if args.tokenizer:
+        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+    else:
+        tokenizer = train_tokenizer([domain.render_task(t) for t in seeds], TinySpec().vocab_size)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    key = hashlib.sha256(json.dumps([args.shape, args.tokenizer and str(Path(args.tokenizer).resolve()), args.dtype,
+                                     domain.name, len(tokenizer)]).encode()).hexdigest()[:12]
+    out = cache_root() / f"constrained-{args.shape}-{key}"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return str(build_shape(args.shape, out, None, getattr(torch, args.dtype), torch.device(args.device), tokenizer=tokenizer))
 
 
 def _processor_factory(way: str, fmt: dict[str, Any], tokenizer: Any, width: int) -> Any:

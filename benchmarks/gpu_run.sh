@@ -7,7 +7,7 @@
 #   bash benchmarks/gpu_run.sh OUT_DIR                       # on the lent H100 / H200 (run from the repository root)
 #   GPU_RUN_SHAPE=tiny bash benchmarks/gpu_run.sh OUT_DIR    # every part at the tiny shape on the CPU: the end-to-end check
 #
-# The parts (GPU_RUN_PARTS="a a2 d b c" picks some; that is the default order):
+# The parts (GPU_RUN_PARTS="a a2 d b e c" picks some; that is the default order):
 #   a   tiny-nan        the tiny shape on CUDA with --find-nonfinite: forward hooks on every module, and backward
 #                       hooks naming the first module (or weight) whose gradient goes inf/NaN. Run 1 (2026-11-28,
 #                       H200) found the agent's embedding weights already NaN at a rollout: a backward made them so  cap 75 s
@@ -19,12 +19,16 @@
 #   b   7b-decode       the 7B shape with the recipe's r64 LoRA: model.generate at batch 64, adapters unmerged,
 #                       merged (lora.merge_for_generation) and off, each against the bandwidth bound measured in the
 #                       same run (measured in run 1: again only to see it repeat)                               cap 190 s
+#   e   constrained     the environment under BFCL's reply format (env.constrained: llguidance) against no format at the
+#                       0.5B shape in bfloat16, SmolLM2's tokenizer (.gpu-tokenizer, from gpu_wheels.sh), 64 prompts,
+#                       batch 16: share in the format, cut at the cap, s per token as a ratio to no format  cap 100 s
 #   c   overlap         the 0.5B shape (GPU_RUN_C_SHAPE), 2 epochs, full fine-tuning, checkpoint every epoch: every
 #                       phase's share with checkpoint_background off (c_fg) then on (c_bg)                      the rest
 # A part that fails or runs out of time is recorded in OUT_DIR/status.json (rc, seconds, budget) and the next
 # one runs. At the end status.json holds a summary of every part's figures, and the same is printed.
 # OUT_DIR holds at most 8 files (what a device call brings back): status.json, run.log (all output, progress
-# bars dropped), a_tiny_nan.json, a2_tiny_nan_eager.json, d_7b_memory.json, b_7b_decode.json, c_fg.json, c_bg.json.
+# bars dropped), a_tiny_nan.json, a2_tiny_nan_eager.json, d_7b_memory.json, b_7b_decode.json, c_fg.json, c_bg.json;
+# part e's figures go into status.json's summary (e_constrained).
 #
 # Wheels: if .whl/ holds wheels (benchmarks/gpu_wheels.sh makes them: trl, datasets, dacite, jsonschema, ...),
 # they are installed first with pip --target into a folder named site-packages (dill, which datasets hashes
@@ -40,7 +44,7 @@ mkdir -p "$out"; out=$(cd "$out" && pwd)
 total=${GPU_RUN_SECONDS:-540}
 deadline=$((SECONDS + total - 5))
 mode=${GPU_RUN_SHAPE:-gpu}
-parts=" ${GPU_RUN_PARTS:-a a2 d b c} "
+parts=" ${GPU_RUN_PARTS:-a a2 d b e c} "
 work=${GPU_SCALE_WORKDIR:-/tmp/gpu-scale}       # built models (cached between calls on a warm machine) and the run folder
 state=$(mktemp -d /tmp/gpu-run-state.XXXXXX)    # per-part records, out of OUT_DIR (its 8 files)
 log=$out/run.log
@@ -160,6 +164,12 @@ if fg and bg and fg.get("epochs") and bg.get("epochs"):
                                 "background_over_foreground": {k: round(g[k] / f[k], 4) for k in ("epoch_seconds", "checkpoint_seconds", "training_seconds") if f[k]}}
     except (KeyError, ZeroDivisionError) as exc:
         summary["c_overlap"] = f"not computed: {exc!r}"
+e = load(state / "e_constrained.json")
+if e:
+    base = (e.get("rows") or [{}])[0].get("s_per_token")
+    summary["e_constrained"] = {"device": e.get("device"), "dtype": e.get("dtype"), "vocab": e.get("vocab"), "rows": [
+        {k: r[k] for k in ("way", "compile_s", "in_format", "cut", "tokens_per_reply", "s_per_token", "seconds")} |
+        {"vs_none": round(r["s_per_token"] / base, 3) if base else None} for r in e.get("rows", [])]}
 d = load(out / "d_7b_memory.json")
 if d:
     summary["d_7b_memory"] = {"complete": d.get("complete"), "error": d.get("error"), "probes": [
@@ -206,6 +216,7 @@ if [ "$mode" = tiny ]; then
   b_args="--shape tiny --epochs 0 --lora --decode-bench --decode-batch 8 --decode-tokens 16 $dev"
   c_args="--shape tiny --epochs 2 --checkpoint-every 1 --completion-length 16 --tasks 8 --max-new 2 --pool-base 0 --pool-history 0 $dev"
   d_args="--shape tiny --epochs 0 --lora --offload --memory-probe 64 512 --probe-batches 4 8 $dev"
+  e_args="--domain bfcl --option categories=[\"simple_python\",\"multiple\"] --shape tiny --device ${GPU_RUN_DEVICE:-cpu} --count 4 --batch 4 --max-new-tokens 48"
 else
   c_shape=${GPU_RUN_C_SHAPE:-0.5b}  # 1.5b: a full fine-tuning checkpoint is ~37 GB and three do not fit the 64 GB disk
   a_args="--shape tiny --epochs 1 --find-nonfinite"
@@ -214,6 +225,7 @@ else
   c_args="--shape $c_shape --vocab-size 151936 --epochs 2 --checkpoint-every 1 --completion-length 128 --tasks 16 --max-new 4 --pool-base 0 --pool-history 0"
   # configs/genenv-7b.yaml: per_device_batch_size 4 (8 is the faster layout its header says to try if room shows)
   d_args="--shape 7b --vocab-size 152064 --epochs 0 --lora --offload --memory-probe 800 8192 --probe-batches 4 8"
+  e_args="--domain bfcl --option categories=[\"simple_python\",\"multiple\"] --shape 0.5b --device cuda --dtype bfloat16 --count 64 --batch 16 --max-new-tokens 480"
 fi
 
 say "gpu_run: mode $mode, parts${parts}, ends by $total s; output $out"
@@ -224,6 +236,23 @@ case $parts in *" a "*) run a_tiny_nan "$(budget 75)" a_tiny_nan.json $a_args ;;
 case $parts in *" a2 "*) run a2_tiny_nan_eager "$(budget 75)" a2_tiny_nan_eager.json $a2_args ;; esac
 case $parts in *" d "*) run d_7b_memory "$(budget 150)" d_7b_memory.json $d_args ;; esac
 case $parts in *" b "*) run b_7b_decode "$(budget 190)" b_7b_decode.json $b_args ;; esac
+case $parts in *" e "*)
+  limit=$(budget 100)
+  if [ "$limit" -lt 15 ]; then
+    record e_constrained "" 0 "$limit" "skipped: no time left"
+  else
+    t0=$SECONDS
+    tok=""; [ -f .gpu-tokenizer/tokenizer.json ] && tok="--tokenizer .gpu-tokenizer"
+    say "=== e_constrained (limit ${limit} s): constrained_decoding.py $e_args $tok"
+    set -f  # e_args holds a JSON list: no pathname expansion of its brackets
+    WORKBENCH_CACHE=$work timeout --kill-after=10 "$limit" "$python" -u benchmarks/constrained_decoding.py $e_args $tok \
+        --json "$state/e_constrained.json" 2>&1 | grep --line-buffered -v -E 'it/s\]|s/it\]' | tee -a "$log"
+    rc=${PIPESTATUS[0]}
+    set +f
+    record e_constrained "$rc" $((SECONDS - t0)) "$limit"
+  fi
+  ;;
+esac
 case $parts in *" c "*)
   # background checkpoints off, then on; half of what is left to each
   c_total=$(budget 100000)

@@ -119,8 +119,9 @@ def synthetic_plugin(prompt_words: int = 24) -> Any:
 # ---------------------------------------------------------------------------- models
 
 
-def build_shape(shape: str, out_dir: Path, vocab_size: int | None, dtype: torch.dtype, device: torch.device) -> Path:
-    """Save a random-weight Qwen2 of `shape` with the tiny demo tokenizer to `out_dir` (cached)."""
+def build_shape(shape: str, out_dir: Path, vocab_size: int | None, dtype: torch.dtype, device: torch.device,
+                tokenizer: Any = None) -> Path:
+    """Save a random-weight Qwen2 of `shape` with `tokenizer` (default: the tiny demo tokenizer) to `out_dir` (cached)."""
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
     from workbench.demo import _corpus
@@ -130,8 +131,9 @@ def build_shape(shape: str, out_dir: Path, vocab_size: int | None, dtype: torch.
 
     if (out_dir / "config.json").exists():
         return out_dir
-    demo = load_registry(allow=["workbench_demo"]).domain("arithmetic")
-    tokenizer = train_tokenizer(_corpus(demo), TinySpec().vocab_size)
+    if tokenizer is None:
+        demo = load_registry(allow=["workbench_demo"]).domain("arithmetic")
+        tokenizer = train_tokenizer(_corpus(demo), TinySpec().vocab_size)
     config = Qwen2Config(
         vocab_size=max(vocab_size or 0, len(tokenizer)),
         max_position_embeddings=32768,

@@ -28,10 +28,12 @@ def test_gpu_run_script_runs_every_part_at_the_tiny_shape_on_the_cpu(tmp_path):
     status = json.loads((out / "status.json").read_text())
     assert status["env"]["engine_imports"] is True
     assert {name: part["outcome"] for name, part in status["parts"].items()} == {
-        name: "ok" for name in ("a_tiny_nan", "a2_tiny_nan_eager", "d_7b_memory", "b_7b_decode", "c_fg", "c_bg")}
+        name: "ok" for name in ("a_tiny_nan", "a2_tiny_nan_eager", "d_7b_memory", "b_7b_decode", "e_constrained", "c_fg", "c_bg")}
     summary = status["summary"]
     assert summary["a_tiny_nan"]["nonfinite"] is None and summary["a2_tiny_nan_eager"]["nonfinite"] is None
     assert [p["batch"] for p in summary["d_7b_memory"]["probes"]] == [4, 8]
     assert all(p["loss_finite"] and p["fused_lm_head"] for p in summary["d_7b_memory"]["probes"])
     assert set(summary["b_7b_decode"]["decode"]) >= {"dynamic", "static", "dynamic_lora_merged", "dynamic_lora_off"}
     assert set(summary["c_overlap"]) == {"foreground", "background", "background_over_foreground"}
+    assert [r["way"] for r in summary["e_constrained"]["rows"]][:2] == ["none", "llguidance"]  # xgrammar where installed
+    assert all(r["s_per_token"] > 0 for r in summary["e_constrained"]["rows"])
