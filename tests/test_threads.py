@@ -219,3 +219,103 @@ def test_a_huge_count_no_longer_aborts_the_process():
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["True", str(MAX_THREADS_PER_CORE * usable_cores())], result.stdout
     assert f"WORKBENCH_THREADS = {requested}" in result.stderr and "capped at" in result.stderr, result.stderr
+
+
+# --- threads that follow the load, epoch by epoch (issue 41 item 4) ------------------------------
+
+TIMINGS = ("time", "gen_tokens_per_s", "checkpoint_write")  # what two runs with the same bits may differ in
+
+
+def _loads(monkeypatch, busy: list[int]) -> list[int]:
+    """Two usable cores, and other processes' running threads read from `busy`, one reading per
+    call (the last repeated); returns the list of readings taken."""
+    from workbench.engine import threads
+
+    monkeypatch.setattr(threads, "usable_cores", lambda: 2)
+    taken: list[int] = []
+
+    def reading(*_args, **_kwargs):
+        taken.append(busy[min(len(taken), len(busy) - 1)])
+        return taken[-1]
+
+    monkeypatch.setattr(threads, "runnable_elsewhere", reading)
+    return taken
+
+
+def test_a_run_with_no_count_set_takes_each_epoch_s_count_from_the_load_and_records_it(make_config, tmp_path, monkeypatch):
+    """Started beside a job (one core taken) it takes 1 thread; the job ends and the next epoch
+    takes both cores. Each epoch's count is in its record and in threads.json."""
+    import json
+
+    from workbench.contract.files import read_jsonl
+    from workbench.engine.loop import CoEvolution
+
+    _loads(monkeypatch, [1, 1, 0])  # the run's start, epoch 1, epoch 2
+    CoEvolution(make_config(epochs=2), tmp_path / "run").run()
+    assert [r["threads"] for r in read_jsonl(tmp_path / "run" / "metrics.jsonl")] == [1, 2]
+    assert json.loads((tmp_path / "run" / "threads.json").read_text()) == {"1": 1, "2": 2}
+    assert torch.get_num_threads() == 2
+
+
+def test_a_count_the_user_set_does_not_follow_the_load(make_config, tmp_path, monkeypatch):
+    from workbench.contract.files import read_jsonl
+    from workbench.engine.loop import CoEvolution
+
+    taken = _loads(monkeypatch, [1])
+    monkeypatch.setenv("WORKBENCH_THREADS", "2")
+    CoEvolution(make_config(epochs=2), tmp_path / "run").run()
+    assert [r["threads"] for r in read_jsonl(tmp_path / "run" / "metrics.jsonl")] == [2, 2]
+    assert not taken and not (tmp_path / "run" / "threads.json").exists()
+
+
+def test_a_run_killed_in_an_epoch_replays_that_epoch_s_count_on_resume_and_ends_with_the_same_bits(make_config, tmp_path, monkeypatch):
+    """The uninterrupted run's epoch 2 took 2 threads. A twin killed inside epoch 2 (after its
+    count was written) is resumed while the machine is busy (the load would give 1): it replays
+    2 for epoch 2, and its records and final weights are the uninterrupted run's, bit for bit."""
+    from safetensors.torch import load_file
+
+    from workbench.contract.files import read_jsonl
+    from workbench.engine import agent as agent_module
+    from workbench.engine.loop import CoEvolution
+
+    config = make_config(epochs=2)
+    _loads(monkeypatch, [0])
+    CoEvolution(config, tmp_path / "whole").run()
+
+    original = agent_module.GRPOAgent.train_epoch
+    calls = {"n": 0}
+
+    def killed_in_epoch_2(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt("killed inside epoch 2")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(agent_module.GRPOAgent, "train_epoch", killed_in_epoch_2)
+    with pytest.raises(KeyboardInterrupt):
+        CoEvolution(config, tmp_path / "killed").run()
+    monkeypatch.setattr(agent_module.GRPOAgent, "train_epoch", original)
+    taken = _loads(monkeypatch, [1])  # busy now: a fresh choice would be 1 thread
+    CoEvolution(config, tmp_path / "killed", resume=True).run()
+
+    def records(run: str) -> list[dict]:
+        return [{k: v for k, v in r.items() if k not in TIMINGS} for r in read_jsonl(tmp_path / run / "metrics.jsonl")]
+
+    assert records("killed") == records("whole") and [r["threads"] for r in records("killed")] == [2, 2]
+    assert not taken, "the resumed run chose epoch 2's count from the load instead of replaying it"
+    final = sorted((tmp_path / "whole" / "checkpoints").glob("epoch_0002/*/model.safetensors"))
+    assert final, "no final weights to compare"
+    for path in final:
+        twin = tmp_path / "killed" / path.relative_to(tmp_path / "whole")
+        a, b = load_file(path), load_file(twin)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), f"{path.parent.name}'s weights differ"
+
+
+def test_a_damaged_threads_file_is_refused_naming_it(tmp_path):
+    from workbench.engine.threads import EpochThreads
+
+    path = tmp_path / "threads.json"
+    path.write_text('["not", "a", "map"]')
+    with pytest.raises(ThreadSettingError, match="threads.json is not a map of epoch to thread count"):
+        EpochThreads(path, follows=True)
+    assert EpochThreads(path, follows=False).apply(3, 2) == 2  # a run that does not follow the load never reads it

@@ -346,7 +346,9 @@ class RunConfig:
     threads: int | None = _f(
         None,
         "CPU threads torch uses in this process. None = the WORKBENCH_THREADS environment variable, else "
-        "OMP_NUM_THREADS, else the cores this process may use divided among the processes of one launch. "
+        "OMP_NUM_THREADS, else the cores this process may use divided among the processes of one launch, less "
+        "those other processes' running threads take, chosen again at the start of every epoch (one process; "
+        "each epoch's count is recorded in the run folder's threads.json, and a resume replays it). "
         "Set 1 (or WORKBENCH_THREADS=1) when another torch job shares the cores: two processes that each take "
         "every core slow each other far more than twice (docs/measurements.md).",
     )

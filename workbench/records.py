@@ -169,6 +169,7 @@ class EpochRecord(_Record):
     checkpoint_write: dict[str, Any] | None = _f(
         "with `checkpoint_background`, the previous background write (`epoch`, `write_seconds`, `waited_seconds`); else null"
     )
+    threads: int | None = _f("torch's CPU threads in this epoch (a run that sets no count follows the load: `workbench.engine.threads`)")
     time: dict[str, float] = _f("seconds per phase: `generate`, `agent`, `env_update`, `checkpoint`, `scoring`, `epoch`")
 
 
@@ -329,6 +330,7 @@ def build_epoch_record(
     redraws: dict[str, int] | None = None,
     repair_json: bool = False,
     env_pg: dict[str, Any] | None = None,
+    threads: int | None = None,
 ) -> dict[str, Any]:
     """The epoch's record from what the epoch produced: its candidates, the new and scored tasks,
     p_hat per task, the environment records, the agent's `AgentEpochResult` and the environment
@@ -385,6 +387,7 @@ def build_epoch_record(
         plugin_faults=plugin_faults,
         epochs_without_valid=epochs_without_valid,
         checkpoint_write=None,
+        threads=threads,
         time={k: round(v, 4) for k, v in phase_times.items()} | {"scoring": round(agent.scoring_seconds, 4)},
     ).to_dict()
 

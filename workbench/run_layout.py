@@ -136,6 +136,12 @@ class RunLayout:
         return self.path / "report.md"
 
     @property
+    def threads_path(self) -> Path:
+        """torch's CPU thread count of each epoch of a run that follows the load
+        (`workbench.engine.threads.EpochThreads`): written when an epoch starts, replayed on a resume."""
+        return self.path / "threads.json"
+
+    @property
     def epochs_dir(self) -> Path:
         return self.path / _EPOCHS
 

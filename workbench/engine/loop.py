@@ -59,7 +59,7 @@ from workbench.engine.mixture import tasks_per_generation_batch, training_mixtur
 from workbench.engine.model_pair import ModelPair, cold_started
 from workbench.engine.run_folder import RunFolder, RunState
 from workbench.engine.task_sources import TASK_SOURCES, select_seeds
-from workbench.engine.threads import apply_threads
+from workbench.engine.threads import EpochThreads, apply_threads, follows_load
 from workbench.errors import RunError
 from workbench.modes import MODES, get_mode
 from workbench.novelty import NoveltyReport, NoveltyTracker
@@ -109,6 +109,8 @@ class CoEvolution:
         prepare_environment(config.tracking, self.run_dir)  # before TRL imports a tracker; a missing one fails here
         # chosen once (a resume takes the count the run started with: a gradient's bits depend on it)
         self.threads = apply_threads(config.threads, load_aware=True, recorded=self.folder.recorded_threads(existing))
+        # then, with no count set, each epoch's from the load, replayed on a resume from the run folder's threads.json
+        self.epoch_threads = EpochThreads(self.folder.threads_path, follows=follows_load(config.threads))
         self.folder.create()
         torch.manual_seed(config.seed)
         self.seeds = select_seeds(config, self.domain.seed_tasks(config.domain_options))
@@ -179,6 +181,7 @@ class CoEvolution:
         self.events.phase_times = {}
         start = time.perf_counter()
         epoch = self.epoch + 1
+        self.threads = self.epoch_threads.apply(epoch, self.threads)  # before the epoch computes anything
         with self.events.phase("generate"):  # 1-2. candidate tasks, parsed and validated by the plugin
             candidates, gen_stats = self.task_source.draw(self.stats, self.novelty)
         new_tasks = new_tasks_of(cfg, candidates, self.novelty)
@@ -214,7 +217,7 @@ class CoEvolution:
             novelty=novelty.to_dict(), score_errors=sum(is_plugin_fault(a.score) for atts in result.attempts.values() for a in atts),
             plugin_faults=self.domain.take_faults() | self.registry.take_faults(), epochs_without_valid=self._epochs_without_valid,
             redraws=redraw_summary(candidates) if cfg.env.redraw_rounds and self.mode.generates_each_epoch else None,
-            difficulty=rungs, repair_json=cfg.env.repair_json, env_pg=env_pg,
+            difficulty=rungs, repair_json=cfg.env.repair_json, env_pg=env_pg, threads=self.threads,
         )
         self.stats = AgentStats(epoch=epoch, p_hat_mean=record["p_hat_mean"], frac_in_band=record["frac_in_band"],
                                 alpha=cfg.curriculum.alpha, recent=[(t, p_hat_task[t.id]) for t in scored_new][:16])

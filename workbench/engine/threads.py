@@ -14,27 +14,35 @@ That last default also looks at the machine's load when a run starts (`apply_thr
 load_aware=True)`): it takes only the cores that other processes' running threads leave free
 (Linux's `procs_running`), at least one. A run started beside another CPU-heavy process then
 takes one thread instead of OpenMP threads that spin waiting for each other on a taken core
-(`benchmarks/shared_cpu.py` measures it). The count is chosen once a run and kept: the bits of
-a gradient depend on the thread count, so a run's checkpoints record it (`state.json`) and a
-resume takes it again. A count the user set (config field, environment variable) is kept as set,
-with two exceptions, each said in one warning line: on a resume it still wins over the run's
-recorded count, and the line says the resumed run is then not bit-exact with one never stopped;
-and a count above `MAX_THREADS_PER_CORE` times the usable cores is capped there (before, a count
-in the thousands aborted the process inside libgomp, "Thread creation failed", naming no setting).
+(`benchmarks/shared_cpu.py` measures it). Such a run follows the load from then on
+(`EpochThreads`): at the start of each epoch it takes the default share again, lowered to the
+cores left free at that moment, so a run started beside a finishing job gets its second core
+back at the next epoch. The bits of a gradient depend on the thread count, so each epoch's count
+is written to the run folder's `threads.json` before the epoch computes anything, and a resumed
+run replays the counts of the epochs it runs again (the checkpoints' `state.json` keeps the count
+of their epoch). A run of several processes (`LOCAL_WORLD_SIZE` above 1) keeps its count.
+
+A count the user set (config field, environment variable) is kept as set, with two exceptions,
+each said in one warning line: on a resume it still wins over the run's recorded count, and the
+line says the resumed run is then not bit-exact with one never stopped; and a count above
+`MAX_THREADS_PER_CORE` times the usable cores is capped there (a count in the thousands would
+abort the process inside libgomp, "Thread creation failed", naming no setting).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
+from pathlib import Path
 
 from workbench.errors import WorkbenchError
 
 log = logging.getLogger(__name__)
 
 
-# the end of the source of the default count: the one count `adapt_threads` may lower
+# the end of the source of the default count: the one count the load may change (`load_aware_threads`, `EpochThreads`)
 LOAD_ADAPTIVE = "local process(es)"
 
 # A count the user sets is capped at this many threads a usable core: more only wait for each
@@ -142,3 +150,48 @@ def runnable_elsewhere(samples: int = 5, interval_s: float = 0.004) -> int | Non
     except (OSError, ValueError, IndexError):
         return None
     return max(0, min(readings) - 1) if readings else None
+
+
+def follows_load(setting: int | None) -> bool:
+    """Whether a run with this `threads` setting takes its count from the load each epoch: no
+    count set (config field, `WORKBENCH_THREADS`, `OMP_NUM_THREADS`) and one process."""
+    return resolve_threads(setting)[1].endswith(LOAD_ADAPTIVE) and (os.environ.get("LOCAL_WORLD_SIZE") or "1").strip() == "1"
+
+
+class EpochThreads:
+    """Each epoch's thread count of one run: the load's share for a run that follows it, replayed
+    from `path` (the run folder's threads.json: epoch -> count) for an epoch a killed run had
+    started; the run's count unchanged for one that does not follow the load."""
+
+    def __init__(self, path: Path, follows: bool, writes: bool = True):
+        self.path, self.follows, self.writes = Path(path), follows, writes
+        self.counts: dict[int, int] = {}
+        if follows and self.path.exists():
+            try:
+                recorded = json.loads(self.path.read_text(encoding="utf-8"))
+                self.counts = {int(epoch): _positive(count, f"{self.path}: epoch {epoch}") for epoch, count in recorded.items()}
+            except (ValueError, AttributeError) as exc:
+                raise ThreadSettingError(f"{self.path} is not a map of epoch to thread count ({exc}); delete it to let the "
+                                         "resumed run choose its counts from the load again (its epochs are then not bit-exact "
+                                         "with the killed run's)") from None
+
+    def apply(self, epoch: int, current: int) -> int:
+        """Set and return torch's count for `epoch` (before the epoch computes anything)."""
+        if not self.follows:
+            return current
+        count = self.counts.get(epoch)
+        if count is None:
+            share, _ = default_threads()
+            busy = runnable_elsewhere()
+            count = share if busy is None else max(1, min(share, usable_cores() - busy))
+            self.counts[epoch] = count
+            if self.writes:
+                from workbench.contract.files import atomic_write_text
+
+                atomic_write_text(self.path, json.dumps({str(e): c for e, c in sorted(self.counts.items())}) + "\n")
+        if count != current:
+            import torch
+
+            torch.set_num_threads(count)
+            log.info("epoch %d: torch uses %d CPU thread(s) instead of %d (the cores other processes leave free)", epoch, count, current)
+        return count

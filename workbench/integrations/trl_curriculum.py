@@ -301,7 +301,7 @@ class GenEnvCurriculum(TrainerCallback):
             padding=self._padding, novelty=novelty.to_dict(), score_errors=sum(is_plugin_fault(a.score) for a in scored),
             plugin_faults=self.domain.take_faults(), epochs_without_valid=0 if any(c.valid for c in self._candidates) else 1,
             redraws=redraw_summary(self._candidates) if cfg.env.redraw_rounds else None,
-            repair_json=cfg.env.repair_json, env_pg=env_pg,
+            repair_json=cfg.env.repair_json, env_pg=env_pg, threads=torch.get_num_threads(),
             difficulty={t.id: self.domain.difficulty(t) for t in self._new} if self.domain.declares_difficulty else None,
         )
 
