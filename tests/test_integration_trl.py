@@ -293,9 +293,9 @@ def test_curriculum_coevolves_inside_a_plain_grpo_trainer(tiny_models, domain, t
     assert tasks_seen[0] != tasks_seen[1]  # the environment wrote epoch 2's tasks after epoch 1
     for r in genenv.d_env:  # R_env and the alpha band, per generated task
         cur = config.curriculum
-        assert math.isclose(r["r_env"], math.exp(-cur.beta * (r["p_hat"] - cur.alpha) ** 2))
-        assert r["in_band"] == (abs(r["p_hat"] - cur.alpha) <= cur.k_min + 1e-9)
-        assert r["p_hat"] == genenv.epochs[r["epoch"] - 1].p_hat[r["task_id"]]
+        assert math.isclose(r.r_env, math.exp(-cur.beta * (r.p_hat - cur.alpha) ** 2))
+        assert r.in_band == (abs(r.p_hat - cur.alpha) <= cur.k_min + 1e-9)
+        assert r.p_hat == genenv.epochs[r.epoch - 1].p_hat[r.task_id]
     updates = [e.env_update for e in genenv.epochs if e.env_update]
     assert updates and all(u["steps"] > 0 for u in updates)  # genenv mode: the environment trained toward the band
     assert any(not p.detach().equal(env_before[n]) for n, p in genenv.env_updater.model.named_parameters())
@@ -324,7 +324,7 @@ def check_curriculum_run_folder(genenv, folder, agent_path):
         assert m.frac_in_band == pytest.approx(e.frac_in_band) and m.candidates == e.candidates
         assert m.time["epoch"] > 0 and m.time["checkpoint"] >= 0
     rows = [r for _, path in layout.epoch_files() for r in read_jsonl(path)]
-    assert sum(len(r["attempts"]) for r in rows) > 0 and list(read_jsonl(layout.d_env_path)) == genenv.d_env
+    assert sum(len(r["attempts"]) for r in rows) > 0 and list(read_jsonl(layout.d_env_path)) == [r.to_dict() for r in genenv.d_env]
     checkpoint = latest_checkpoint(folder)
     assert checkpoint is not None and checkpoint.name == f"epoch_{len(genenv.epochs):04d}"
     verify_checkpoint(checkpoint)

@@ -54,9 +54,9 @@ def test_generated_ids_are_the_engines_even_when_a_plugin_collapses_them(make_co
     assert all(c.task.id == content_id(c.task) for c in valid)
     for tid in distinct:
         assert len(run.last_attempts[tid]) == cfg.agent.num_generations
-    d_env = [r for r in run.d_env if r["epoch"] == 1]
+    d_env = [r for r in run.d_env if r.epoch == 1]
     assert len(d_env) == 6, "every valid generation is an environment record, duplicates linked"
-    assert sum(r["duplicate_of"] is not None for r in d_env) == 2
+    assert sum(r.duplicate_of is not None for r in d_env) == 2
     check_run_folder(tmp_path / "run", cfg.agent.num_generations)
 
 

@@ -262,14 +262,14 @@ def test_env_records_scale_a_copys_weight_by_copy_weight():
     kinds = {"t0": "seed_near", "t1": "novel", "t2": "history_exact"}
     raw = [curriculum.env_reward(p) for p in p_hat.values()]
     same = env_records(1, scored, p_hat, {}, CurriculumSettings(k_min=1.0), kinds)
-    assert [r["weight"] for r in same] == curriculum.rwr_weights(raw), "copy_weight 1: today's weights"
+    assert [r.weight for r in same] == curriculum.rwr_weights(raw), "copy_weight 1: today's weights"
     half = env_records(1, scored, p_hat, {}, CurriculumSettings(k_min=1.0, copy_weight=0.5), kinds)
-    assert [r["weight"] for r in half] == pytest.approx(curriculum.rwr_weights(raw, 1.0, [0.5, 1.0, 0.5]))
-    assert half[0]["weight"] / half[1]["weight"] == pytest.approx(0.5 * curriculum.rwr_weights(raw)[0] / curriculum.rwr_weights(raw)[1])
+    assert [r.weight for r in half] == pytest.approx(curriculum.rwr_weights(raw, 1.0, [0.5, 1.0, 0.5]))
+    assert half[0].weight / half[1].weight == pytest.approx(0.5 * curriculum.rwr_weights(raw)[0] / curriculum.rwr_weights(raw)[1])
     none = env_records(1, scored, p_hat, {}, CurriculumSettings(k_min=1.0, copy_weight=0.0), kinds)
-    assert [r["weight"] for r in none] == [0.0, 1.0, 0.0] and [r["novelty"] for r in none] == ["seed_near", "novel", "history_exact"]
+    assert [r.weight for r in none] == [0.0, 1.0, 0.0] and [r.novelty for r in none] == ["seed_near", "novel", "history_exact"]
     unclassed = env_records(1, scored, p_hat, {}, CurriculumSettings(k_min=1.0, copy_weight=0.0))  # no classes given
-    assert [r["weight"] for r in unclassed] == [r["weight"] for r in same] and {r["novelty"] for r in unclassed} == {None}
+    assert [r.weight for r in unclassed] == [r.weight for r in same] and {r.novelty for r in unclassed} == {None}
 
 
 def test_rwr_weights_with_factors():

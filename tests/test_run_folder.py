@@ -10,6 +10,7 @@ import pytest
 
 from workbench.engine import checkpoint as ckpt
 from workbench.engine.loop import CoEvolution
+from workbench.records import EnvRecord
 from workbench.contract.files import read_jsonl
 
 
@@ -124,7 +125,8 @@ def test_epoch_files_pools_and_a_checkpoint_round_trip(tmp_path):
 
     rng = random.Random(3)
     metrics = [{"epoch": e, "time": {"epoch": 1.0, "checkpoint": 0.5}} for e in (1, 2)]
-    state = RunState(2, metrics, [task], [], [{"epoch": 2, "task_id": "gen-1"}], AgentStats(2, 0.5, 1.0, 0.5, [(task, 0.5)]), 0, rng.getstate())
+    state = RunState(2, metrics, [task], [], [EnvRecord.from_dict({"epoch": 2, "task_id": "gen-1"})], AgentStats(2, 0.5, 1.0, 0.5, [(task, 0.5)]), 0,
+                     rng.getstate())
     tiny = SimpleNamespace(save_pretrained=lambda path: Path(path).mkdir(parents=True, exist_ok=True))
     sealed = []
     checkpoint = folder.write_checkpoint(state, {"agent": (tiny, tiny)}, keep=2, seal=lambda: sealed.append(True))

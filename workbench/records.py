@@ -225,7 +225,7 @@ def env_records(
     successes: dict[str, list[float]],
     cur: CurriculumSettings,
     kinds: dict[str, str] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[EnvRecord]:
     """The epoch's D_env records: one per valid scored generation (`scored`: Candidates), with
     R_env and, for the in-band ones, RWR weights (`cur`: the run's CurriculumSettings). `kinds`,
     task id -> novelty class (`NoveltyTracker.classify`), scales a copy's weight by
@@ -249,7 +249,7 @@ def env_records(
     factors = [curriculum.copy_factor(r.novelty, cur.copy_weight) for r in kept]
     for r, w in zip(kept, curriculum.rwr_weights([r.r_env for r in kept], cur.rwr_lambda, factors)):
         r.weight = w
-    return [r.to_dict() for r in records]
+    return records
 
 
 def epoch_file_rows(candidates: list[Any], attempts: dict[str, list[Any]]) -> list[dict[str, Any]]:
@@ -316,7 +316,7 @@ def build_epoch_record(
     new_tasks: list[Any],
     scored_new: list[Any],
     p_hat_task: dict[str, float],
-    env_records: list[dict[str, Any]],
+    env_records: list[EnvRecord],
     agent: Any,
     env_result: Any,
     gen_stats: Any,
@@ -349,7 +349,7 @@ def build_epoch_record(
         p_hat_batch=curriculum.p_hat_per_batch(successes_new) if scored_new else None,
         abs_gap_mean=_mean([abs(p - cur.alpha) for p in p_hats]),
         frac_in_band=_mean([float(curriculum.in_band(p, cur.alpha, cur.k_min)) for p in p_hats]),
-        r_env_mean=_mean([r["r_env"] for r in env_records]),
+        r_env_mean=_mean([r.r_env for r in env_records]),
         agent_reward_mean=_mean([s.reward for s in all_scores]),
         agent_success_seed=_mean([a.score.success for t in seeds for a in agent.attempts.get(t.id, [])]),
         candidates=len(candidates),
@@ -375,7 +375,7 @@ def build_epoch_record(
         env_loss=None if env_result is None else env_result.loss,
         env_rolled_back=None if env_result is None else env_result.rolled_back,
         env_dropped_too_long=None if env_result is None else env_result.dropped_too_long,
-        in_band_for_env=sum(r["in_band"] and curriculum.copy_factor(r.get("novelty"), cur.copy_weight) > 0 for r in env_records),
+        in_band_for_env=sum(r.in_band and curriculum.copy_factor(r.novelty, cur.copy_weight) > 0 for r in env_records),
         gen_tokens=None if gen_stats is None else gen_stats.new_tokens,
         gen_tokens_per_s=None if gen_stats is None or not gen_stats.seconds else gen_stats.new_tokens / gen_stats.seconds,
         agent_padding=padding,

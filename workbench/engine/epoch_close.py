@@ -30,6 +30,7 @@ from workbench.engine.generation import chat_prompt
 from workbench.engine.invariants import check_epoch
 from workbench.engine.rwr import RWRExample
 from workbench.novelty import NoveltyTracker
+from workbench.records import EnvRecord
 
 
 @dataclasses.dataclass
@@ -41,7 +42,7 @@ class ClosedEpoch:
     faulty: set[str]  # tasks whose every attempt was a plugin fault: no signal, left out
     scored: list[Any]  # the valid candidates whose task was scored (`Candidate`)
     scored_new: list[Task]  # the new generated tasks that were scored
-    env_records: list[dict[str, Any]]  # the epoch's D_env records
+    env_records: list[EnvRecord]  # the epoch's D_env records
 
 
 def close_epoch(
@@ -68,24 +69,24 @@ def close_epoch(
     return ClosedEpoch(successes, p_hat, faulty, scored, scored_new, env_records)
 
 
-def rwr_examples(config: RunConfig, epoch: int, d_env: Sequence[dict[str, Any]], new_records: Sequence[dict[str, Any]],
+def rwr_examples(config: RunConfig, epoch: int, d_env: Sequence[EnvRecord], new_records: Sequence[EnvRecord],
                  tokenizer: Any) -> list[RWRExample]:
     """The environment's RWR examples for `epoch`: the in-band records of epochs
     `epoch - env.replay_epochs + 1 .. epoch` among the earlier D_env and this epoch's, each
     weighted exp(lambda R_env) times its copy factor and normalised to a mean weight of 1."""
     first = epoch - config.env.replay_epochs + 1
 
-    def factor(r: dict[str, Any]) -> float:  # curriculum.copy_weight for a copy (0: left out of RWR), else 1
-        return curriculum.copy_factor(r.get("novelty"), config.curriculum.copy_weight)
+    def factor(r: EnvRecord) -> float:  # curriculum.copy_weight for a copy (0: left out of RWR), else 1
+        return curriculum.copy_factor(r.novelty, config.curriculum.copy_weight)
 
-    pool = [r for r in [*d_env, *new_records] if r["in_band"] and r["epoch"] >= first and factor(r) > 0]
+    pool = [r for r in [*d_env, *new_records] if r.in_band and r.epoch >= first and factor(r) > 0]
     if not pool:
         return []
-    weights = curriculum.rwr_weights([r["r_env"] for r in pool], config.curriculum.rwr_lambda, [factor(r) for r in pool])
-    return [RWRExample(chat_prompt(tokenizer, r["context"]), r["text"], w * len(pool)) for r, w in zip(pool, weights)]
+    weights = curriculum.rwr_weights([r.r_env for r in pool], config.curriculum.rwr_lambda, [factor(r) for r in pool])
+    return [RWRExample(chat_prompt(tokenizer, r.context), r.text, w * len(pool)) for r, w in zip(pool, weights)]
 
 
-def env_update_examples(config: RunConfig, epoch: int, d_env: Sequence[dict[str, Any]], closed: ClosedEpoch,
+def env_update_examples(config: RunConfig, epoch: int, d_env: Sequence[EnvRecord], closed: ClosedEpoch,
                         candidates: Sequence[Any], novelty: NoveltyTracker, tokenizer: Any) -> tuple[list[RWRExample], dict[str, Any] | None]:
     """The environment update's examples for `epoch` (`env.update`) and, for `pg`, its summary
     (the record's `env_pg`; None for `rwr`). `novelty` is only read."""

@@ -63,7 +63,7 @@ from workbench.engine.threads import EpochThreads, apply_threads, follows_load
 from workbench.errors import RunError
 from workbench.modes import MODES, get_mode
 from workbench.novelty import NoveltyReport, NoveltyTracker
-from workbench.records import build_epoch_record
+from workbench.records import EnvRecord, build_epoch_record
 from workbench.reports.summary import write_summary
 from workbench.tracking import attach_tracker, prepare_environment
 
@@ -97,7 +97,7 @@ class CoEvolution:
         self.epoch, self._epochs_without_valid = 0, 0
         self.metrics: list[dict[str, Any]] = []
         self.history: list[Task] = []
-        self.d_env: list[dict[str, Any]] = []
+        self.d_env: list[EnvRecord] = []  # typed in memory; JSON only in pools/d_env.jsonl
         self.stats = AgentStats(alpha=config.curriculum.alpha)
         self.last_candidates: list[Candidate] = []
         self.last_attempts: dict[str, list[Any]] = {}

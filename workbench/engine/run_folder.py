@@ -52,7 +52,7 @@ from workbench.contract.tasks import AgentStats, Task
 from workbench.engine import checkpoint as ckpt
 from workbench.engine.checkpoint_writer import BackgroundWriter, model_snapshot
 from workbench.engine.models import sort_adapter_configs
-from workbench.records import EpochRecord, epoch_file_rows, read_epoch_records
+from workbench.records import EnvRecord, EpochRecord, epoch_file_rows, read_epoch_records
 from workbench.run_layout import CheckpointLayout, RunLayout
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ class RunState:
     metrics: list[dict[str, Any]]
     history: list[Task]
     static_pool: list[Task]
-    d_env: list[dict[str, Any]]
+    d_env: list[EnvRecord]
     stats: AgentStats
     epochs_without_valid: int
     engine_rng: Any  # random.Random.getstate()
@@ -110,9 +110,9 @@ class RunFolder(RunLayout):
     def read_metrics(self) -> list[EpochRecord]:
         return read_epoch_records(self.path)
 
-    def write_pools(self, d_train: Iterable[Task], d_env: list[dict[str, Any]]) -> None:
+    def write_pools(self, d_train: Iterable[Task], d_env: list[EnvRecord]) -> None:
         write_jsonl(self.d_train_path, [t.to_dict() for t in d_train])
-        write_jsonl(self.d_env_path, d_env)
+        write_jsonl(self.d_env_path, [r.to_dict() for r in d_env])
 
     def write_epoch(self, epoch: int, candidates: list["Candidate"], attempts: dict[str, list["Attempt"]]) -> None:
         """The epoch file: one row per generation (valid and rejected, with reasons) with the
@@ -209,7 +209,7 @@ class RunFolder(RunLayout):
             )
             write_jsonl(folder.history_path, [t.to_dict() for t in state.history])
             write_jsonl(folder.static_pool_path, [t.to_dict() for t in state.static_pool])
-            write_jsonl(folder.d_env_path, state.d_env)
+            write_jsonl(folder.d_env_path, [r.to_dict() for r in state.d_env])
             s = state.stats
             stats = {"epoch": s.epoch, "p_hat_mean": s.p_hat_mean, "frac_in_band": s.frac_in_band,
                      "recent": [[t.to_dict(), p] for t, p in s.recent]}
@@ -290,7 +290,7 @@ class RunFolder(RunLayout):
             metrics=live if [r.get("epoch") for r in live] == expected else saved,
             history=[Task.from_dict(d) for d in read_jsonl(contents.history_path)],
             static_pool=[Task.from_dict(d) for d in read_jsonl(contents.static_pool_path)],
-            d_env=list(read_jsonl(contents.d_env_path)),
+            d_env=[EnvRecord.from_dict(r) for r in read_jsonl(contents.d_env_path)],
             stats=AgentStats(s["epoch"], s["p_hat_mean"], s["frac_in_band"], alpha, [(Task.from_dict(t), p) for t, p in s["recent"]]),
             epochs_without_valid=int(state.get("epochs_without_valid", 0)),
             engine_rng=trainer["engine_rng"],

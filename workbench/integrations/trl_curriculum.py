@@ -80,7 +80,7 @@ from workbench.engine.run_folder import RunFolder, RunState
 from workbench.engine.rwr import RWRSettings, RWRUpdater
 from workbench.integrations._rows import IntegrationError, completion_text, domain_named
 from workbench.novelty import NoveltyTracker
-from workbench.records import build_epoch_record
+from workbench.records import EnvRecord, build_epoch_record
 from workbench.reports.summary import write_summary
 
 MODES = ("genenv", "random")  # the modes whose environment writes every epoch's tasks
@@ -130,7 +130,7 @@ class GenEnvCurriculum(TrainerCallback):
         self._build_env(None)
         self.epochs: list[EpochRecord] = []
         self.metrics: list[dict[str, Any]] = []  # the run folder's metrics.jsonl records, as `workbench run` writes them
-        self.d_env: list[dict[str, Any]] = []  # every generated task's record: p_hat, R_env, in_band, RWR weight
+        self.d_env: list[EnvRecord] = []  # every generated task's record (workbench.records.EnvRecord): p_hat, R_env, in_band, RWR weight
         self.history: list[Task] = []
         self.stats = AgentStats(alpha=cfg.curriculum.alpha)
         self.reward = _Reward(self)
