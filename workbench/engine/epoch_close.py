@@ -12,7 +12,8 @@
 * `env_update_examples`: the configured update's examples (`env.update`: `rwr`, or `pg`, every
   candidate weighted by its advantage, `workbench.engine.env_pg`) and its summary for the record;
 * `new_tasks_of`: the epoch's new tasks for the agent: the distinct valid candidates up to the
-  budget, novel ones first when the environment oversamples (`env.candidates_per_task`).
+  budget, novel ones first when the environment oversamples (`env.candidates_per_task`);
+* `next_stats`: the `AgentStats` the next epoch's environment prompt is conditioned on.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ import dataclasses
 from typing import Any, Mapping, Sequence
 
 from workbench import curriculum, records
-from workbench.config import RunConfig
+from workbench.config import CurriculumSettings, RunConfig
 from workbench.contract.containment import is_plugin_fault
-from workbench.contract.tasks import Task
+from workbench.contract.tasks import AgentStats, Task
 from workbench.engine.candidates import cap_new_tasks
 from workbench.engine.env_pg import pg_examples
 from workbench.engine.generation import chat_prompt
@@ -67,6 +68,14 @@ def close_epoch(
     env_records = records.env_records(epoch, scored, p_hat, successes, config.curriculum, kinds)
     scored_new = [t for t in new_tasks if t.id not in faulty]
     return ClosedEpoch(successes, p_hat, faulty, scored, scored_new, env_records)
+
+
+def next_stats(epoch: int, record: dict[str, Any], closed: ClosedEpoch, cur: CurriculumSettings) -> AgentStats:
+    """What the next epoch's environment prompt is conditioned on (`AgentStats`): this epoch's
+    p_hat mean and in-band share (None where no generated task was scored), alpha, and up to 16
+    of its scored generated tasks with their p_hat, in the order they were written."""
+    return AgentStats(epoch=epoch, p_hat_mean=record["p_hat_mean"], frac_in_band=record["frac_in_band"], alpha=cur.alpha,
+                      recent=[(t, closed.p_hat[t.id]) for t in closed.scored_new][:16])
 
 
 def rwr_examples(config: RunConfig, epoch: int, d_env: Sequence[EnvRecord], new_records: Sequence[EnvRecord],

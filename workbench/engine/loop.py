@@ -52,7 +52,7 @@ from workbench.engine.agent import AgentEpochResult
 from workbench.engine.candidates import Candidate, CandidateWriter, redraw_summary
 from workbench.engine.checkpointing import Checkpoints
 from workbench.engine.constrained import run_reply_format
-from workbench.engine.epoch_close import ClosedEpoch, close_epoch, env_update_examples, new_tasks_of
+from workbench.engine.epoch_close import ClosedEpoch, close_epoch, env_update_examples, new_tasks_of, next_stats
 from workbench.engine.events import Event, RunEvents, seal_times
 from workbench.engine.generation import require_generation_backends
 from workbench.engine.mixture import tasks_per_generation_batch, training_mixture
@@ -219,8 +219,7 @@ class CoEvolution:
             redraws=redraw_summary(candidates) if cfg.env.redraw_rounds and self.mode.generates_each_epoch else None,
             difficulty=rungs, repair_json=cfg.env.repair_json, env_pg=env_pg, threads=self.threads,
         )
-        self.stats = AgentStats(epoch=epoch, p_hat_mean=record["p_hat_mean"], frac_in_band=record["frac_in_band"],
-                                alpha=cfg.curriculum.alpha, recent=[(t, p_hat_task[t.id]) for t in scored_new][:16])
+        self.stats = next_stats(epoch, record, closed, cfg.curriculum)
         self._persist(epoch, record, candidates, result, start)
         self._warn_if_collapsed(epoch, novelty)
         self._check_valid_streak(record)

@@ -70,7 +70,7 @@ from workbench.engine.agent import AgentEpochResult, Attempt
 from workbench.engine.candidates import Candidate, CandidateWriter, redraw_summary
 from workbench.engine.checkpoint import CheckpointError, checkpoint_dir, verify_checkpoint
 from workbench.engine.constrained import run_reply_format
-from workbench.engine.epoch_close import close_epoch, env_update_examples, new_tasks_of
+from workbench.engine.epoch_close import close_epoch, env_update_examples, new_tasks_of, next_stats
 from workbench.engine.events import seal_times
 from workbench.engine.generation import make_generator
 from workbench.engine.mixture import training_mixture
@@ -283,8 +283,7 @@ class GenEnvCurriculum(TrainerCallback):
             r_env_mean=record["r_env_mean"], env_update=record["env_update"], rejections=record["rejections"],
         )
         self.epochs.append(view)
-        self.stats = AgentStats(epoch=epoch, p_hat_mean=view.p_hat_mean or 0.0, frac_in_band=view.frac_in_band or 0.0,
-                                alpha=cfg.curriculum.alpha, recent=[(t, generated[t.id]) for t in self._new if t.id in generated][:16])
+        self.stats = next_stats(epoch, record, closed, cfg.curriculum)
         self._epoch = epoch
         self._persist(epoch, record, attempts)
 
