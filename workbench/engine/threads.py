@@ -163,8 +163,8 @@ class EpochThreads:
     from `path` (the run folder's threads.json: epoch -> count) for an epoch a killed run had
     started; the run's count unchanged for one that does not follow the load."""
 
-    def __init__(self, path: Path, follows: bool, writes: bool = True):
-        self.path, self.follows, self.writes = Path(path), follows, writes
+    def __init__(self, path: Path, follows: bool):
+        self.path, self.follows = Path(path), follows
         self.counts: dict[int, int] = {}
         if follows and self.path.exists():
             try:
@@ -181,14 +181,11 @@ class EpochThreads:
             return current
         count = self.counts.get(epoch)
         if count is None:
-            share, _ = default_threads()
-            busy = runnable_elsewhere()
-            count = share if busy is None else max(1, min(share, usable_cores() - busy))
+            count = load_aware_threads(None)[0]  # the default share, lowered to the cores left free now
             self.counts[epoch] = count
-            if self.writes:
-                from workbench.contract.files import atomic_write_text
+            from workbench.contract.files import atomic_write_text
 
-                atomic_write_text(self.path, json.dumps({str(e): c for e, c in sorted(self.counts.items())}) + "\n")
+            atomic_write_text(self.path, json.dumps({str(e): c for e, c in sorted(self.counts.items())}) + "\n")
         if count != current:
             import torch
 
