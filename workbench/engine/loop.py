@@ -107,9 +107,9 @@ class CoEvolution:
         existing = self.checkpoints.to_resume(resume)
         require_generation_backends(config)  # a vLLM config on a machine without vLLM fails before any training
         prepare_environment(config.tracking, self.run_dir)  # before TRL imports a tracker; a missing one fails here
-        # chosen once (a resume takes the count the run started with: a gradient's bits depend on it)
+        # the count for the start (a resume takes its checkpoint's: a gradient's bits depend on it); then, with no
+        # count set, each epoch's from the load, replayed on a resume from the run folder's threads.json
         self.threads = apply_threads(config.threads, load_aware=True, recorded=self.folder.recorded_threads(existing))
-        # then, with no count set, each epoch's from the load, replayed on a resume from the run folder's threads.json
         self.epoch_threads = EpochThreads(self.folder.threads_path, follows=follows_load(config.threads))
         self.folder.create()
         torch.manual_seed(config.seed)
