@@ -29,7 +29,7 @@ def test_an_alfworld_episode_epoch_plays_every_attempt_in_textworld(episode_run,
     record = run.step()  # the loop's own invariant check: n attempts per task, p_hat from exactly those
     n = cfg.agent.num_generations
     assert sorted(len(a) for a in run.last_attempts.values()) == [n] * 6
-    episodes = record["agent_episodes"]
+    episodes = record.agent_episodes
     assert episodes["episodes"] == 6 * n
     assert sum(episodes["ended_by"].values()) == 6 * n and "interaction_error" not in episodes["ended_by"]
     assert 1 <= episodes["turns_mean"] <= 50
@@ -38,7 +38,7 @@ def test_an_alfworld_episode_epoch_plays_every_attempt_in_textworld(episode_run,
             assert a.output.startswith("[observation] You are in the middle of a room")
             assert a.score.success == bool(a.score.metrics["won"]) and 1 <= a.score.metrics["steps"] <= 50
             assert a.output.count("[agent] ") == a.score.metrics["steps"]
-    assert record["agent_success_seed"] == episodes["won_share"]
+    assert record.agent_success_seed == episodes["won_share"]
     check_run_folder(tmp_path / "run", n)
 
 

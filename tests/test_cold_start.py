@@ -72,7 +72,7 @@ def test_the_cold_start_lowers_the_seed_loss_and_the_run_folder_records_it(base_
     untrained = AutoModelForCausalLM.from_pretrained(base_config.agent.model.name_or_path)
     assert not same(weights(run.agent.model), weights(untrained))
     record_1 = run.step()
-    assert record_1["epoch"] == 1
+    assert record_1.epoch == 1
 
 
 def test_the_cold_start_makes_the_agent_write_the_format(base_config, tmp_path):
@@ -129,7 +129,7 @@ def test_a_cached_cold_start_gives_the_same_run_as_a_trained_one(base_config, tm
     assert info["from_cache"] and Path(info["from_cache"]).is_relative_to(tiny_cache)
     second_record = second.step()
     for key in ("p_hat", "valid", "rejections", "agent_loss", "env_loss"):
-        assert first_record[key] == second_record[key], key
+        assert getattr(first_record, key) == getattr(second_record, key), key
     assert same(weights(first.agent.model), weights(second.agent.model))
 
 

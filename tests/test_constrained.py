@@ -79,7 +79,7 @@ def test_a_reply_cut_by_the_token_cap_is_counted_as_such(make_config, tmp_path):
     assert run.env_generator.grammar is not None and run.env_generator.grammar.format == {"regex": TASK_REGEX}
     compiled = run.env_generator.grammar
     record = run.step()
-    assert record["rejections"] == {"reply_cut_at_cap": cfg.env.tasks_per_epoch}, "3 tokens never finish 'Task: N'"
+    assert record.rejections == {"reply_cut_at_cap": cfg.env.tasks_per_epoch}, "3 tokens never finish 'Task: N'"
     assert "max_new_tokens (3)" in run.last_candidates[0].rejections[0].message
     assert all(c.text.startswith("Task"[: len(c.text)]) for c in run.last_candidates), "cut, but in the format so far"
     assert run.env_generator.grammar is compiled, "compiled once per run, not per batch"

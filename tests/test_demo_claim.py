@@ -18,7 +18,9 @@ import pytest
 from workbench.contract.registry import load_registry
 from workbench.reports.figures import P_HAT_CURVE_TITLE, band_label, p_hat_curve_figure
 from workbench.reports.report import render_report
+from workbench.config import CurriculumSettings
 
+BAND = CurriculumSettings(alpha=0.5, k_min=0.3)  # the run's band the figures draw
 CLAIM_BAND = (0.3, 0.7)  # genenv's mean p_hat over the last 4 epochs must land here (benchmarks/demo_claim.py)
 
 
@@ -34,10 +36,10 @@ def test_the_demo_genenv_run_climbs_into_the_band_and_random_stays_below(tiny_ca
     tails = {}
     for mode in ("genenv", "random"):
         metrics, _seconds, k_min = run_mode(mode, 16, 0, tmp_path, None)
-        assert [m["epoch"] for m in metrics] == list(range(1, 17))
+        assert [m.epoch for m in metrics] == list(range(1, 17))
         check_run_folder(tmp_path / mode, 10)
         tails[mode] = summarise(metrics, 4, k_min)
-        print(mode, "per-epoch p_hat:", [round(m["p_hat_mean"] or 0.0, 3) for m in metrics], "last 4:", json.dumps(tails[mode]))
+        print(mode, "per-epoch p_hat:", [round(m.p_hat_mean or 0.0, 3) for m in metrics], "last 4:", json.dumps(tails[mode]))
     genenv, random_ = tails["genenv"]["p_hat_mean"], tails["random"]["p_hat_mean"]
     low, high = CLAIM_BAND
     assert low <= genenv <= high, f"genenv's mean p_hat over its last 4 epochs is {genenv:.3f}, outside [{low}, {high}]"
@@ -81,11 +83,11 @@ def test_the_reports_first_figure_is_the_p_hat_curve_of_every_run(tmp_path):
 def test_the_p_hat_curve_shows_each_runs_mean_against_the_band():
     genenv = [{"epoch": e, "p_hat": ps, "p_hat_mean": sum(ps) / len(ps)} for e, ps in enumerate(GENENV, 1)]
     random_ = [{"epoch": e, "p_hat": ps, "p_hat_mean": sum(ps) / len(ps)} for e, ps in enumerate(RANDOM, 1)]
-    fig = p_hat_curve_figure([("demo-genenv (genenv)", genenv, 0.5, 0.3), ("demo-random (random)", random_, 0.5, 0.3)])
+    fig = p_hat_curve_figure([("demo-genenv (genenv)", genenv, BAND), ("demo-random (random)", random_, BAND)])
     (ax,) = fig.axes
     assert ax.get_title() == P_HAT_CURVE_TITLE
     legend = " | ".join(" ".join(t.get_text().split()) for t in ax.get_legend().get_texts())
-    assert band_label(0.5, 0.3) in legend and "demo-genenv (genenv)" in legend and "demo-random (random)" in legend
+    assert band_label(BAND) in legend and "demo-genenv (genenv)" in legend and "demo-random (random)" in legend
     lines = {line.get_label(): list(line.get_ydata()) for line in ax.get_lines() if not line.get_label().startswith("_")}
     assert lines["demo-genenv (genenv)"] == pytest.approx([m["p_hat_mean"] for m in genenv])
     assert lines["demo-random (random)"] == pytest.approx([m["p_hat_mean"] for m in random_])

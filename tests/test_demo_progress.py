@@ -56,9 +56,9 @@ def test_an_epoch_reports_counts_inside_each_phase(make_config, tmp_path):
 
     generate = by_phase["generate"]
     assert [(e["done"], e["total"]) for e in generate] == [(0, 6), (6, 6)]
-    assert generate[-1]["valid"] == record["valid"] == 6 and generate[-1]["text"] == "generate: 6/6 tasks, 6 valid"
+    assert generate[-1]["valid"] == record.valid == 6 and generate[-1]["text"] == "generate: 6/6 tasks, 6 valid"
 
-    for phase, steps in (("agent", record["agent_steps"]), ("env_update", record["env_update"]["steps"])):
+    for phase, steps in (("agent", record.agent_steps), ("env_update", record.env_update["steps"])):
         seen = by_phase[phase]
         assert seen, f"no progress events in the {phase} phase"
         assert steps > 0 and [(e["done"], e["total"]) for e in seen] == [(k, steps) for k in range(steps + 1)]
@@ -93,5 +93,5 @@ def test_gradient_accumulation_counts_micro_batches(make_config, tmp_path):
     run.subscribe(events.append)
     record = run.step()
     agent = [e for e in events if e["type"] == "progress" and e["phase"] == "agent"]
-    total = record["agent_steps"] * 2
+    total = record.agent_steps * 2
     assert total > 0 and [(e["done"], e["total"], e["unit"]) for e in agent] == [(k, total, "micro-batch") for k in range(total + 1)]

@@ -269,15 +269,15 @@ def test_the_epoch_record_counts_the_valid_generated_tasks_per_rung(make_config,
     run = CoEvolution(cfg, tmp_path / "run", registry=registry_of(("rated", plugin)))
     run.env_generator = ScriptedGenerator(TEXTS)
     record = run.step()
-    assert record["valid_distinct"] == 5
-    assert record["difficulty"] == {
+    assert record.valid_distinct == 5
+    assert record.difficulty == {
         "rungs": {"1": 2, "2": 1, "3": 1},
         "mean": (1 + 1 + 2 + 3) / 4,
         "p_hat_by_rung": {"1": 1.0, "2": 1.0, "3": 0.0},  # additions succeed: 7 * 8 + 9 does, 12 * 34 - 5 not
         "unrated": 1,
     }
-    assert record["plugin_faults"].get("task_difficulty:plugin_error") == 1, "the faulting hook is counted in this epoch"
-    assert [r.to_dict() for r in read_epoch_records(tmp_path / "run")] == [record]
+    assert record.plugin_faults.get("task_difficulty:plugin_error") == 1, "the faulting hook is counted in this epoch"
+    assert read_epoch_records(tmp_path / "run") == [record]
     summary = (tmp_path / "run" / "report.md").read_text()
     assert "| mean rung |" in summary and "| 1.750 |" in summary
     table = difficulty_table(load_run(tmp_path / "run"))

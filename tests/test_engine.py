@@ -42,11 +42,11 @@ def test_genenv_epochs_write_metrics_pools_and_checkpoints(make_config, tmp_path
     events = []
     run.subscribe(events.append)
     record = run.step()
-    assert REQUIRED_METRICS <= set(record)
-    assert record["epoch"] == 1 and record["candidates"] == cfg.env.tasks_per_epoch
-    assert record["valid"] + sum(record["rejections"].values()) >= record["candidates"]
-    assert len(record["p_hat"]) <= record["valid"]
-    assert all(0.0 <= p <= 1.0 for p in record["p_hat"])
+    assert REQUIRED_METRICS <= set(record.to_dict())
+    assert record.epoch == 1 and record.candidates == cfg.env.tasks_per_epoch
+    assert record.valid + sum(record.rejections.values()) >= record.candidates
+    assert len(record.p_hat) <= record.valid
+    assert all(0.0 <= p <= 1.0 for p in record.p_hat)
     report = tmp_path / "run" / "report.md"  # the engine's own, after every epoch: a run started from Python is complete
     assert "| 1 |" in report.read_text() and "| 2 |" not in report.read_text()
     run.step()
@@ -96,8 +96,8 @@ def test_rwr_trains_the_environment_on_the_in_band_generations_only(make_config,
 
     record = run.step()
 
-    assert record["valid"] == 6 and sorted(record["p_hat"]) == [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
-    assert record["frac_in_band"] == 0.5 and record["in_band_for_env"] == 3
+    assert record.valid == 6 and sorted(record.p_hat) == [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
+    assert record.frac_in_band == 0.5 and record.in_band_for_env == 3
     d_env = {r["text"]: r for r in read_jsonl(tmp_path / "run" / "pools" / "d_env.jsonl")}
     assert set(d_env) == set(ADDITIONS + OTHERS)
     assert all({"context", "text", "p_hat", "r_env", "weight", "in_band"} <= set(r) for r in d_env.values())
@@ -105,7 +105,7 @@ def test_rwr_trains_the_environment_on_the_in_band_generations_only(make_config,
     assert all(not d_env[t]["in_band"] and d_env[t]["weight"] == 0.0 for t in OTHERS)
     assert sum(d_env[t]["weight"] for t in ADDITIONS) == pytest.approx(1.0)
     assert len(trained_on) == 1 and sorted(e.completion for e in trained_on[0]) == ADDITIONS
-    assert record["env_update"]["steps"] > 0 and record["env_rolled_back"] is False
+    assert record.env_update["steps"] > 0 and record.env_rolled_back is False
     assert not same_params(before, params_of(run.env_updater.model)), "RWR must change the env model"
 
 
@@ -113,7 +113,7 @@ def test_random_mode_never_updates_the_environment(make_config, tmp_path):
     run = CoEvolution(make_config(mode="random", curriculum__k_min=1.0), tmp_path / "run")
     before = params_of(run.env_updater.model)
     record = run.step()
-    assert record["env_update"] is None
+    assert record.env_update is None
     assert same_params(before, params_of(run.env_updater.model))
 
 
@@ -141,8 +141,8 @@ def test_kl_cap_rolls_the_environment_update_back(make_config, tmp_path):
     run.env_generator = ScriptedGenerator(ADDITIONS + OTHERS)
     before = params_of(run.env_updater.model)
     record = run.step()
-    assert record["valid"] == 6 and record["env_update"]["steps"] > 0
-    assert record["env_rolled_back"] is True and record["env_kl"] <= cfg.env.max_kl, "env_kl is the kept model's KL"
+    assert record.valid == 6 and record.env_update["steps"] > 0
+    assert record.env_rolled_back is True and record.env_kl <= cfg.env.max_kl, "env_kl is the kept model's KL"
     assert same_params(before, params_of(run.env_updater.model))
 
 
@@ -161,15 +161,15 @@ def test_a_raising_parser_is_counted_not_fatal(make_config, tmp_path):
     registry = load_registry(builtins=False, entry_points=False, extra_plugins=[("faulty", faulty_plugin("parse_raises"))])
     run = CoEvolution(make_config(domain="faulty"), tmp_path / "run", registry=registry)
     record = run.step()
-    assert record["rejections"].get("plugin_error") == record["candidates"]
-    assert record["valid"] == 0
+    assert record.rejections.get("plugin_error") == record.candidates
+    assert record.valid == 0
 
 
 def test_a_raising_scorer_is_counted_not_fatal(make_config, tmp_path):
     registry = load_registry(builtins=False, entry_points=False, extra_plugins=[("faulty", faulty_plugin("score_raises"))])
     run = CoEvolution(make_config(domain="faulty"), tmp_path / "run", registry=registry)
     record = run.step()
-    assert record["agent_reward_mean"] == 0.0
+    assert record.agent_reward_mean == 0.0
     attempts = [a for atts in run.last_attempts.values() for a in atts]
     assert attempts and all("scorer exploded" in a.score.error for a in attempts)
 
@@ -181,7 +181,7 @@ def test_malformed_generations_are_rejected_with_reasons(make_config, tmp_path):
     run = CoEvolution(make_config(env__tasks_per_epoch=6), tmp_path / "run")
     run.env_generator = ScriptedGenerator(["Task: 1 + 2", *MALFORMED, "Task: 3 * 4"])
     record = run.step()
-    assert record["valid"] == 2 and record["rejections"] == {"parse_error": 3, "too_hard": 1}
+    assert record.valid == 2 and record.rejections == {"parse_error": 3, "too_hard": 1}
     rows = {r["env_text"]: r for r in read_jsonl(tmp_path / "run" / "epochs" / "epoch_0001.jsonl")}
     assert rows["Task: 1 + 2"]["valid"] and rows["Task: 3 * 4"]["valid"]
     for text, code in MALFORMED.items():

@@ -150,7 +150,7 @@ def pg_runs(make_config_module, tmp_path_factory):  # noqa: F811
 
 def test_a_pg_run_oversamples_keeps_novel_tasks_first_and_trains_on_every_candidate_with_a_signal(pg_runs):
     root, cfg, first, _, _ = pg_runs
-    assert first["candidates"] == 8 and first["valid"] == 4 and first["rejections"] == {"parse_error": 2, "over_epoch_cap": 2}
+    assert first.candidates == 8 and first.valid == 4 and first.rejections == {"parse_error": 2, "over_epoch_cap": 2}
     rows = read_epoch_rows(root / "run", 1)
     assert [row.group for row in rows] == [0, 0, 1, 1, 2, 2, 3, 3]
     kept = [row.task["spec"]["expression"] for row in rows if row.valid]
@@ -158,12 +158,12 @@ def test_a_pg_run_oversamples_keeps_novel_tasks_first_and_trains_on_every_candid
     over = [row for row in rows if any(r["code"] == "over_epoch_cap" for r in row.rejections)]
     assert [row.task["spec"]["expression"] for row in over] == ["3 + 3", "640 - 99"], "the copy and the last novel one"
     assert all(row.attempts == [] for row in over)
-    pg = first["env_pg"]
+    pg = first.env_pg
     assert pg["candidates"] == 8 and pg["groups"] == 4
     assert pg["by_class"]["invalid"]["n"] == 2 and pg["by_class"]["invalid"]["advantage_mean"] < 0
     assert pg["by_class"]["valid_unscored_copy"]["n"] == 1 and pg["by_class"]["valid_unscored"]["n"] == 1
-    assert first["env_update"] is not None and first["env_update"]["examples"] == pg["examples"] > 0
-    assert first["env_kl"] is not None and not first["env_rolled_back"]
+    assert first.env_update is not None and first.env_update["examples"] == pg["examples"] > 0
+    assert first.env_kl is not None and not first.env_rolled_back
     check_run_folder(root / "run", cfg.agent.num_generations)
 
 
@@ -180,6 +180,6 @@ def test_the_kl_cap_rolls_a_pg_update_back_to_the_same_weights(make_config_modul
     run = _pg_run(cfg, tmp_path / "run")
     before = {n: p.detach().clone() for n, p in run.env_updater.model.named_parameters()}
     record = run.step()
-    assert record["env_rolled_back"] and "max_kl" in record["env_update"]["rollback_reason"]
+    assert record.env_rolled_back and "max_kl" in record.env_update["rollback_reason"]
     assert all(torch.equal(before[n], p) for n, p in run.env_updater.model.named_parameters())
-    assert record["env_kl"] == pytest.approx(0.0, abs=1e-9), "the kept model's KL: the reference's own"
+    assert record.env_kl == pytest.approx(0.0, abs=1e-9), "the kept model's KL: the reference's own"

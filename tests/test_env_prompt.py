@@ -31,7 +31,7 @@ def test_a_turns_epoch_trains_the_environment_on_the_chat_it_saw(make_config, tm
     assert text.count(FOLLOW_UP) == 2
     rows = [json.loads(line) for line in (tmp_path / "run" / "pools" / "d_env.jsonl").read_text().splitlines()]
     assert rows and all(isinstance(r["context"], list) for r in rows)  # what RWR trains on is the same chat
-    assert record["candidates"] == 8
+    assert record.candidates == 8
 
 
 def test_seeds_mode_is_grpo_on_the_seed_tasks_alone(make_config, tmp_path):
@@ -39,7 +39,7 @@ def test_seeds_mode_is_grpo_on_the_seed_tasks_alone(make_config, tmp_path):
     seed_ids = {t.id for t in run.seeds}
     for _ in range(2):
         record = run.step()
-        assert record["candidates"] == 0 and record["valid"] == 0 and record["env_update"] is None
+        assert record.candidates == 0 and record.valid == 0 and record.env_update is None
         assert set(run.last_attempts) <= seed_ids and len(run.last_attempts) == 8
         assert all(len(atts) == run.config.agent.num_generations for atts in run.last_attempts.values())
     assert run.history == [] and run.static_pool == []

@@ -114,7 +114,7 @@ def test_an_episode_epoch_keeps_the_invariants_and_scores_by_the_game(patience_r
     record = run.step()  # the loop checks n attempts per task and p_hat from exactly those
     n = cfg.agent.num_generations
     attempts = run.last_attempts
-    assert record["valid_distinct"] == 2
+    assert record.valid_distinct == 2
     # Every task of the mixture (3 seeds + 2 generated) got exactly n attempts, and no other attempt exists.
     assert sorted(len(a) for a in attempts.values()) == [n] * 5
     assert calls["score"] == n and all(a.score.success and "[agent]" not in a.output for a in attempts["single"])
@@ -128,8 +128,8 @@ def test_an_episode_epoch_keeps_the_invariants_and_scores_by_the_game(patience_r
             assert steps == min(wins_after, MAX_STEPS), (tid, a.output)
             assert a.output.count("[agent] ") == steps and a.output.startswith("[observation] OBS0")
             assert a.score.reward == float(a.score.success)
-    assert sorted(record["p_hat"]) == [0.0, 1.0]  # wait 7 is never won in 3 steps; wait 2 always
-    episodes = record["agent_episodes"]
+    assert sorted(record.p_hat) == [0.0, 1.0]  # wait 7 is never won in 3 steps; wait 2 always
+    episodes = record.agent_episodes
     assert episodes["episodes"] == 4 * n
     assert episodes["won"] == 2 * n  # wait 1 (seed), wait 2 (generated)
     assert episodes["ended_by"] == {"max_steps": 2 * n, "won": 2 * n}
@@ -147,7 +147,7 @@ def test_an_interaction_that_raises_ends_its_episode_not_the_run(patience_run, t
     crashed = [a for atts in run.last_attempts.values() for a in atts if a.score.error]
     assert len(crashed) == cfg.agent.num_generations
     assert all("step() raised RuntimeError: the game crashed" in a.score.error and not a.score.success for a in crashed)
-    assert record["agent_episodes"]["ended_by"]["interaction_error"] == cfg.agent.num_generations
+    assert record.agent_episodes["ended_by"]["interaction_error"] == cfg.agent.num_generations
     check_run_folder(tmp_path / "run", cfg.agent.num_generations)
 
 
@@ -180,7 +180,7 @@ def test_the_rollout_masks_observations_and_ends_each_episode_on_eos(patience_ru
 def test_a_tight_token_budget_ends_episodes_honestly(patience_run):
     run, cfg = patience_run(["Task: wait 3"], agent__max_completion_length=12)
     record = run.step()
-    ended = record["agent_episodes"]["ended_by"]
+    ended = record.agent_episodes["ended_by"]
     assert ended.get("token_budget", 0) > 0
     for tid, atts in run.last_attempts.items():
         for a in atts:

@@ -403,7 +403,7 @@ def test_curriculum_resumes_from_an_epoch_end_checkpoint_as_if_never_stopped(tin
     with pytest.raises(IntegrationError, match="already holds a GenEnv run"):
         train("stopped")  # a fresh start over a kept run is refused, not overwritten
     resumed = train("stopped", resume=True)
-    assert [m["epoch"] for m in resumed.metrics] == [1, 2]
+    assert [m.epoch for m in resumed.metrics] == [1, 2]
 
     def epoch_file(name, epoch):
         return [(r["env_text"], [a["reward"] for a in r["attempts"]]) for r in

@@ -136,7 +136,7 @@ def test_an_old_run_folder_is_reported_and_exported(tmp_path):
     source = load_run(run)
     assert source.config.domain == "arithmetic" and source.metrics[0].p_hat_mean == 0.375
     assert "| 1 | 2 | 4 | 0.375 |" in summary_markdown(run)
-    assert figure_png(dashboard_figure(source.metrics, source.alpha, source.k_min)).startswith(b"\x89PNG")
+    assert figure_png(dashboard_figure(source.metrics, source.band)).startswith(b"\x89PNG")
     curriculum = load_curriculum(run)
     assert [t.id for _, t in curriculum.generated] == ["t1"] and curriculum.env_records[("t1", 1)].weight == 1.0
 

@@ -50,7 +50,7 @@ def test_generated_ids_are_the_engines_even_when_a_plugin_collapses_them(make_co
     valid = [c for c in run.last_candidates if c.valid]
     distinct = {c.task.id for c in valid}
     assert len(valid) == 6 and len(distinct) == 4 and "generated" not in distinct
-    assert record["valid_distinct"] == 4 and record["duplicates"] == 2
+    assert record.valid_distinct == 4 and record.duplicates == 2
     assert all(c.task.id == content_id(c.task) for c in valid)
     for tid in distinct:
         assert len(run.last_attempts[tid]) == cfg.agent.num_generations
@@ -68,9 +68,9 @@ def test_every_valid_generated_task_gets_n_attempts_whatever_the_counts(make_con
     run.env_generator = ScriptedGenerator(["Task: 1 + 2", "Task: 2 + 2", "Task: 1 + 2", "Task: 7 * 3", "Task: 4 - 1", "Task: 2 + 2", "Task: 6 + 6"])
     for _ in range(2):
         record = run.step()  # the engine's own invariant check would raise on a task without n attempts
-        assert record["valid_distinct"] == 5
+        assert record.valid_distinct == 5
         per_step = cfg.agent.per_device_batch_size // cfg.agent.num_generations
-        assert record["agent_tasks"] % per_step == 0
+        assert record.agent_tasks % per_step == 0
     counts = check_run_folder(tmp_path / "run", cfg.agent.num_generations)
     assert counts["epoch_0001"]["valid_distinct"] == 5
 
@@ -83,8 +83,8 @@ def test_a_micro_batch_smaller_than_a_group_still_gives_every_task_n_attempts(ma
     run = CoEvolution(cfg, tmp_path / "run")
     run.env_generator = ScriptedGenerator(["Task: 1 + 2", "Task: 2 + 5", "Task: 7 * 3", "Task: 4 - 1", "Task: 6 + 6"])
     record = run.step()  # the engine's invariant check raises on a task without exactly n attempts
-    assert record["valid_distinct"] == 5 and record["agent_steps"] == record["agent_tasks"], "one task (4 attempts) per optimizer step"
-    assert all(len(a) == 4 for a in run.last_attempts.values()) and len(run.last_attempts) == record["agent_tasks"]
+    assert record.valid_distinct == 5 and record.agent_steps == record.agent_tasks, "one task (4 attempts) per optimizer step"
+    assert all(len(a) == 4 for a in run.last_attempts.values()) and len(run.last_attempts) == record.agent_tasks
     check_run_folder(tmp_path / "run", 4)
 
 
@@ -93,8 +93,8 @@ def test_a_mixture_smaller_than_one_batch_is_padded_not_a_crash(make_config, tmp
     cfg = make_config(domain_options={"count": 2}, env__tasks_per_epoch=1, pool__base_per_epoch=2, epochs=1)
     run = CoEvolution(cfg, tmp_path / "run")
     record = run.step()
-    assert record["agent_tasks"] >= cfg.agent.per_device_batch_size // cfg.agent.num_generations
-    assert record["agent_padding"] >= 1
+    assert record.agent_tasks >= cfg.agent.per_device_batch_size // cfg.agent.num_generations
+    assert record.agent_padding >= 1
     assert all(len(a) == cfg.agent.num_generations for a in run.last_attempts.values())
 
 
@@ -102,7 +102,7 @@ def test_completion_length_is_reported_every_epoch(make_config, tmp_path):
     """Regression: agent_completion_tokens_mean was None from epoch 2 on."""
     run = CoEvolution(make_config(epochs=2), tmp_path / "run")
     records = [run.step(), run.step()]
-    assert all(r["agent_completion_tokens_mean"] is not None for r in records)
+    assert all(r.agent_completion_tokens_mean is not None for r in records)
 
 
 def _faulty_score(kind: str):
@@ -136,12 +136,12 @@ def test_scorer_faults_are_counted_and_kept_out_of_the_curriculum(make_config, t
     run.env_generator = ScriptedGenerator(["Task: 1 + 2", "Task: 3 * 3"])
     record = run.step()
     attempts = sum(len(a) for a in run.last_attempts.values())
-    assert record["score_errors"] == attempts > 0
-    assert record["valid_unscored"] == record["valid_distinct"] == 2
-    assert record["in_band_for_env"] == 0 and record["env_update"] is None, "unscored tasks must not steer the environment"
+    assert record.score_errors == attempts > 0
+    assert record.valid_unscored == record.valid_distinct == 2
+    assert record.in_band_for_env == 0 and record.env_update is None, "unscored tasks must not steer the environment"
     code = {"raises": "plugin_error", "hangs": "plugin_timeout", "nan": "bad_score", "five": "bad_score"}[kind]
-    assert record["plugin_faults"].get(f"score:{code}", 0) > 0, record["plugin_faults"]
-    assert record["agent_reward_mean"] == 0.0
+    assert record.plugin_faults.get(f"score:{code}", 0) > 0, record.plugin_faults
+    assert record.agent_reward_mean == 0.0
 
 
 def test_prompts_longer_than_the_models_context_are_refused_up_front(make_config, tmp_path):
@@ -157,8 +157,8 @@ def test_generated_tasks_too_long_for_the_agent_are_rejected_and_counted(make_co
     long_task = "Task: " + " + ".join(["1"] * 600)
     run.env_generator = ScriptedGenerator([long_task, "Task: 2 + 2"])
     record = run.step()
-    assert record["rejections"].get("too_long_for_agent", 0) + record["rejections"].get("parse_error", 0) + record["rejections"].get("too_long", 0) >= 1
-    assert record["valid_distinct"] == 1
+    assert record.rejections.get("too_long_for_agent", 0) + record.rejections.get("parse_error", 0) + record.rejections.get("too_long", 0) >= 1
+    assert record.valid_distinct == 1
 
 
 def test_epochs_without_a_valid_generation_warn_then_stop(make_config, tmp_path):
@@ -168,7 +168,7 @@ def test_epochs_without_a_valid_generation_warn_then_stop(make_config, tmp_path)
     warnings = []
     run.subscribe(lambda ev: ev["type"] == "warning" and warnings.append(ev["message"]))
     record = run.step()
-    assert record["valid"] == 0 and record["epochs_without_valid"] == 1
+    assert record.valid == 0 and record.epochs_without_valid == 1
     assert warnings and "none of" in warnings[0]
     with pytest.raises(RunError, match="2 epochs in a row"):
         run.step()
@@ -206,7 +206,7 @@ def test_resume_refuses_fewer_epochs_and_keeps_timings(make_config, tmp_path):
         CoEvolution(make_config(epochs=1), tmp_path / "run", resume=True)
     assert (tmp_path / "run" / "config.yaml").read_text() == config_before
     resumed = CoEvolution(make_config(epochs=3), tmp_path / "run", resume=True)
-    assert all("epoch" in m["time"] and "checkpoint" in m["time"] for m in resumed.metrics)
+    assert all("epoch" in m.time and "checkpoint" in m.time for m in resumed.metrics)
     resumed.step()
     metrics = list(read_jsonl(tmp_path / "run" / "metrics.jsonl"))
     assert [m["epoch"] for m in metrics] == [1, 2, 3] and all("epoch" in m["time"] for m in metrics)

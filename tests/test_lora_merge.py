@@ -97,7 +97,7 @@ def test_an_epoch_merges_for_env_generation_and_agent_rollouts_and_leaves_the_ba
     frozen = {role: {n: p for n, p in snapshot(m).items() if "lora_" not in n}
               for role, m in (("agent", run.agent.model), ("env", run.env_updater.model))}
     record = run.step()
-    assert record["candidates"] == cfg.env.tasks_per_epoch and record["agent_steps"] > 0
+    assert record.candidates == cfg.env.tasks_per_epoch and record.agent_steps > 0
     assert len(merges) >= 2 and all(count > 0 for count in merges), "environment generation and agent rollouts both merged"
     for role, model in (("agent", run.agent.model), ("env", run.env_updater.model)):
         now = snapshot(model)

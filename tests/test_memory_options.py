@@ -56,7 +56,7 @@ def test_a_bfloat16_lora_base_trains_float32_adapters_on_cpu(make_config, tmp_pa
     models = {"agent": run.agent.model, "env": run.env_updater.model}
     before = {role: params_of(m) for role, m in models.items()}
     record = run.step()  # GRPO through TRL on the bf16 base (the tiny agent fails every attempt: zero advantages)
-    assert record["agent_steps"] > 0 and record["agent_loss"] is not None
+    assert record.agent_steps > 0 and record.agent_loss is not None
     # the tiny random environment rarely writes a valid task, so its RWR update is run directly
     result = run.env_updater.update([RWRExample("Write a task.", "Task: 2 + 3", weight=1.0)] * 4)
     assert result.steps > 0 and result.loss is not None and not result.rolled_back
@@ -91,7 +91,7 @@ def test_lora_epoch_trains_adapters_checkpoints_them_and_resume_restores_them(ma
     cfg = lora_config(make_config, epochs=2)
     run = CoEvolution(cfg, tmp_path / "run")
     frozen_before = {n: p for n, p in params_of(run.env_updater.model).items() if "lora_" not in n}
-    assert run.step()["epoch"] == 1
+    assert run.step().epoch == 1
     assert all(torch.equal(p, frozen_before[n]) for n, p in params_of(run.env_updater.model).items() if "lora_" not in n)
     folder = tmp_path / "run" / "checkpoints" / "epoch_0001"
     for role in ("agent", "env"):
@@ -102,7 +102,7 @@ def test_lora_epoch_trains_adapters_checkpoints_them_and_resume_restores_them(ma
         a, b = params_of(old), params_of(new)
         assert a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)
         assert all("lora_" in n for n, p in new.named_parameters() if p.requires_grad)
-    assert resumed.step()["epoch"] == 2
+    assert resumed.step().epoch == 2
 
 
 def test_gradient_checkpointing_runs_an_epoch(make_config, tmp_path):
@@ -110,7 +110,7 @@ def test_gradient_checkpointing_runs_an_epoch(make_config, tmp_path):
     run = CoEvolution(cfg, tmp_path / "run")
     assert checkpointing_is_enabled(run.agent.model) and checkpointing_is_enabled(run.env_updater.model)
     record = run.step()
-    assert record["epoch"] == 1 and record["agent_loss"] is not None and record["agent_steps"] > 0
+    assert record.epoch == 1 and record.agent_loss is not None and record.agent_steps > 0
     assert checkpointing_is_enabled(run.agent.model) and checkpointing_is_enabled(run.env_updater.model)
 
 

@@ -283,7 +283,7 @@ def test_a_run_on_the_alias_keeps_it_in_config_yaml_and_trains(catalog, tmp_path
     run = CoEvolution(cfg, tmp_path / "run")
     assert run.agent.trainer.ref_model is not None
     record = run.step()
-    assert record["epoch"] == 1
+    assert record.epoch == 1
     saved = load_config(tmp_path / "run" / "config.yaml")
     assert saved.agent.model.name_or_path == saved.env.model.name_or_path == ALIAS
     assert (tmp_path / "run" / "checkpoints" / "epoch_0001").is_dir()

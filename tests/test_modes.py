@@ -48,7 +48,7 @@ def test_a_new_baseline_is_one_table_entry(make_config, tmp_path, monkeypatch):
     assert run.static_pool, "an up_front mode builds its pool before epoch 1"
     env_before = params(run.env_updater.model)
     record = run.step()
-    assert record["env_update"] is None
+    assert record.env_update is None
     assert all(torch.equal(a, b) for a, b in zip(env_before, params(run.env_updater.model)))
     assert RunCurriculum(tmp_path, from_dict({**BASE, "mode": "replay"}), [], [], {}).env_checkpoint(2) is None  # the base model wrote every epoch
     assert modes.mode_label("replay") == "Replay" and modes.mode_label("gone") == "gone"

@@ -226,7 +226,7 @@ def test_an_epoch_of_seed_copies_is_a_warning(make_config, tmp_path):
     events = []
     run.subscribe(events.append)
     record = run.step()
-    assert record["novelty"]["novel_share"] == 0.0 and all_seed_copies(record["novelty"])
+    assert record.novelty["novel_share"] == 0.0 and all_seed_copies(record.novelty)
     warnings = [e["message"] for e in events if e["type"] == "warning"]
     assert any("all 8 valid generated tasks are copies of seed tasks" in w for w in warnings), warnings
 

@@ -154,8 +154,8 @@ def test_a_scorer_that_rewrites_specs_changes_no_file_of_a_real_run(make_config,
     records = run.run()
 
     for record in records:
-        assert record["score_errors"] > 0
-        assert record["plugin_faults"] == {"score:plugin_mutation": record["score_errors"]}, record["plugin_faults"]
+        assert record.score_errors > 0
+        assert record.plugin_faults == {"score:plugin_mutation": record.score_errors}, record.plugin_faults
     written = [p for p in run_dir.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".json")]
     assert any(p.parent.name == "epoch_0002" and p.name == "history.jsonl" for p in written)
     assert not [p for p in written if '"meddled"' in p.read_text(encoding="utf-8")], "no rewritten spec reached a file"

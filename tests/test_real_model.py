@@ -39,9 +39,9 @@ def test_one_real_model_epoch_on_a_benchmark_keeps_the_loops_invariants(tmp_path
     assert run.env_tokenizer.chat_template and "<|im_start|>" in run.env_tokenizer.chat_template  # the model's own ChatML
     record = run.step()
     counts = check_run_folder(tmp_path / "run", n=4)  # raises on any broken invariant
-    assert counts and record["candidates"] == 4 and record["agent_steps"] == 2
+    assert counts and record.candidates == 4 and record.agent_steps == 2
     assert sum(len(a) for a in run.last_attempts.values()) == 32 and all(len(a) == 4 for a in run.last_attempts.values())
-    assert set(record["novelty"]) >= {"valid", "distinct", "novel", "seed_exact", "seed_near"}
+    assert set(record.novelty) >= {"valid", "distinct", "novel", "seed_exact", "seed_near"}
     contexts = [c.context for c in run.last_candidates]
     assert all(isinstance(c, list) and c[-1]["role"] == "user" for c in contexts)  # few-shot turns
     assert (tmp_path / "run" / "checkpoints" / "epoch_0001" / "agent" / "adapter_config.json").exists()  # LoRA: adapters only

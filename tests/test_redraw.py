@@ -117,11 +117,11 @@ def make_config_module(tiny_models):
 def test_a_repeat_and_seed_copies_are_drawn_again_and_the_replaced_ones_kept_as_rejected(redraw_runs):
     r = redraw_runs
     assert r.batches_1 == [8, 3, 2], "one generate call per round, for the copies still left"
-    assert r.first["redraws"] == {"rounds": 2, "requested": 5, "replaced": 3}
-    assert r.first["candidates"] == 13 and r.first["valid"] == 8 and r.first["duplicates"] == 0
-    assert r.first["rejections"] == {"redrawn_copy": 3, "redraw_still_copy": 1, "parse_error": 1}
-    assert r.first["rejection_rate"] == pytest.approx(1 / 13), "set-aside copies are not failed generations"
-    assert r.first["novelty"]["distinct"] == r.first["novelty"]["novel"] == 8, "every copy was replaced by a new task"
+    assert r.first.redraws == {"rounds": 2, "requested": 5, "replaced": 3}
+    assert r.first.candidates == 13 and r.first.valid == 8 and r.first.duplicates == 0
+    assert r.first.rejections == {"redrawn_copy": 3, "redraw_still_copy": 1, "parse_error": 1}
+    assert r.first.rejection_rate == pytest.approx(1 / 13), "set-aside copies are not failed generations"
+    assert r.first.novelty["distinct"] == r.first.novelty["novel"] == 8, "every copy was replaced by a new task"
     assert r.stats.prompts == 13, "the generator's counters add up the rounds"
     rows = read_epoch_rows(r.root / "run", 1)
     assert [row.redraw_round for row in rows] == [0] * 8 + [1] * 3 + [2] * 2, "rows in the order drawn"
@@ -144,9 +144,9 @@ def test_a_repeat_and_seed_copies_are_drawn_again_and_the_replaced_ones_kept_as_
 def test_copies_of_earlier_epochs_are_not_redrawn_and_a_repeat_of_a_redraw_is_set_aside(redraw_runs):
     r = redraw_runs
     assert r.batches_2 == [8, 4, 1]
-    assert r.second["redraws"] == {"rounds": 2, "requested": 5, "replaced": 4}
-    assert r.second["rejections"] == {"redrawn_copy": 4, "redraw_still_copy": 1}
-    novelty = r.second["novelty"]
+    assert r.second.redraws == {"rounds": 2, "requested": 5, "replaced": 4}
+    assert r.second.rejections == {"redrawn_copy": 4, "redraw_still_copy": 1}
+    novelty = r.second.novelty
     assert (novelty["valid"], novelty["distinct"], novelty["history_exact"], novelty["history_near"], novelty["novel"]) == (8, 8, 1, 1, 6)
     rows = read_epoch_rows(r.root / "run", 2)
     assert rows[0].valid and rows[6].valid, "history copies stay: only repeats and seed copies are redrawn"
@@ -176,10 +176,10 @@ def test_the_redraw_is_bounded_and_every_task_is_kept(make_config_module, tmp_pa
     run = _run(cfg, tmp_path / "run", ["Task: 3 + 3"])  # only ever a seed copy
     record = run.step()
     assert run.env_generator.batches == [8, 8, 8], "two rounds, then it stops"
-    assert record["redraws"] == {"rounds": 2, "requested": 16, "replaced": 0}
-    assert record["candidates"] == 24 and record["valid"] == 8 and record["duplicates"] == 7, "the copies are kept, linked"
-    assert record["rejections"] == {"redraw_still_copy": 16} and record["rejection_rate"] == 0.0
-    assert record["novelty"]["seed_exact"] == 1 and record["novelty"]["distinct"] == 1
+    assert record.redraws == {"rounds": 2, "requested": 16, "replaced": 0}
+    assert record.candidates == 24 and record.valid == 8 and record.duplicates == 7, "the copies are kept, linked"
+    assert record.rejections == {"redraw_still_copy": 16} and record.rejection_rate == 0.0
+    assert record.novelty["seed_exact"] == 1 and record.novelty["distinct"] == 1
     rows = read_epoch_rows(tmp_path / "run", 1)
     assert [row.valid for row in rows] == [True] * 8 + [False] * 16
     check_run_folder(tmp_path / "run", cfg.agent.num_generations)
@@ -213,10 +213,10 @@ def test_the_redraw_is_off_by_default_and_then_changes_nothing(make_config_modul
     run = _run(cfg, tmp_path / "run", FIRST)
     record = run.step()
     assert run.env_generator.batches == [8]
-    assert record["redraws"] is None
-    assert (record["candidates"], record["valid"], record["duplicates"], record["rejections"]) == (8, 8, 1, {})
+    assert record.redraws is None
+    assert (record.candidates, record.valid, record.duplicates, record.rejections) == (8, 8, 1, {})
     tasks = [c.task for c in run.last_candidates]
-    assert record["novelty"] == novelty_report(tasks, run.seeds).to_dict(), "the copies are measured as before"
+    assert record.novelty == novelty_report(tasks, run.seeds).to_dict(), "the copies are measured as before"
     rows = read_epoch_rows(tmp_path / "run", 1)
     assert [row.redraw_round for row in rows] == [0] * 8 and rows[2].duplicate_of == rows[0].task["id"]
 
@@ -245,10 +245,10 @@ def test_copy_weight_0_keeps_copies_out_of_rwr(make_config_module, tmp_path):
         kept = [rec for rec in mine if rec.novelty == "novel"]
         assert all(rec.weight == 0.0 for rec in copies)
         assert [rec.weight for rec in kept] == pytest.approx(curriculum.rwr_weights([rec.r_env for rec in kept], cfg.curriculum.rwr_lambda))
-        assert record["in_band_for_env"] == len(kept)
+        assert record.in_band_for_env == len(kept)
         assert sorted(ex.completion for ex in examples) == sorted(rec.text for rec in kept), "no copy reaches RWR"
         assert sum(ex.weight for ex in examples) == pytest.approx(len(kept)), "weights normalised over the kept ones"
-        assert record["env_update"]["examples"] == len(kept)
+        assert record.env_update["examples"] == len(kept)
     check_run_folder(tmp_path / "run", cfg.agent.num_generations)
 
 

@@ -102,18 +102,18 @@ def _run(make_config, tmp_path, repair: bool):
 
 def test_with_repair_json_mended_generations_are_valid_counted_and_what_rwr_trains_on(make_config, tmp_path):
     record, run_dir = _run(make_config, tmp_path, repair=True)
-    assert record["valid"] == 3 and record["json_repaired"] == 2
-    assert record["rejections"] == {"parse_error": 1}
+    assert record.valid == 3 and record.json_repaired == 2
+    assert record.rejections == {"parse_error": 1}
     rows = read_epoch_rows(run_dir, 1)
     assert [row.env_text for row in rows] == ['{"task": "1 + 2"}', '{"task": "3 + 4"}', '{"task": "5 + 6"}', "no json here"]
     assert [(row.task or {}).get("meta", {}).get("env_text_unrepaired") for row in rows] == [None, GENERATIONS[1], GENERATIONS[2], None]
     trained = {r.text for r in read_env_records(run_dir) if r.in_band and r.weight > 0}
     assert trained == {'{"task": "1 + 2"}', '{"task": "3 + 4"}', '{"task": "5 + 6"}'}, "RWR sees the mended text"
-    assert record["env_update"] is not None
+    assert record.env_update is not None
     check_run_folder(run_dir, 4)  # SMALL_OVERRIDES: agent.num_generations 4
 
 
 def test_without_repair_json_the_same_generations_are_rejected_and_nothing_is_counted(make_config, tmp_path):
     record, _ = _run(make_config, tmp_path, repair=False)
-    assert record["valid"] == 1 and record["json_repaired"] is None
-    assert record["rejections"] == {"parse_error": 3}
+    assert record.valid == 1 and record.json_repaired is None
+    assert record.rejections == {"parse_error": 3}

@@ -16,6 +16,9 @@ from workbench.contract.registry import load_registry
 from workbench.reports.report import render_report, write_report
 from workbench.reports.sources import load_eval
 from workbench.ui.state import apply_overrides
+from workbench.config import CurriculumSettings
+
+BAND = CurriculumSettings(alpha=0.5, k_min=0.3)  # the run's band the figures draw
 
 
 @pytest.fixture(scope="module")
@@ -276,7 +279,7 @@ def _png_size(png: bytes) -> tuple[int, int]:
 def test_figures_are_crisp_and_small():
     from workbench.reports.figures import DPI, dashboard_figure, figure_png
 
-    png = figure_png(dashboard_figure([_record(e, env_kl=0.01 * e, in_band=3) for e in range(1, 9)], 0.5, 0.3))
+    png = figure_png(dashboard_figure([_record(e, env_kl=0.01 * e, in_band=3) for e in range(1, 9)], CurriculumSettings(alpha=0.5, k_min=0.3)))
     width, height = _png_size(png)
     assert DPI >= 110 and width >= 13 * 110 * 0.9, f"{width}x{height} px: too few pixels for a 13-inch figure"
     assert len(png) < 250_000, f"{len(png)} bytes"
@@ -289,7 +292,8 @@ def test_epoch_axes_have_integer_ticks():
 
     for epochs in ((1,), (1, 2, 3), tuple(range(1, 40))):
         metrics = [_record(e, env_kl=0.1, in_band=2, rejections={"parse_error": e}) for e in epochs]
-        for fig in (dashboard_figure(metrics, 0.5, 0.1), comparison_figure([("a", metrics, 0.5, 0.1)])):
+        band = CurriculumSettings(alpha=0.5, k_min=0.1)
+        for fig in (dashboard_figure(metrics, band), comparison_figure([("a", metrics, band)])):
             FigureCanvasAgg(fig).draw()
             for ax in fig.axes:
                 ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
@@ -301,7 +305,7 @@ def test_the_band_is_the_run_configs_alpha_and_k_min(alpha, k_min):
     from workbench.reports.figures import dashboard_figure
 
     for metrics in ([], [_record(1)]):  # before the first epoch and after it: the same band
-        ax = dashboard_figure(metrics, alpha, k_min).axes[0]
+        ax = dashboard_figure(metrics, CurriculumSettings(alpha=alpha, k_min=k_min)).axes[0]
         (band,) = ax.patches  # axhspan: a Rectangle in (axes x, data y) coordinates
         assert (band.get_y(), band.get_y() + band.get_height()) == pytest.approx((alpha - k_min, alpha + k_min))
         assert f"alpha band {alpha - k_min:.2f}-{alpha + k_min:.2f}" in _texts(ax)
@@ -310,29 +314,29 @@ def test_the_band_is_the_run_configs_alpha_and_k_min(alpha, k_min):
 def test_no_band_is_drawn_while_the_config_is_unknown():
     from workbench.reports.figures import dashboard_figure
 
-    assert len(dashboard_figure([], None, None).axes[0].patches) == 0
+    assert len(dashboard_figure([], None).axes[0].patches) == 0
 
 
 def test_empty_panels_say_why():
     from workbench.reports.figures import NO_EPOCH_YET, dashboard_figure
 
-    axes = dashboard_figure([], 0.5, 0.3).axes
+    axes = dashboard_figure([], BAND).axes
     assert all(NO_EPOCH_YET in _texts(ax) for ax in axes)
 
-    one = dashboard_figure([_record(1, in_band=0)], 0.5, 0.3).axes
+    one = dashboard_figure([_record(1, in_band=0)], BAND).axes
     assert "environment not updated this epoch: no in-band tasks" in _texts(one[5])  # env KL
     assert "environment not updated this epoch" not in _texts(one[2])  # agent reward has data
     assert "no generation rejected" in _texts(one[3])
     assert "not updated this epoch: no in-band tasks" in _texts(one[6])  # losses legend: env
 
-    random_mode = dashboard_figure([_record(1, mode="random"), _record(2, mode="random")], 0.5, 0.3).axes
+    random_mode = dashboard_figure([_record(1, mode="random"), _record(2, mode="random")], BAND).axes
     assert "environment not trained in random mode" in _texts(random_mode[5])
 
     from workbench.reports.figures import env_not_updated_note
 
     gappy = [_record(1, env_kl=0.1, in_band=4), _record(2), _record(3), _record(4, env_kl=0.2, in_band=1)]
     assert env_not_updated_note(gappy) == "environment not updated in epochs 2-3: no in-band tasks"
-    kl = dashboard_figure(gappy, 0.5, 0.3).axes[5]
+    kl = dashboard_figure(gappy, BAND).axes[5]
     assert "not updated: no in-band tasks" in _texts(kl)
     (crosses,) = kl.collections  # the epochs without update, marked along the bottom
     assert [x for x, _y in crosses.get_offsets()] == [2, 3]
@@ -352,11 +356,11 @@ def test_tick_labels_carry_their_values_with_no_offset_or_multiplier_label():
 
     tiny = [_record(e, env_kl=e * 1e-10, in_band=2, agent_loss=e * 2e-10, r_env_mean=0.6 + e * 1e-13) for e in (1, 2, 3)]
     big = [_record(e, task_length_mean=12000.0 + 500 * e, rejections={"parse_error": 3}) for e in (1, 2, 3)]
-    for fig in (dashboard_figure(tiny, 0.5, 0.3), dashboard_figure(big, 0.5, 0.3), comparison_figure([("a", tiny, 0.5, 0.3)])):
+    for fig in (dashboard_figure(tiny, BAND), dashboard_figure(big, BAND), comparison_figure([("a", tiny, BAND)])):
         _drawn(fig)
         for ax in fig.axes:
             assert ax.yaxis.get_offset_text().get_text() == "", (ax.get_title(), ax.yaxis.get_offset_text().get_text())
-    kl = dashboard_figure(tiny, 0.5, 0.3).axes[5]
+    kl = dashboard_figure(tiny, BAND).axes[5]
     _drawn(kl.figure)
     assert "3e-10" in [t.get_text() for t in kl.get_yticklabels()]
     assert [tick_label(v) for v in (0, 0.045, 0.3, 1250.0, 15000.0, 2.5e-10)] == ["0", "0.045", "0.3", "1250", "15000", "2.5e-10"]
@@ -370,7 +374,7 @@ def test_legends_stay_inside_their_panel_and_off_the_bars():
     many_codes = [_record(e, env_kl=0.1, in_band=2, rejections={"parse_error": 30 + e, "operations": 10, "too_hard": 3, "schema": 2})
                   for e in range(1, 6)]
     for metrics in (no_update, many_codes):
-        fig = dashboard_figure(metrics, 0.5, 0.3)
+        fig = dashboard_figure(metrics, BAND)
         renderer = _drawn(fig)
         for ax in fig.axes:
             legend = ax.get_legend()
@@ -378,7 +382,7 @@ def test_legends_stay_inside_their_panel_and_off_the_bars():
                 continue
             box, frame = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
             assert frame.x0 - 1 <= box.x0 and box.x1 <= frame.x1 + 1 and frame.y0 - 1 <= box.y0 and box.y1 <= frame.y1 + 1, ax.get_title()
-    rejections = dashboard_figure(many_codes, 0.5, 0.3).axes[3]
+    rejections = dashboard_figure(many_codes, BAND).axes[3]
     renderer = _drawn(rejections.figure)
     box = rejections.get_legend().get_window_extent(renderer)
     bars = [p.get_window_extent(renderer) for p in rejections.patches]
@@ -388,7 +392,7 @@ def test_legends_stay_inside_their_panel_and_off_the_bars():
 def test_the_all_runs_p_hat_panel_has_a_legend():
     from workbench.reports.figures import comparison_figure
 
-    fig = comparison_figure([("run-a (genenv)", [_record(1), _record(2)], 0.5, 0.3), ("run-b (random)", [_record(1)], 0.5, 0.3)])
+    fig = comparison_figure([("run-a (genenv)", [_record(1), _record(2)], BAND), ("run-b (random)", [_record(1)], BAND)])
     texts = _texts(fig.axes[0])
     assert "alpha band 0.20-0.80" in texts and "run-a (genenv)" in texts and "run-b (random)" in texts
 

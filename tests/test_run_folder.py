@@ -10,7 +10,7 @@ import pytest
 
 from workbench.engine import checkpoint as ckpt
 from workbench.engine.loop import CoEvolution
-from workbench.records import EnvRecord
+from workbench.records import EnvRecord, EpochRecord
 from workbench.contract.files import read_jsonl
 
 
@@ -37,7 +37,7 @@ def test_a_resumed_run_keeps_every_epochs_total_time(make_config, tmp_path):
     _assert_timed(run_dir)
     resumed.run()
     assert [r["epoch"] for r in _assert_timed(run_dir)] == [1, 2]
-    assert [r["time"]["epoch"] for r in resumed.metrics] == [r["time"]["epoch"] for r in read_jsonl(run_dir / "metrics.jsonl")]
+    assert [r.time["epoch"] for r in resumed.metrics] == [r["time"]["epoch"] for r in read_jsonl(run_dir / "metrics.jsonl")]
 
 
 def test_a_run_killed_right_after_its_checkpoint_resumes_with_every_epochs_total_time(make_config, tmp_path, monkeypatch):
@@ -124,14 +124,14 @@ def test_epoch_files_pools_and_a_checkpoint_round_trip(tmp_path):
     assert [a["success"] for a in rows[0]["attempts"]] == [1.0, 0.0] and rows[2]["rejections"][0]["code"] == "parse_error"
 
     rng = random.Random(3)
-    metrics = [{"epoch": e, "time": {"epoch": 1.0, "checkpoint": 0.5}} for e in (1, 2)]
+    metrics = [EpochRecord.from_dict({"epoch": e, "time": {"epoch": 1.0, "checkpoint": 0.5}}) for e in (1, 2)]
     state = RunState(2, metrics, [task], [], [EnvRecord.from_dict({"epoch": 2, "task_id": "gen-1"})], AgentStats(2, 0.5, 1.0, 0.5, [(task, 0.5)]), 0,
                      rng.getstate())
     tiny = SimpleNamespace(save_pretrained=lambda path: Path(path).mkdir(parents=True, exist_ok=True))
     sealed = []
     checkpoint = folder.write_checkpoint(state, {"agent": (tiny, tiny)}, keep=2, seal=lambda: sealed.append(True))
     assert sealed == [True] and checkpoint.name == "epoch_0002"
-    folder.write_metrics(metrics + [{"epoch": 3, "time": {}}])
+    folder.write_metrics(metrics + [EpochRecord.from_dict({"epoch": 3, "time": {}})])
 
     back = folder.read_checkpoint(checkpoint, alpha=0.5)
     assert back.epoch == 2 and back.metrics == metrics and back.history == [task] and back.d_env == state.d_env

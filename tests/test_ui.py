@@ -62,8 +62,8 @@ def test_step_run_pause_resume_through_the_buttons(tiny_models, tmp_path):
     assert dash.curves.renders >= 2 and dash.curves.image.value != first_chart
     assert dash.progress.value == 1 and "epoch 1/3" in dash.status_html.value
     assert "epoch 1: 8 generated" in dash.browser.summary.value
-    novelty = dash.state.metrics[-1]["novelty"]
-    assert novelty["valid"] == dash.state.metrics[-1]["valid"]
+    novelty = dash.state.metrics[-1].novelty
+    assert novelty["valid"] == dash.state.metrics[-1].valid
     assert describe(novelty) in dash.browser.summary.value
     assert "wb-tasks" in dash.browser.table.value
     assert dash.domain_select.disabled, "settings lock once the run exists"

@@ -18,7 +18,7 @@ def test_the_band_is_known_before_the_first_step_and_matches_the_run(tiny_models
     agent, env = tiny_models
     overrides = dict(SMALL_OVERRIDES, **{"curriculum.k_min": 0.25})
     dash = Dashboard(str(agent), str(env), epochs=1, run_dir=str(tmp_path / "run"), overrides=overrides)
-    assert (dash.state.alpha, dash.state.k_min) == (0.5, 0.25), "band read from the config before any model loads"
+    assert (dash.state.band.alpha, dash.state.band.k_min) == (0.5, 0.25), "band read from the config before any model loads"
     first_chart = dash.curves.image.value
     assert dash.errors == []
 
@@ -27,7 +27,7 @@ def test_the_band_is_known_before_the_first_step_and_matches_the_run(tiny_models
     assert "running 1 of the 3 epochs asked" in dash.notice_html.value
     assert dash.wait(300) and dash.errors == []
     cfg = dash.run.config.curriculum
-    assert (dash.state.alpha, dash.state.k_min) == (cfg.alpha, cfg.k_min) == (0.5, 0.25)
+    assert dash.state.band == cfg and (cfg.alpha, cfg.k_min) == (0.5, 0.25)
     assert dash.curves.image.value != first_chart
 
     # past the last epoch: nothing runs, and the dashboard says so
@@ -41,7 +41,7 @@ def test_the_band_is_known_before_the_first_step_and_matches_the_run(tiny_models
 
 def test_a_custom_run_builder_draws_no_band_until_the_run_exists(tmp_path):
     dash = Dashboard("a", "e", domains=["arithmetic"], run_dir=str(tmp_path / "r"), make_run=lambda state: None)
-    assert dash.state.alpha is None and dash.state.k_min is None
+    assert dash.state.band is None
     assert dash.errors == []
 
 

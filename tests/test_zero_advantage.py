@@ -85,11 +85,11 @@ def test_the_epoch_record_counts_the_micro_batches(make_config, tmp_path, skip):
 
     run = CoEvolution(make_config(epochs=1, agent__skip_zero_advantage=skip), tmp_path / "run")
     record = run.step()
-    counts = record["agent_micro_batches"]
-    assert counts["micro_batches"] == record["agent_steps"] * run.config.agent.gradient_accumulation_steps
+    counts = record.agent_micro_batches
+    assert counts["micro_batches"] == record.agent_steps * run.config.agent.gradient_accumulation_steps
     assert counts["micro_batches"] > 0
     if not skip:
         assert counts["skipped_zero_advantage"] == 0
     else:  # the tiny agent fails every attempt of its first epoch: every advantage is 0, every micro-batch skipped
-        assert record["agent_reward_mean"] == 0.0, "the tiny agent solved something: the skip count below is not checked"
+        assert record.agent_reward_mean == 0.0, "the tiny agent solved something: the skip count below is not checked"
         assert counts["skipped_zero_advantage"] == counts["micro_batches"]

@@ -27,12 +27,15 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.errors import InternalError, WorkbenchError
 from workbench.export import FORMATS as EXPORT_FORMATS
 from workbench.modes import INTERACTIVE_MODES
 from workbench.run_layout import RunLayout
+
+if TYPE_CHECKING:
+    from workbench.records import EpochRecord
 
 
 class UsageError(WorkbenchError):
@@ -81,15 +84,15 @@ def _quiet_libraries() -> None:
     hf_logging.disable_progress_bar()
 
 
-def _epoch_line(record: dict[str, Any], total: int) -> str:
+def _epoch_line(record: EpochRecord, total: int) -> str:
     def f(x: Any) -> str:
         return "-" if x is None else f"{x:.3f}" if isinstance(x, float) else str(x)
 
     return (
-        f"epoch {record['epoch']}/{total}  valid {record['valid']}/{record['candidates']}  "
-        f"p_hat {f(record['p_hat_mean'])}  in-band {f(record['frac_in_band'])}  "
-        f"R_env {f(record['r_env_mean'])}  agent reward {f(record['agent_reward_mean'])}  "
-        f"env KL {f(record['env_kl'])}  {record['time']['epoch']:.1f}s"
+        f"epoch {record.epoch}/{total}  valid {record.valid}/{record.candidates}  "
+        f"p_hat {f(record.p_hat_mean)}  in-band {f(record.frac_in_band)}  "
+        f"R_env {f(record.r_env_mean)}  agent reward {f(record.agent_reward_mean)}  "
+        f"env KL {f(record.env_kl)}  {record.time['epoch']:.1f}s"
     )
 
 

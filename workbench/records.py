@@ -30,6 +30,7 @@ import dataclasses
 import math
 import re
 import sys
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,6 +172,25 @@ class EpochRecord(_Record):
     )
     threads: int | None = _f("torch's CPU threads in this epoch (a run that sets no count follows the load: `workbench.engine.threads`)")
     time: dict[str, float] = _f("seconds per phase: `generate`, `agent`, `env_update`, `checkpoint`, `scoring`, `epoch`")
+
+    # The fields known only after the record is built: the epoch's checkpoint and whole time, the
+    # listeners' faults, the previous background checkpoint write.
+    def seal_times(self, checkpoint_seconds: float, epoch_start: float) -> None:
+        """Complete the timings: the checkpoint phase and the whole epoch so far (`epoch_start`,
+        a `time.perf_counter()` reading)."""
+        self.time = {**(self.time or {}), "checkpoint": round(checkpoint_seconds, 4),
+                     "epoch": round(time.perf_counter() - epoch_start, 4)}
+
+    def add_plugin_faults(self, faults: Mapping[str, int]) -> None:
+        """Count further contained plugin faults (`hook:code` -> n) in this epoch's record."""
+        merged = dict(self.plugin_faults or {})
+        for key, count in faults.items():
+            merged[key] = merged.get(key, 0) + count
+        self.plugin_faults = merged
+
+    def note_checkpoint_write(self, report: Mapping[str, Any] | None) -> None:
+        """The previous background checkpoint write (`epoch`, `write_seconds`, `waited_seconds`)."""
+        self.checkpoint_write = dict(report) if report is not None else None
 
 
 def field_names(cls: type | None = None) -> list[str]:
@@ -331,7 +351,7 @@ def build_epoch_record(
     repair_json: bool = False,
     env_pg: dict[str, Any] | None = None,
     threads: int | None = None,
-) -> dict[str, Any]:
+) -> EpochRecord:
     """The epoch's record from what the epoch produced: its candidates, the new and scored tasks,
     p_hat per task, the environment records, the agent's `AgentEpochResult` and the environment
     update's `RWRResult` (None when there was none), under `cur`, the run's CurriculumSettings
@@ -389,7 +409,7 @@ def build_epoch_record(
         checkpoint_write=None,
         threads=threads,
         time={k: round(v, 4) for k, v in phase_times.items()} | {"scoring": round(agent.scoring_seconds, 4)},
-    ).to_dict()
+    )
 
 
 def fields_markdown(cls: type) -> str:

@@ -44,9 +44,10 @@ import os
 import shlex
 import zlib
 from pathlib import Path
-from typing import Any, Iterable, Protocol
+from typing import Any, Iterable, Mapping, Protocol
 
 from workbench.errors import WorkbenchError
+from workbench.records import EpochRecord
 
 log = logging.getLogger(__name__)
 
@@ -331,8 +332,9 @@ class Tracker:
         if event.get("type") == "epoch_end":
             self.log_epoch(int(event["epoch"]), event["metrics"])
 
-    def log_epoch(self, epoch: int, record: dict[str, Any]) -> None:
-        scalars, histograms = flatten_metrics(record)
+    def log_epoch(self, epoch: int, record: EpochRecord | Mapping[str, Any]) -> None:
+        """Log one epoch's record (the engine's EpochRecord, or a metrics.jsonl line) at step `epoch`."""
+        scalars, histograms = flatten_metrics(record.to_dict() if isinstance(record, EpochRecord) else dict(record))
         for name, backend in self.backends.items():
             try:
                 backend.log(epoch, scalars, histograms)

@@ -18,6 +18,7 @@ from workbench.config import RunConfig
 from workbench.engine.checkpoint_writer import BackgroundWriter
 from workbench.engine.run_folder import RunFolder, RunState, completed_epochs
 from workbench.errors import RunError
+from workbench.records import EpochRecord
 
 
 class Checkpoints:
@@ -49,7 +50,7 @@ class Checkpoints:
         return epoch >= self.config.epochs or epochs_without_valid >= self.config.max_epochs_without_valid
 
     def write_if_due(self, epoch: int, epochs_without_valid: int, state: Callable[[], RunState],
-                     models: dict[str, tuple[Any, Any]], record: dict[str, Any], seal: Callable[[], None]) -> None:
+                     models: dict[str, tuple[Any, Any]], record: EpochRecord, seal: Callable[[], None]) -> None:
         """This epoch's model checkpoint, every `checkpoint_every` epochs and at the last epoch
         (pools, metrics and epoch files are written every epoch regardless): in the background
         except the last epoch's. With a background writer the record notes its previous write
@@ -60,7 +61,7 @@ class Checkpoints:
         keep = self.config.keep_checkpoints
         if self.writer is not None:
             previous = self.writer.wait()
-            record["checkpoint_write"] = previous.to_dict() if previous else None
+            record.note_checkpoint_write(previous.to_dict() if previous else None)
             if not last:
                 self.folder.write_checkpoint_in_background(state(), models, keep, self.writer, seal=seal)
                 return

@@ -31,7 +31,7 @@ from workbench.engine.generation import chat_prompt
 from workbench.engine.invariants import check_epoch
 from workbench.engine.rwr import RWRExample
 from workbench.novelty import NoveltyTracker
-from workbench.records import EnvRecord
+from workbench.records import EnvRecord, EpochRecord
 
 
 @dataclasses.dataclass
@@ -70,11 +70,11 @@ def close_epoch(
     return ClosedEpoch(successes, p_hat, faulty, scored, scored_new, env_records)
 
 
-def next_stats(epoch: int, record: dict[str, Any], closed: ClosedEpoch, cur: CurriculumSettings) -> AgentStats:
+def next_stats(epoch: int, record: EpochRecord, closed: ClosedEpoch, cur: CurriculumSettings) -> AgentStats:
     """What the next epoch's environment prompt is conditioned on (`AgentStats`): this epoch's
     p_hat mean and in-band share (None where no generated task was scored), alpha, and up to 16
     of its scored generated tasks with their p_hat, in the order they were written."""
-    return AgentStats(epoch=epoch, p_hat_mean=record["p_hat_mean"], frac_in_band=record["frac_in_band"], alpha=cur.alpha,
+    return AgentStats(epoch=epoch, p_hat_mean=record.p_hat_mean, frac_in_band=record.frac_in_band, alpha=cur.alpha,
                       recent=[(t, closed.p_hat[t.id]) for t in closed.scored_new][:16])
 
 

@@ -1,9 +1,10 @@
 """The events a run sends its subscribers, and the timings of an epoch's phases.
 
 Subscribers (the notebook UI, the CLI's progress bar, the trackers) get every event as a dict:
-`{"type": "phase" | "progress" | "epoch_end" | "warning" | "resumed", ...}`; this is how they
-watch a run without the engine importing any widget code, and a subscriber that raises is
-logged, never allowed to stop training. A `progress` event counts work inside a phase of the
+`{"type": "phase" | "progress" | "epoch_end" | "warning" | "resumed", ...}` (an `epoch_end` event's
+`metrics` is the epoch's `workbench.records.EpochRecord`; a reader that needs a dict calls its
+`to_dict()`); this is how they watch a run without the engine importing any widget code, and a
+subscriber that raises is logged, never allowed to stop training. A `progress` event counts work inside a phase of the
 epoch in progress: `done` of `total` `unit`s and a `text` ready to show, e.g. "agent: step 3/10".
 `phase(name)` sends the phase event and times the phase into `phase_times`, which the epoch
 record takes its `time` from.
@@ -79,9 +80,3 @@ class PhaseTimer:
 
     def __exit__(self, *exc: Any) -> None:
         self.times[self.name] = self.elapsed()
-
-
-def seal_times(record: dict[str, Any], checkpoint_seconds: float, epoch_start: float) -> None:
-    """Complete a metrics record's timings: the checkpoint phase and the whole epoch so far."""
-    record["time"]["checkpoint"] = round(checkpoint_seconds, 4)
-    record["time"]["epoch"] = round(time.perf_counter() - epoch_start, 4)

@@ -53,7 +53,7 @@ from workbench.engine.candidates import Candidate, CandidateWriter, redraw_summa
 from workbench.engine.checkpointing import Checkpoints
 from workbench.engine.constrained import run_reply_format
 from workbench.engine.epoch_close import ClosedEpoch, close_epoch, env_update_examples, new_tasks_of, next_stats
-from workbench.engine.events import Event, RunEvents, seal_times
+from workbench.engine.events import Event, RunEvents
 from workbench.engine.generation import require_generation_backends
 from workbench.engine.mixture import tasks_per_generation_batch, training_mixture
 from workbench.engine.model_pair import ModelPair, cold_started
@@ -63,7 +63,7 @@ from workbench.engine.threads import EpochThreads, apply_threads, follows_load
 from workbench.errors import RunError
 from workbench.modes import MODES, get_mode
 from workbench.novelty import NoveltyReport, NoveltyTracker
-from workbench.records import EnvRecord, build_epoch_record
+from workbench.records import EnvRecord, EpochRecord, build_epoch_record
 from workbench.reports.summary import write_summary
 from workbench.tracking import attach_tracker, prepare_environment
 
@@ -95,7 +95,7 @@ class CoEvolution:
         self.checkpoints = Checkpoints(self.folder, config)
         self.rng = random.Random(config.seed)
         self.epoch, self._epochs_without_valid = 0, 0
-        self.metrics: list[dict[str, Any]] = []
+        self.metrics: list[EpochRecord] = []
         self.history: list[Task] = []
         self.d_env: list[EnvRecord] = []  # typed in memory; JSON only in pools/d_env.jsonl
         self.stats = AgentStats(alpha=config.curriculum.alpha)
@@ -175,8 +175,8 @@ class CoEvolution:
 
     # ------------------------------------------------------------------ the epoch
 
-    def step(self) -> dict[str, Any]:
-        """Run one co-evolution epoch and return its metrics record."""
+    def step(self) -> EpochRecord:
+        """Run one co-evolution epoch and return its record (one line of metrics.jsonl)."""
         cfg = self.config
         self.events.phase_times = {}
         start = time.perf_counter()
@@ -237,29 +237,28 @@ class CoEvolution:
         self.models.sync_env_generator()
         return result, env_pg
 
-    def _persist(self, epoch: int, record: dict[str, Any], candidates: list[Candidate], result: AgentEpochResult, start: float) -> None:
+    def _persist(self, epoch: int, record: EpochRecord, candidates: list[Candidate], result: AgentEpochResult, start: float) -> None:
         """Write the epoch's files and (when due) a checkpoint, then tell the plugins and subscribers."""
         with self.events.phase("checkpoint") as timer:
             self.epoch = epoch
             self.metrics.append(record)
 
             def seal() -> None:  # the timings up to now: in the checkpoint's copy of this record
-                seal_times(record, timer.elapsed(), start)
+                record.seal_times(timer.elapsed(), start)
 
             if self.is_main:
                 self.folder.write_epoch(epoch, candidates, result.attempts)
                 self.folder.write_pools(self._d_train(), self.d_env)
                 self.checkpoints.write_if_due(epoch, self._epochs_without_valid, self._state, self.models.checkpoint_models(), record, seal)
             dist.barrier()  # no rank runs ahead of a checkpoint it might need to resume from
-        seal_times(record, self.events.phase_times.get("checkpoint", 0.0), start)
+        record.seal_times(self.events.phase_times.get("checkpoint", 0.0), start)
         if self.is_main:
             self.folder.write_metrics(self.metrics)  # once per epoch, after the timings are complete
-            for message in self.registry.epoch_end(str(self.run_dir), epoch, record):
+            for message in self.registry.epoch_end(str(self.run_dir), epoch, record.to_dict()):
                 self.events.emit({"type": "warning", "message": message})
             listener_faults = self.registry.take_faults()
             if listener_faults:  # counted in this epoch's record, so the last epoch's is not lost
-                for key, count in listener_faults.items():
-                    record["plugin_faults"][key] = record["plugin_faults"].get(key, 0) + count
+                record.add_plugin_faults(listener_faults)
                 self.folder.write_metrics(self.metrics)  # the listeners saw the file with their record; now it counts them
         self.events.emit({"type": "epoch_end", "epoch": epoch, "metrics": record})
         if self.is_main:
@@ -276,13 +275,13 @@ class CoEvolution:
             self.events.warn(head + f"{novelty.seed_near} near): each keeps most of a seed's text, such as its shared context, "
                                     "and changes the rest")
 
-    def _check_valid_streak(self, record: dict[str, Any]) -> None:
+    def _check_valid_streak(self, record: EpochRecord) -> None:
         """Warn on an epoch with no valid generation; stop after max_epochs_without_valid in a row."""
         if not self._epochs_without_valid:
             return
         message = (
-            f"epoch {record['epoch']}: none of {record['candidates']} generated {self.config.domain} tasks was valid "
-            f"(rejections: {record['rejections']}); the environment model does not write this domain's task format"
+            f"epoch {record.epoch}: none of {record.candidates} generated {self.config.domain} tasks was valid "
+            f"(rejections: {record.rejections}); the environment model does not write this domain's task format"
         )
         self.events.warn(message)
         if self._epochs_without_valid >= self.config.max_epochs_without_valid:
@@ -305,7 +304,7 @@ class CoEvolution:
 
     # ------------------------------------------------------------------ running
 
-    def run(self, epochs: int | None = None, progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    def run(self, epochs: int | None = None, progress: Callable[[EpochRecord], None] | None = None) -> list[EpochRecord]:
         """Step until `epochs` (default: the config's) are complete; returns all metrics."""
         target = epochs or self.config.epochs
         while self.epoch < target:

@@ -52,7 +52,7 @@ from workbench.contract.tasks import AgentStats, Task
 from workbench.engine import checkpoint as ckpt
 from workbench.engine.checkpoint_writer import BackgroundWriter, model_snapshot
 from workbench.engine.models import sort_adapter_configs
-from workbench.records import EnvRecord, EpochRecord, epoch_file_rows, read_epoch_records
+from workbench.records import EnvRecord, EpochRecord, epoch_file_rows, read_epoch_records, read_records
 from workbench.run_layout import CheckpointLayout, RunLayout
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ class RunState:
     optimizer states and every RNG state, so a resumed run continues as if never stopped."""
 
     epoch: int
-    metrics: list[dict[str, Any]]
+    metrics: list[EpochRecord]
     history: list[Task]
     static_pool: list[Task]
     d_env: list[EnvRecord]
@@ -104,8 +104,8 @@ class RunFolder(RunLayout):
         if not self.config_path.exists() or self.config_path.read_text(encoding="utf-8") != text:
             atomic_write_text(self.config_path, text)
 
-    def write_metrics(self, records: list[dict[str, Any]]) -> None:
-        write_jsonl(self.metrics_path, records)
+    def write_metrics(self, records: list[EpochRecord]) -> None:
+        write_jsonl(self.metrics_path, [r.to_dict() for r in records])
 
     def read_metrics(self) -> list[EpochRecord]:
         return read_epoch_records(self.path)
@@ -218,7 +218,7 @@ class RunFolder(RunLayout):
             self._copy_epoch_files(folder, state.epoch)
             if seal is not None:
                 seal()
-            write_jsonl(folder.metrics_path, state.metrics)
+            write_jsonl(folder.metrics_path, [r.to_dict() for r in state.metrics])
 
         return fill
 
@@ -272,22 +272,22 @@ class RunFolder(RunLayout):
         contents = CheckpointLayout(folder)
         state = json.loads(contents.state_path.read_text(encoding="utf-8"))
         epoch = int(state["epoch"])
-        saved = list(read_jsonl(contents.metrics_path))  # the engine's own records, as it wrote them
+        saved = read_records(contents.metrics_path, EpochRecord)  # the engine's own records, as it wrote them
         expected = list(range(1, epoch + 1))
-        if [r.get("epoch") for r in saved] != expected:
+        if [r.epoch for r in saved] != expected:
             raise ckpt.CheckpointError(
-                f"checkpoint {folder}: metrics.jsonl holds epochs {[r.get('epoch') for r in saved]}, "
+                f"checkpoint {folder}: metrics.jsonl holds epochs {[r.epoch for r in saved]}, "
                 f"expected 1..{epoch}; the checkpoint is damaged"
             )
-        try:  # the live records back as the dicts the loop keeps (undeclared keys included)
-            live = [r.to_dict() for r in self.read_metrics() if (r.epoch or 0) <= epoch]
+        try:  # the live records (undeclared keys kept in each record's `extra`)
+            live = [r for r in self.read_metrics() if (r.epoch or 0) <= epoch]
         except ValueError:  # a metrics.jsonl torn by a crash: the checkpoint's copy is whole
             live = []
         s = state["stats"]
         trainer = torch.load(contents.trainer_state_path, weights_only=False)
         return RunState(
             epoch=epoch,
-            metrics=live if [r.get("epoch") for r in live] == expected else saved,
+            metrics=live if [r.epoch for r in live] == expected else saved,
             history=[Task.from_dict(d) for d in read_jsonl(contents.history_path)],
             static_pool=[Task.from_dict(d) for d in read_jsonl(contents.static_pool_path)],
             d_env=[EnvRecord.from_dict(r) for r in read_jsonl(contents.d_env_path)],

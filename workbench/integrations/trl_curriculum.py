@@ -71,7 +71,6 @@ from workbench.engine.candidates import Candidate, CandidateWriter, redraw_summa
 from workbench.engine.checkpoint import CheckpointError, checkpoint_dir, verify_checkpoint
 from workbench.engine.constrained import run_reply_format
 from workbench.engine.epoch_close import close_epoch, env_update_examples, new_tasks_of, next_stats
-from workbench.engine.events import seal_times
 from workbench.engine.generation import make_generator
 from workbench.engine.mixture import training_mixture
 from workbench.engine.model_pair import load_trainable
@@ -80,15 +79,16 @@ from workbench.engine.run_folder import RunFolder, RunState
 from workbench.engine.rwr import RWRSettings, RWRUpdater
 from workbench.integrations._rows import IntegrationError, completion_text, domain_named
 from workbench.novelty import NoveltyTracker
-from workbench.records import EnvRecord, build_epoch_record
+from workbench.records import EnvRecord, EpochRecord, build_epoch_record
 from workbench.reports.summary import write_summary
 
 MODES = ("genenv", "random")  # the modes whose environment writes every epoch's tasks
 
 
 @dataclasses.dataclass
-class EpochRecord:
-    """What one co-evolution epoch inside the TRL trainer did."""
+class CurriculumEpoch:
+    """What one co-evolution epoch inside the TRL trainer did: the run folder's record's main
+    figures (`metrics`, a `workbench.records.EpochRecord` each) with p_hat by task id."""
 
     epoch: int
     candidates: int  # environment generations this epoch
@@ -128,8 +128,8 @@ class GenEnvCurriculum(TrainerCallback):
         self.novelty = NoveltyTracker(self.seeds)
         self.env_tokenizer = load_tokenizer(cfg.env.model, "env.model")
         self._build_env(None)
-        self.epochs: list[EpochRecord] = []
-        self.metrics: list[dict[str, Any]] = []  # the run folder's metrics.jsonl records, as `workbench run` writes them
+        self.epochs: list[CurriculumEpoch] = []
+        self.metrics: list[EpochRecord] = []  # the run folder's metrics.jsonl records, as `workbench run` writes them
         self.d_env: list[EnvRecord] = []  # every generated task's record (workbench.records.EnvRecord): p_hat, R_env, in_band, RWR weight
         self.history: list[Task] = []
         self.stats = AgentStats(alpha=cfg.curriculum.alpha)
@@ -277,10 +277,10 @@ class GenEnvCurriculum(TrainerCallback):
         self.d_env += closed.env_records
         record = self._metrics_record(epoch, closed, attempts, update, novelty, env_pg)
         generated = {t.id: closed.p_hat[t.id] for t in closed.scored_new}
-        view = EpochRecord(  # the in-memory view: the metrics record's figures, plus p_hat by task id
-            epoch=epoch, candidates=record["candidates"], valid=record["valid_distinct"], rows=len(self._tasks), p_hat=closed.p_hat,
-            generated_p_hat=generated, p_hat_mean=record["p_hat_mean"], frac_in_band=record["frac_in_band"],
-            r_env_mean=record["r_env_mean"], env_update=record["env_update"], rejections=record["rejections"],
+        view = CurriculumEpoch(  # the in-memory view: the metrics record's figures, plus p_hat by task id
+            epoch=epoch, candidates=record.candidates, valid=record.valid_distinct, rows=len(self._tasks), p_hat=closed.p_hat,
+            generated_p_hat=generated, p_hat_mean=record.p_hat_mean, frac_in_band=record.frac_in_band,
+            r_env_mean=record.r_env_mean, env_update=record.env_update, rejections=record.rejections,
         )
         self.epochs.append(view)
         self.stats = next_stats(epoch, record, closed, cfg.curriculum)
@@ -288,7 +288,7 @@ class GenEnvCurriculum(TrainerCallback):
         self._persist(epoch, record, attempts)
 
     def _metrics_record(self, epoch: int, closed: Any, attempts: dict[str, list[Attempt]], update: Any, novelty: Any,
-                        env_pg: dict[str, Any] | None = None) -> dict[str, Any]:
+                        env_pg: dict[str, Any] | None = None) -> EpochRecord:
         """The epoch's metrics.jsonl record, by the builder `workbench run` uses."""
         cfg = self.config
         scored = [a for atts in attempts.values() for a in atts]
@@ -304,7 +304,7 @@ class GenEnvCurriculum(TrainerCallback):
             difficulty={t.id: self.domain.difficulty(t) for t in self._new} if self.domain.declares_difficulty else None,
         )
 
-    def _persist(self, epoch: int, record: dict[str, Any], attempts: dict[str, list[Attempt]]) -> None:
+    def _persist(self, epoch: int, record: EpochRecord, attempts: dict[str, list[Attempt]]) -> None:
         """The epoch's file, the pools, its metrics record, report.md and a checkpoint of the
         environment with the curriculum's state, as `workbench run` writes them."""
         started = time.perf_counter()
@@ -312,15 +312,15 @@ class GenEnvCurriculum(TrainerCallback):
         self.folder.write_epoch(epoch, self._candidates, attempts)
         self.folder.write_pools(self.seeds + self.history, self.d_env)
         state = RunState(epoch=epoch, metrics=self.metrics, history=self.history, static_pool=[], d_env=self.d_env, stats=self.stats,
-                         epochs_without_valid=record["epochs_without_valid"], engine_rng=self.rng.getstate(),
+                         epochs_without_valid=record.epochs_without_valid, engine_rng=self.rng.getstate(),
                          env_optimizer=self.env_updater.optimizer_state())
 
         def seal() -> None:
-            seal_times(record, time.perf_counter() - started, self._epoch_started)
+            record.seal_times(time.perf_counter() - started, self._epoch_started)
 
         keep = self.config.keep_checkpoints
         self.folder.write_checkpoint(state, {"env": (self.env_updater.model, self.env_tokenizer)}, keep=keep, seal=seal)
-        seal_times(record, time.perf_counter() - started, self._epoch_started)
+        record.seal_times(time.perf_counter() - started, self._epoch_started)
         self.folder.write_metrics(self.metrics)
         write_summary(self.folder.path)
 

@@ -1,14 +1,14 @@
 """Matplotlib figures of a co-evolution run, shared by the HTML report and the notebook UI.
 
 Every function takes epoch records (`workbench.records.EpochRecord`, as a run folder's reader
-returns them, or the same records as dicts, as the engine's events carry them) and returns a
+and the engine return them, or the same records as dicts) and returns a
 `matplotlib.figure.Figure` built with the object-oriented API (no pyplot state), so it is
 safe to call from a worker thread. `figure_png` / `figure_data_uri` turn a figure into
 bytes or a base64 `data:` URI for embedding in a self-contained HTML file.
 
 Conventions every chart follows: epoch axes have integer ticks; the success band is drawn
-from the run config's `alpha` and `k_min` (never a default), and not at all while they are
-unknown; an empty panel says why (no epoch yet, the environment was not updated that epoch,
+from the run config's `CurriculumSettings` (its `alpha` and `k_min`, never a default), and not
+at all while they are unknown; an empty panel says why (no epoch yet, the environment was not updated that epoch,
 no rejections) instead of a bare "no data yet"; tick labels carry their own value (no
 offset or "1e-10" multiplier above the axis); a legend stays inside its panel and off the
 data (long labels wrap, the stacked rejection bars get headroom for theirs). PNGs are
@@ -23,7 +23,7 @@ import io
 import math
 import textwrap
 from collections import Counter
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -32,6 +32,9 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 from workbench.modes import MODES
 from workbench.records import EpochRecord, epoch_records
 from workbench.reports.summary import metric_value
+
+if TYPE_CHECKING:
+    from workbench.config import CurriculumSettings
 
 Metrics = Sequence[EpochRecord | Mapping[str, Any]]  # what the public functions take
 Records = Sequence[EpochRecord]
@@ -64,16 +67,23 @@ def _series(records: Records, key: str) -> tuple[list[int], list[float]]:
     return xs, ys
 
 
-def band_label(alpha: float, k_min: float) -> str:
+def band_label(band: CurriculumSettings) -> str:
     """`alpha band 0.20-0.80`: the run's success band |p_hat - alpha| <= k_min, clipped to [0, 1]."""
-    return f"alpha band {max(0.0, alpha - k_min):.2f}-{min(1.0, alpha + k_min):.2f}"
+    return f"alpha band {max(0.0, band.alpha - band.k_min):.2f}-{min(1.0, band.alpha + band.k_min):.2f}"
 
 
-def _band(ax: Any, alpha: float | None, k_min: float | None) -> None:
-    if alpha is None or k_min is None:
+def _band(ax: Any, band: CurriculumSettings | None) -> None:
+    if band is None:
         return
-    ax.axhspan(max(0.0, alpha - k_min), min(1.0, alpha + k_min), color="#2ca02c", alpha=0.15, label=band_label(alpha, k_min))
-    ax.axhline(alpha, color="#2ca02c", lw=1, ls="--")
+    low, high = max(0.0, band.alpha - band.k_min), min(1.0, band.alpha + band.k_min)
+    ax.axhspan(low, high, color="#2ca02c", alpha=0.15, label=band_label(band))
+    ax.axhline(band.alpha, color="#2ca02c", lw=1, ls="--")
+
+
+def _distinct_bands(bands: Iterable[CurriculumSettings | None]) -> list[CurriculumSettings]:
+    """Each band once (runs of one alpha and k_min share theirs), in order."""
+    seen = {(b.alpha, b.k_min): b for b in bands if b is not None}
+    return list(seen.values())
 
 
 def _epoch_axis(ax: Any, records: Records = ()) -> None:
@@ -177,11 +187,11 @@ def _epoch_list(epochs: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
-def plot_p_hat(ax: Any, metrics: Metrics, alpha: float | None, k_min: float | None, color: str = "#1f77b4", label: str | None = None) -> None:
+def plot_p_hat(ax: Any, metrics: Metrics, band: CurriculumSettings | None, color: str = "#1f77b4", label: str | None = None) -> None:
     """Per-task p_hat of each epoch as dots, their mean as a line, and the run's alpha band
-    (left out while `alpha`/`k_min` are unknown)."""
+    (`band`, the run's CurriculumSettings; left out while unknown)."""
     records = epoch_records(metrics)
-    _band(ax, alpha, k_min)
+    _band(ax, band)
     for m in records:
         values = m.p_hat or []
         ax.scatter([int(m.epoch)] * len(values), values, s=8, color=color, alpha=0.35)
@@ -192,7 +202,7 @@ def plot_p_hat(ax: Any, metrics: Metrics, alpha: float | None, k_min: float | No
     ax.set_title("p_hat of generated tasks vs alpha band", fontsize=9)
     if not records:
         ax.text(0.5, 0.5, NO_EPOCH_YET, ha="center", va="center", transform=ax.transAxes, color="#888", fontsize=8)
-    if alpha is not None and k_min is not None:
+    if band is not None:
         _legend(ax, loc="upper left")
     _epoch_axis(ax, records)
 
@@ -251,8 +261,8 @@ def plot_rejections(ax: Any, metrics: Metrics) -> None:
     _legend(ax, fontsize=6, loc="upper center", ncol=ncol, borderaxespad=0.3, handlelength=1.2, columnspacing=0.8)
 
 
-def dashboard_figure(metrics: Metrics, alpha: float | None = None, k_min: float | None = None) -> Figure:
-    """The live dashboard grid: p_hat vs the run's band (`alpha`, `k_min` from its config;
+def dashboard_figure(metrics: Metrics, band: CurriculumSettings | None = None) -> Figure:
+    """The live dashboard grid: p_hat vs the run's band (`band`, its config's CurriculumSettings;
     None = not known yet, no band drawn), R_env, agent reward, rejections, task length,
     env KL, losses, and the in-band, rejected and novel shares (novel: valid tasks that copy
     neither a seed nor an earlier epoch's task, `workbench.novelty`)."""
@@ -260,7 +270,7 @@ def dashboard_figure(metrics: Metrics, alpha: float | None = None, k_min: float 
     fig = Figure(figsize=(13, 5.6))
     axes = fig.subplots(2, 4)
     env_note = env_not_updated_note(records)
-    plot_p_hat(axes[0, 0], records, alpha, k_min)
+    plot_p_hat(axes[0, 0], records, band)
     plot_line(axes[0, 1], records, [("r_env_mean", "R_env")], "R_env (mean)",
               empty_note=None if not records else "no generated task scored")
     plot_line(axes[0, 2], records, [("agent_reward_mean", "agent reward")], "agent reward (mean)")
@@ -281,17 +291,17 @@ def dashboard_figure(metrics: Metrics, alpha: float | None = None, k_min: float 
     return fig
 
 
-def comparison_figure(runs: Sequence[tuple[str, Metrics, float, float]]) -> Figure:
+def comparison_figure(runs: Sequence[tuple[str, Metrics, CurriculumSettings | None]]) -> Figure:
     """Co-evolution curves of several runs overlaid: p_hat mean vs the alpha band, agent
     reward, task length growth (relative to epoch 1) and rejection rate.
 
-    `runs` holds (label, metrics, alpha, k_min) per run.
+    `runs` holds (label, metrics, band: the run's CurriculumSettings) per run.
     """
     fig = Figure(figsize=(13, 3.4))
     ax_p, ax_r, ax_len, ax_rej = fig.subplots(1, 4)
-    for alpha, k_min in dict.fromkeys((r[2], r[3]) for r in runs):  # each distinct band once
-        _band(ax_p, alpha, k_min)
-    per_run = [(label, epoch_records(metrics)) for label, metrics, _alpha, _k in runs]
+    for band in _distinct_bands(r[2] for r in runs):
+        _band(ax_p, band)
+    per_run = [(label, epoch_records(metrics)) for label, metrics, _band_of_run in runs]
     for i, (label, records) in enumerate(per_run):
         color = RUN_COLORS[i % len(RUN_COLORS)]
         for ax, key in [(ax_p, "p_hat_mean"), (ax_r, "agent_reward_mean"), (ax_rej, "rejection_rate")]:
@@ -318,18 +328,18 @@ def comparison_figure(runs: Sequence[tuple[str, Metrics, float, float]]) -> Figu
 P_HAT_CURVE_TITLE = "p_hat of the generated tasks per epoch (line: mean, dots: tasks) vs the alpha band"
 
 
-def p_hat_curve_figure(runs: Sequence[tuple[str, Metrics, float | None, float | None]]) -> Figure:
+def p_hat_curve_figure(runs: Sequence[tuple[str, Metrics, CurriculumSettings | None]]) -> Figure:
     """The report's first figure: the success rate p_hat of each run's generated tasks per
     epoch, its mean as a line and each task as a faint dot (runs side by side within an
     epoch), against the alpha band, so a genenv run and its random baseline read at a glance.
 
-    `runs` holds (label, metrics, alpha, k_min) per run, as `comparison_figure` takes them."""
+    `runs` holds (label, metrics, band) per run, as `comparison_figure` takes them."""
     fig = Figure(figsize=(8, 3.8))
     ax = fig.subplots()
-    for alpha, k_min in dict.fromkeys((r[2], r[3]) for r in runs):  # each distinct band once
-        _band(ax, alpha, k_min)
+    for band in _distinct_bands(r[2] for r in runs):
+        _band(ax, band)
     width = 0.5 / max(1, len(runs))  # each run's dots in its own slice of the epoch
-    per_run = [(label, epoch_records(metrics)) for label, metrics, _alpha, _k in runs]
+    per_run = [(label, epoch_records(metrics)) for label, metrics, _band_of_run in runs]
     for i, (label, records) in enumerate(per_run):
         color = RUN_COLORS[i % len(RUN_COLORS)]
         shift = (i - (len(runs) - 1) / 2) * width

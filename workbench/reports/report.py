@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from workbench import curriculum
 from workbench.contract.files import atomic_write_text
 from workbench.contract.tasks import DomainInfo, ReportSection
 from workbench.modes import mode_label
@@ -288,9 +289,9 @@ def p_hat_tail_note(run: RunSource, last: int = P_HAT_TAIL_EPOCHS) -> str:
         return f"{run.label}: no generated task scored in its last {len(tail)} epoch(s)."
     epochs = [int(m.epoch) for m in tail if m.epoch is not None]
     span = f"epoch {epochs[0]}" if len(set(epochs)) == 1 else f"epochs {epochs[0]}-{epochs[-1]}"
-    inside = sum(abs(p - run.alpha) <= run.k_min + 1e-9 for p in values) / len(values)
+    inside = sum(curriculum.in_band(p, run.band.alpha, run.band.k_min) for p in values) / len(values)
     return (f"{run.label}: mean p_hat {sum(values) / len(values):.2f} over the {len(values)} generated tasks of {span} "
-            f"(alpha {run.alpha:g}; {inside:.0%} in the {band_label(run.alpha, run.k_min)}).")
+            f"(alpha {run.band.alpha:g}; {inside:.0%} in the {band_label(run.band)}).")
 
 
 def epoch_table(run: RunSource) -> Table:
@@ -437,7 +438,7 @@ def render_report(paths: Sequence[str | Path], registry: Any = None, title: str 
     if runs:  # the first figure: does each run's curriculum bring p_hat into the band (genenv vs random)?
         doc.heading("Success rate of the generated tasks")
         doc.para(" ".join(p_hat_tail_note(run) for run in runs))
-        doc.figure("p_hat.png", p_hat_curve_figure([(r.label, r.metrics, r.alpha, r.k_min) for r in runs]),
+        doc.figure("p_hat.png", p_hat_curve_figure([(r.label, r.metrics, r.band) for r in runs]),
                    "p_hat of each run's generated tasks per epoch against its alpha band")
 
     doc.heading("Comparison (laid out like the paper's Table 1)")
@@ -455,14 +456,14 @@ def render_report(paths: Sequence[str | Path], registry: Any = None, title: str 
         doc.heading("Co-evolution curves")
         doc.para("Paper reference: success on generated tasks rose from 0.138 and converged near alpha = 0.5 "
                  "(band 0.4-0.6); task response length grew about 49%.")
-        doc.figure("comparison.png", comparison_figure([(r.label, r.metrics, r.alpha, r.k_min) for r in runs]),
+        doc.figure("comparison.png", comparison_figure([(r.label, r.metrics, r.band) for r in runs]),
                    "All runs: p_hat mean vs the alpha band, agent reward, task length growth, rejection rate")
         for i, run in enumerate(runs):
             doc.heading(f"Run {run.label}", 3)
             cfg = run.config
             doc.para(f"domain {cfg.domain}, mode {cfg.mode}, {len(run.metrics)} of {cfg.epochs} epochs; "
                      f"agent {cfg.agent.model.name_or_path}; environment {cfg.env.model.name_or_path}")
-            doc.figure(f"run{i + 1}.png", dashboard_figure(run.metrics, run.alpha, run.k_min), f"{run.label}: all curves")
+            doc.figure(f"run{i + 1}.png", dashboard_figure(run.metrics, run.band), f"{run.label}: all curves")
             doc.table(epoch_table(run))
             novelty = novelty_table(run)
             if novelty is not None:

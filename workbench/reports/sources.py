@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.config import RunConfig
+from workbench.config import CurriculumSettings, RunConfig
 from workbench.contract.plugin_support import count_tasks, example_failures
 from workbench.contract.tasks import ReportSection, Score, Task
 from workbench.eval_layout import EvalLayout, ScoredItem, read_score
@@ -59,12 +59,9 @@ class RunSource:
         return f"{self.path.name} ({self.config.mode})"
 
     @property
-    def alpha(self) -> float:
-        return float(self.config.curriculum.alpha)
-
-    @property
-    def k_min(self) -> float:
-        return float(self.config.curriculum.k_min)
+    def band(self) -> CurriculumSettings:
+        """The run's curriculum settings: its alpha band (alpha, k_min) and the rest."""
+        return self.config.curriculum
 
 
 def is_run_dir(path: Path) -> bool:

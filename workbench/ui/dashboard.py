@@ -95,11 +95,11 @@ class CurvesView:
         self.image = w.Image(format="png", layout=w.Layout(width="100%"))
         self.renders = 0
         self.widget = w.VBox([w.HTML("<b>Curves</b>"), self.image])
-        state.observe(guarded(state, "chart update", self.redraw), ["metrics", "alpha", "k_min"])
+        state.observe(guarded(state, "chart update", self.redraw), ["metrics", "band"])
         self.redraw()
 
     def redraw(self, _change: Any = None) -> None:
-        fig = dashboard_figure(self.state.metrics, self.state.alpha, self.state.k_min)
+        fig = dashboard_figure(self.state.metrics, self.state.band)
         self.image.value = figure_png(fig, dpi=DPI)
         self.renders += 1
 

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 import traitlets
 
+from workbench.config import CurriculumSettings
 from workbench.modes import INTERACTIVE_MODES
 from workbench.run_layout import RunLayout
 
@@ -48,8 +49,7 @@ class RunState(traitlets.HasTraits):
     errors: traitlets.List = traitlets.List()  # error texts, newest last
     warnings: traitlets.List = traitlets.List()  # the engine's non-fatal warnings (no valid task this epoch, a listener failed)
     notice = traitlets.Unicode("")  # why the last request did nothing or less than asked
-    alpha = traitlets.Float(None, allow_none=True)  # the run config's band; None until known
-    k_min = traitlets.Float(None, allow_none=True)
+    band = traitlets.Instance(CurriculumSettings, allow_none=True)  # the run config's curriculum (alpha, k_min); None until known
 
     def add_error(self, where: str, exc: BaseException | None = None, text: str | None = None) -> str:
         """Record an error (with its traceback) so views show it and tests can assert on it."""
@@ -145,13 +145,13 @@ class RunController:
         return apply_overrides(config, self.overrides)
 
     def preview_band(self) -> None:
-        """Set the state's alpha and k_min from the config the default builder will use, before
+        """Set the state's band (the curriculum settings) from the config the default builder will use, before
         any model is loaded, so the first chart already shows the run's band. With a custom
         `make_run` the band is unknown (None, not drawn) until the run is built."""
         if self._make_run != self._default_make_run:
             return
         config = self._default_config(self.state, self.state.agent_path or "demo-agent", self.state.env_path or "demo-env")
-        self.state.alpha, self.state.k_min = config.curriculum.alpha, config.curriculum.k_min
+        self.state.band = config.curriculum
 
     def _default_make_run(self, state: RunState) -> Any:
         from workbench.demo import DEMO_DOMAIN, demo_run_config, prepare_demo_models
@@ -179,7 +179,7 @@ class RunController:
         self.state.status = "starting"
         self.run = self._make_run(self.state)
         cfg = self.run.config
-        self.state.alpha, self.state.k_min = cfg.curriculum.alpha, cfg.curriculum.k_min
+        self.state.band = cfg.curriculum
         self.state.epochs = cfg.epochs
         self.state.epoch = self.run.epoch
         self.state.metrics = list(self.run.metrics)
