@@ -55,9 +55,10 @@ install-real-model: $(VENV)
 demo: install
 	$(PYTHON) -m workbench demo
 
-# ruff (lint + import sorting) and mypy over the package and the plugins, configured in pyproject.toml
+# ruff (lint + import sorting) over the package, the plugins and the benchmark scripts, and mypy over the
+# package and the plugins, configured in pyproject.toml
 lint:
-	$(PYTHON) -m ruff check workbench plugins workbench_verifiers
+	$(PYTHON) -m ruff check workbench plugins workbench_verifiers benchmarks
 	$(PYTHON) -m mypy
 
 # The default tier runs in TEST_WORKERS processes (pytest-xdist), one a core up to 4 (each holds ~1.2 GB);

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-# The repository, plugins/, tests/, benchmarks/ and notebooks/ are on sys.path through
+# The repository (the benchmark scripts import as `benchmarks.<kind>.<name>`), plugins/, tests/ and notebooks/ are on sys.path through
 # `pythonpath` in pyproject.toml's [tool.pytest.ini_options].
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

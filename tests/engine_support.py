@@ -123,7 +123,7 @@ def start_script_run(tmp_path: Path, config, script_text: str) -> tuple[subproce
 
 def run_process_group(cmd: list[str], timeout: float, **kwargs) -> subprocess.CompletedProcess:
     """`subprocess.run(cmd, capture_output=True, text=True)` in a session of its own, the whole
-    group killed on timeout: a script that starts workers of its own (benchmarks/real_model.py)
+    group killed on timeout: a script that starts workers of its own (benchmarks/effect/real_model.py)
     leaves none running on after the test, taking the cores and the disk from the tests after it."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kwargs)
     try:

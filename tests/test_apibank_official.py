@@ -2,7 +2,7 @@
 
 Needs `$WORKBENCH_BENCHMARK_DATA/api_bank/` (the released test files and `damo-api-bank/`, the
 unmodified official sandbox); skipped without it. The official side is
-`benchmarks/apibank_vs_official.py`'s `OfficialEvaluator`: the official `get_api_call` /
+`benchmarks/fidelity/apibank_vs_official.py`'s `OfficialEvaluator`: the official `get_api_call` /
 `parse_api_call` and API classes imported as they are, `ToolManager.api_call` / `init_tool`
 and `Evaluator.evaluate` transcribed (they cannot be imported offline).
 """
@@ -14,7 +14,6 @@ import os
 from pathlib import Path
 
 import pytest
-from apibank_vs_official import OfficialEvaluator, compare, variants
 from benchmark_data import benchmark_folder
 from fuzzing import cpu_seconds  # work done, not wall-clock: the default tier passes on a loaded machine
 from hypothesis import HealthCheck, given, settings
@@ -22,6 +21,7 @@ from hypothesis import strategies as st
 from test_plugin_apibank import assert_same_as_by_hand, domain_aggregate  # Domain.aggregate, and the aggregate by hand
 
 import workbench_apibank as P
+from benchmarks.fidelity.apibank_vs_official import OfficialEvaluator, compare, variants
 from workbench_apibank.calls import damo_api_call
 
 pytestmark = pytest.mark.benchmark_data

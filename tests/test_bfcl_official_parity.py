@@ -6,7 +6,7 @@ forgivable variants (strings upper-cased with a trailing space, integral floats 
 parallel calls reversed) and with broken perturbations (wrong name, missing required parameter,
 wrong type, wrong value, extra parameter). Each output the plugin's parser decodes goes to the
 plugin's checker, to the plugin's full path (`evaluate`: parse and check the text) and to the
-unmodified official `ast_checker`, imported by benchmarks/bfcl_vs_official.py (which stands in
+unmodified official `ast_checker`, imported by benchmarks/fidelity/bfcl_vs_official.py (which stands in
 for the one model-config module whose import needs every model SDK); every verdict must agree.
 The benchmark script also times both checkers; this test only compares them. Skipped when
 bfcl_eval is not installed.
@@ -21,10 +21,10 @@ import pytest
 
 pytest.importorskip("bfcl_eval", reason="bfcl_eval not installed (pip install --no-deps bfcl-eval)")
 
-import bfcl_vs_official as harness  # noqa: E402  (benchmarks/ is on pytest's pythonpath)
 from test_plugin_bfcl import KNOWN_UNSATISFIABLE  # noqa: E402
 
 import workbench_bfcl  # noqa: E402
+from benchmarks.fidelity import bfcl_vs_official as harness  # noqa: E402
 from workbench_bfcl.checker import ast_check  # noqa: E402
 from workbench_bfcl.data import AST_CATEGORIES  # noqa: E402
 

@@ -2,7 +2,7 @@
 rate of its generated tasks into the band around alpha while its random run (the environment
 never updated) does not, and a report of such runs opens with that curve.
 
-The slow test runs the demo exactly as `benchmarks/demo_claim.py` does (16 epochs, run seed 0,
+The slow test runs the demo exactly as `benchmarks/effect/demo_claim.py` does (16 epochs, run seed 0,
 the demo models warm-started by `prepare_demo_models`), with `WORKBENCH_THREADS=1`, the setting
 docs/measurements.md's figures were taken with (float reductions differ with the thread count)."""
 
@@ -21,15 +21,15 @@ from workbench.reports.report import render_report
 from workbench.config import CurriculumSettings
 
 BAND = CurriculumSettings(alpha=0.5, k_min=0.3)  # the run's band the figures draw
-CLAIM_BAND = (0.3, 0.7)  # genenv's mean p_hat over the last 4 epochs must land here (benchmarks/demo_claim.py)
+
+CLAIM_BAND = (0.3, 0.7)  # genenv's mean p_hat over the last 4 epochs must land here (benchmarks/effect/demo_claim.py)
 
 
 @pytest.mark.slow
 def test_the_demo_genenv_run_climbs_into_the_band_and_random_stays_below(tiny_cache, tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_THREADS", "1")
-    from demo_claim import CLAIM_BAND as BENCHMARK_BAND  # benchmarks/ is on pytest's pythonpath
-    from demo_claim import run_mode, summarise
-
+    from benchmarks.effect.demo_claim import CLAIM_BAND as BENCHMARK_BAND
+    from benchmarks.effect.demo_claim import run_mode, summarise
     from workbench.engine.invariants import check_run_folder
 
     assert BENCHMARK_BAND == CLAIM_BAND

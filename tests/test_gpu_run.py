@@ -1,4 +1,4 @@
-"""benchmarks/gpu_run.sh, the one device call a lent GPU gets, run end to end at the tiny shape on
+"""benchmarks/cost/gpu_run.sh, the one device call a lent GPU gets, run end to end at the tiny shape on
 the CPU, so the script does not rot between leases (GPUs are lent to few sessions, 15 minutes each,
 and a broken script wastes them). Slow tier: about 70 s on 2 cores."""
 
@@ -20,7 +20,7 @@ def test_gpu_run_script_runs_every_part_at_the_tiny_shape_on_the_cpu(tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ, GPU_RUN_SHAPE="tiny", PYTHON=sys.executable, GPU_SCALE_WORKDIR=str(tmp_path / "work"),
                WORKBENCH_THREADS="1", OMP_NUM_THREADS="1", WORKBENCH_CACHE=str(tmp_path / "cache"))
-    proc = subprocess.run(["bash", "benchmarks/gpu_run.sh", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(["bash", "benchmarks/cost/gpu_run.sh", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     files = sorted(p.name for p in out.iterdir())

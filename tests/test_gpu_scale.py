@@ -1,21 +1,15 @@
-"""benchmarks/gpu_scale.py at the tiny shape on the CPU: every phase runs and its figures are sane."""
+"""benchmarks/cost/gpu_scale.py at the tiny shape on the CPU: every phase runs and its figures are sane."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_scale.py"
-
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("gpu_scale", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("benchmarks.cost.gpu_scale")
 
 
 def test_shapes_are_the_qwen2_5_configs():
@@ -35,7 +29,10 @@ def test_tiny_shape_runs_every_phase_on_cpu(tmp_path, capsys, monkeypatch):
         assert f"phase={phase} seconds=" in printed
     assert "frac_of_bw_limit=" in printed and "mfu=" in printed and "decode=static" in printed
     last = printed.strip().splitlines()[-1]
-    assert last.startswith("RESULT ") and json.loads(last[len("RESULT "):]) == json.loads(out_json.read_text())
+    written = json.loads(out_json.read_text())  # benchmarks.frame.write_result's shape: the RESULT object is its figures
+    assert last.startswith("RESULT ") and json.loads(last[len("RESULT "):]) == written["figures"]
+    assert written["script"] == "benchmarks/cost/gpu_scale.py" and written["settings"]["shape"] == "tiny"
+    assert written["machine"]["cpu"] and written["machine"]["torch_threads"] >= 1 and written["finished_at"]
 
     assert result["hardware"]["copy_bandwidth_gb_per_s"] > 0.1 and result["hardware"]["peak_tflops"] > 0.001
     assert result["params"]["env"] == result["params"]["agent"] > 50_000
@@ -88,12 +85,10 @@ def test_bad_arguments_are_refused():
 
 @pytest.mark.slow  # about 25 s: the benchmark harness end to end
 def test_checkpoint_overlap_compares_foreground_and_background_checkpoints(tmp_path, capsys, monkeypatch):
-    """benchmarks/checkpoint_overlap.py: both modes run the same epochs; the background run's
+    """benchmarks/cost/checkpoint_overlap.py: both modes run the same epochs; the background run's
     measured epochs all write in the background, and its last write is waited for and reported."""
     monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
-    spec = importlib.util.spec_from_file_location("checkpoint_overlap", SCRIPT.parent / "checkpoint_overlap.py")
-    overlap = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(overlap)
+    overlap = importlib.import_module("benchmarks.cost.checkpoint_overlap")
     result = overlap.main(["--shape", "tiny", "--device", "cpu", "--epochs", "2", "--workdir", str(tmp_path / "work")])
     printed = capsys.readouterr().out
     assert "background write of epoch 1:" in printed and "background write of epoch 2:" in printed

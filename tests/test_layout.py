@@ -1,7 +1,9 @@
 """Each file a run or an evaluation leaves has one owner, which spells its name and reads it
 back into types: `workbench.run_layout` (the run folder, its checkpoints, `read_config`),
 `workbench.eval_layout` (an evaluation folder) and `workbench.records` (the records, old
-folders' included). No other module of workbench/ spells one of those names."""
+folders' included). No other module of workbench/, and no benchmark script, spells one of those
+names; and no benchmark script imports another by bare name or puts a benchmarks folder on sys.path
+(they import each other as `benchmarks.<kind>.<name>`)."""
 
 from __future__ import annotations
 
@@ -13,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from workbench.config import ConfigError
+from workbench.contract.tasks import Score, Task
 from workbench.eval_layout import EvalFolderError, EvalLayout
 from workbench.records import EnvRecord, EpochFileRow, EpochRecord, field_names, read_env_records, read_epoch_records, read_epoch_rows
 from workbench.run_layout import CheckpointLayout, RunLayout, read_config
-from workbench.contract.tasks import Score, Task
 
 ROOT = Path(__file__).resolve().parents[1]
 OWNERS = {"workbench/run_layout.py", "workbench/eval_layout.py"}
@@ -48,6 +50,11 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return found
 
 
+# The folders whose Python files must not spell a run's or an evaluation's file names: the package
+# and the benchmark scripts (which read run folders through workbench.records and RunLayout too).
+SCANNED = ("workbench", "benchmarks")
+
+
 def test_no_module_but_the_layouts_spells_a_file_name_of_a_run_or_an_evaluation():
     names = layout_file_names()
     assert {"config.yaml", "metrics.jsonl", "report.md", "d_env.jsonl", "state.json", "trainer_state.pt", "MANIFEST.json",
@@ -56,7 +63,7 @@ def test_no_module_but_the_layouts_spells_a_file_name_of_a_run_or_an_evaluation(
     # `"*/aggregate.json"`, an f-string's `/report.md`); prose that mentions a file is left alone
     patterns = {name: re.compile(r"[\w./*{}:-]*(?<![\w.])" + re.escape(name)) for name in names}
     spelled = []
-    for path in sorted((ROOT / "workbench").rglob("*.py")):
+    for path in sorted(p for folder in SCANNED for p in (ROOT / folder).rglob("*.py")):
         where = path.relative_to(ROOT).as_posix()
         if where in OWNERS:
             continue
@@ -78,6 +85,116 @@ def test_the_grep_finds_a_spelled_name(tmp_path):
     hits = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
             and any(re.fullmatch(r"[\w./*{}:-]*(?<![\w.])" + re.escape(name), n.value) for name in names)]
     assert hits == ["metrics.jsonl", "/report.md"]
+
+
+# ---------------------------------------------------------------- benchmark scripts import each other as a package
+
+
+def _path_of(node: ast.AST, file: Path, names: dict[str, Path]) -> Path | None:
+    """The path a sys.path entry's expression names, where it is built from `__file__` (or a
+    module-level name assigned one): `Path(__file__).resolve().parents[2] / "plugins"`, `str(...)`,
+    `.parent`; None for anything else (a path found at run time, such as an official checkout's)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("str", "Path") and len(node.args) == 1:
+        arg = node.args[0]
+        return file if isinstance(arg, ast.Name) and arg.id == "__file__" else _path_of(arg, file, names)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("resolve", "absolute"):
+        return _path_of(node.func.value, file, names)
+    if isinstance(node, ast.Attribute) and node.attr == "parent":
+        inner = _path_of(node.value, file, names)
+        return inner.parent if inner else None
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "parents":
+        inner = _path_of(node.value.value, file, names)
+        if inner and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int):
+            return inner.parents[node.slice.value]
+        return None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and isinstance(node.right, ast.Constant):
+        inner = _path_of(node.left, file, names)
+        return inner / str(node.right.value) if inner else None
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    return None
+
+
+def _sys_path_entries(tree: ast.Module) -> list[ast.AST]:
+    """The expressions a module puts on sys.path: `sys.path.insert/append/extend(...)` arguments and
+    the values assigned to `sys.path` or a slice of it (list and tuple elements one by one)."""
+    def is_sys_path(node: ast.AST) -> bool:
+        return isinstance(node, ast.Attribute) and node.attr == "path" and isinstance(node.value, ast.Name) and node.value.id == "sys"
+
+    values: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and is_sys_path(node.func.value):
+            values += node.args[1:] if node.func.attr == "insert" else node.args
+        elif isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(is_sys_path(t) or (isinstance(t, ast.Subscript) and is_sys_path(t.value)) for t in targets):
+                values.append(node.value)
+    entries: list[ast.AST] = []
+    for value in values:
+        entries += value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
+    return entries
+
+
+def benchmark_import_problems(source: str, file: Path, scripts: set[str]) -> list[str]:
+    """What in one benchmark file's `source` breaks the frame: an import of another script by its
+    bare name (`import real_model`, `from gpu_scale import build_shape`) or a relative one, and a
+    sys.path entry that is a benchmarks folder (what a bare-name import needs)."""
+    tree = ast.parse(source)
+    names = {t.id: path for node in tree.body if isinstance(node, ast.Assign) and len(node.targets) == 1
+             and isinstance(t := node.targets[0], ast.Name) and (path := _path_of(node.value, file, {}))}
+    problems = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            problems += [f"{node.lineno}: import {a.name}" for a in node.names if a.name.split(".")[0] in scripts]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                problems.append(f"{node.lineno}: a relative import (from {'.' * node.level}{node.module or ''} import ...)")
+            elif node.module and node.module.split(".")[0] in scripts:
+                problems.append(f"{node.lineno}: from {node.module} import ...")
+    benchmarks = ROOT / "benchmarks"
+    for entry in _sys_path_entries(tree):
+        path = _path_of(entry, file, names)
+        if path is not None and (path == benchmarks or benchmarks in path.parents):
+            problems.append(f"{entry.lineno}: puts {path.relative_to(ROOT)} on sys.path")
+    return problems
+
+
+def test_no_benchmark_script_imports_another_by_bare_name_or_puts_a_benchmarks_folder_on_sys_path():
+    files = sorted((ROOT / "benchmarks").rglob("*.py"))
+    scripts = {p.stem for p in files if p.stem != "__init__"} | {p.name for p in (ROOT / "benchmarks").iterdir() if (p / "__init__.py").is_file()}
+    assert {"real_model", "gpu_scale", "frame", "effect", "cost", "fidelity"} <= scripts
+    problems = [f"{p.relative_to(ROOT)}:{problem}" for p in files for problem in benchmark_import_problems(p.read_text(encoding="utf-8"), p, scripts)]
+    assert not problems, "import a benchmark script as `from benchmarks.<kind> import <name>` (the repository on sys.path):\n" + "\n".join(problems)
+    for kind in ("fidelity", "effect", "cost"):
+        assert (ROOT / "benchmarks" / kind / "__init__.py").is_file(), f"benchmarks/{kind}/ is a package"
+
+
+def test_the_benchmark_import_check_finds_what_it_is_for():
+    """The check above catches a bare-name import, a relative one and the sys.path entries they
+    need, written the ways the scripts wrote them; the frame's own bootstrap (the repository and
+    plugins/ on sys.path) and package imports pass."""
+    file = ROOT / "benchmarks" / "cost" / "example.py"
+    scripts = {"real_model", "gpu_scale", "effect"}
+    bad = (
+        "import sys\nfrom pathlib import Path\n"
+        "sys.path.insert(0, str(Path(__file__).resolve().parent))\n"
+        "import gpu_scale\n"
+        "from real_model import BENCHMARKS\n"
+        "from . import frame\n"
+        "HERE = Path(__file__).resolve().parents[1]\n"
+        "sys.path[:0] = [str(HERE), str(HERE / 'effect')]\n"
+    )
+    assert sorted(benchmark_import_problems(bad, file, scripts)) == [
+        "3: puts benchmarks/cost on sys.path", "4: import gpu_scale", "5: from real_model import ...",
+        "6: a relative import (from . import ...)", "8: puts benchmarks on sys.path", "8: puts benchmarks/effect on sys.path"]
+    good = (
+        "import sys\nfrom pathlib import Path\n"
+        "if __name__ == '__main__':\n"
+        "    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / 'plugins')]\n"
+        "from benchmarks import frame\nfrom benchmarks.effect import real_model\nimport workbench_bfcl\n"
+        "sys.path.insert(0, str(self_root))\n"
+    )
+    assert benchmark_import_problems(good, file, scripts) == []
 
 
 # ---------------------------------------------------------------- records of an old run folder
@@ -262,8 +379,8 @@ def test_a_damaged_evaluation_folder_is_refused_naming_the_file(tmp_path, damage
 
 
 def test_evaluation_writes_its_folder_through_the_layout(tmp_path):
-    from workbench.evaluation import evaluate_tasks
     from workbench.contract.registry import load_registry
+    from workbench.evaluation import evaluate_tasks
     from workbench.reports.sources import load_eval
 
     domain = load_registry().domain("arithmetic")

@@ -130,7 +130,7 @@ def test_long_tasks_are_compared_on_sketches_close_to_the_exact_jaccard():
 
 
 def test_speed_64_new_tasks_against_5000_earlier_ones():
-    """Printed, not asserted (the figure is in benchmarks/novelty_speed.py); the counts are."""
+    """Printed, not asserted (the figure is in benchmarks/cost/novelty_speed.py); the counts are."""
     from workbench_demo import builtin_seeds, make_task
 
     rng = random.Random(0)

@@ -24,7 +24,7 @@ FIX = Path(__file__).parent / "fixtures" / "bfcl"
 PWNED = Path("/tmp/pwned_bfcl")
 
 # Records whose gold the official checker itself can never accept (checked against
-# bfcl_eval's ast_checker by benchmarks/bfcl_vs_official.py):
+# bfcl_eval's ast_checker by benchmarks/fidelity/bfcl_vs_official.py):
 KNOWN_UNSATISFIABLE = {
     "simple_java_36",  # ArrayList<any> gold holds ints/bools; the official converter yields strings
     "simple_java_65",  # same

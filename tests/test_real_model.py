@@ -4,10 +4,8 @@ held-out table's script end to end. Slow tier: `make test-slow` installs the mod
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
-from pathlib import Path
 
 import pytest
 from engine_support import run_process_group
@@ -15,7 +13,6 @@ from engine_support import run_process_group
 from workbench.model_catalog import ALIASES
 
 ALIAS = "smollm2-135m-instruct"
-ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = [
     pytest.mark.slow,
@@ -49,12 +46,14 @@ def test_one_real_model_epoch_on_a_benchmark_keeps_the_loops_invariants(tmp_path
 
 def test_the_held_out_table_script_runs_end_to_end(tmp_path):
     out = tmp_path / "table"
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "real_model.py"), "--benchmark", "arithmetic", "--epochs", "1", "--seeds", "2",
+    from benchmarks.effect import real_model
+
+    cmd = [sys.executable, real_model.__file__, "--benchmark", "arithmetic", "--epochs", "1", "--seeds", "2",
            "--train", "4", "--heldout", "4", "--rows", "base,cold,genenv", "--out", str(out), "--workers", "2", "--flop-bound"]
     unpinned = {k: v for k, v in os.environ.items() if k != "WORKBENCH_THREADS"}  # the workers share the cores out themselves
     proc = run_process_group(cmd, timeout=2400, env=unpinned)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads((out / "result-arithmetic.json").read_text())
+    result = real_model.read_result(real_model.result_path(out, "arithmetic"))
     assert set(result["rows"]) == {"base", "cold", "genenv"}
     assert not set(result["train_ids"]) & set(result["heldout_ids"])  # disjoint split
     for row in result["rows"].values():
@@ -120,9 +119,8 @@ def test_a_real_model_run_killed_in_its_second_epoch_resumes_with_the_documented
 def test_the_cold_start_lifts_strict_held_out_arithmetic_above_zero(tmp_path):
     """SmolLM2 answers none of the held-out arithmetic tasks in the strict `Answer: N` format; a
     cold start of the agent alone (2 passes over 96 training seeds) makes it answer some right."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import real_model
-
+    from benchmarks import frame
+    from benchmarks.effect import real_model
     from workbench.config import ModelSettings
     from workbench.demo import real_model_config
     from workbench.engine import cold_start
@@ -131,7 +129,7 @@ def test_the_cold_start_lifts_strict_held_out_arithmetic_above_zero(tmp_path):
     from workbench.run_layout import RunLayout
 
     domain = load_registry().domain("arithmetic")
-    train, heldout = real_model.split(domain.seed_tasks({"count": 2000}), 96, 48, 1600, domain.difficulty)
+    train, heldout = frame.split(domain.seed_tasks({"count": 2000}), 96, 48, 1600, domain.difficulty)
     config = real_model_config(ALIAS, "arithmetic", seed_ids=[t.id for t in train], options={"count": 2000})
     config = dataclasses.replace(config, cold_start=dataclasses.replace(config.cold_start, env=False, cache=False))
     tokenizer = load_tokenizer(config.agent.model, "agent.model")

@@ -1,4 +1,4 @@
-"""The held-out table's per-benchmark settings (benchmarks/real_model.py): a benchmark's own
+"""The held-out table's per-benchmark settings (benchmarks/frame.py, used by benchmarks/effect/real_model.py): a benchmark's own
 environment settings reach every row's config under a variant's changes, and they are part of a
 cell's identity, so a cell measured without them is measured again instead of reused."""
 
@@ -7,16 +7,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from benchmarks import frame
+from benchmarks.effect import real_model
 from workbench.config import ConfigError, EnvSettings, GenerationSettings, ModelSettings, from_dict, validate
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import real_model  # noqa: E402
 
 
 def env_settings() -> EnvSettings:
@@ -29,7 +26,7 @@ SPEC_ENV = {"examples_per_prompt": 1, "generation": {"stop_repeats": 3, "batch_s
 
 def test_a_benchmark_s_environment_settings_and_a_variant_s_changes_both_apply():
     _, variant = real_model.VARIANTS["genenv-repair"]
-    env = real_model.replace_section(real_model.replace_section(env_settings(), SPEC_ENV), variant["env"])
+    env = frame.replace_section(frame.replace_section(env_settings(), SPEC_ENV), variant["env"])
     assert env.examples_per_prompt == 1 and env.generation.stop_repeats == 3 and env.generation.batch_size == 32
     assert env.generation.max_new_tokens == 624  # a nested section keeps the fields the changes do not name
     assert env.repair_json and env.replay_epochs == 4 and env.rwr_epochs == 2
@@ -37,11 +34,11 @@ def test_a_benchmark_s_environment_settings_and_a_variant_s_changes_both_apply()
 
 def test_an_unknown_setting_is_an_error_not_ignored():
     with pytest.raises(TypeError, match="no_such_field"):
-        real_model.replace_section(env_settings(), {"generation": {"no_such_field": 1}})
+        frame.replace_section(env_settings(), {"generation": {"no_such_field": 1}})
 
 
 def test_a_cell_s_identity_holds_its_benchmark_s_environment_settings_only_where_it_has_some(monkeypatch):
-    monkeypatch.setitem(real_model.BENCHMARKS, "bfcl", {**real_model.BENCHMARKS["bfcl"], "env": SPEC_ENV})
+    monkeypatch.setitem(frame.BENCHMARKS, "bfcl", {**frame.BENCHMARKS["bfcl"], "env": SPEC_ENV})
     tasks = [SimpleNamespace(id="a"), SimpleNamespace(id="b")]
 
     def identity(benchmark: str) -> dict:
@@ -60,9 +57,9 @@ def test_every_benchmark_s_own_environment_settings_pass_the_config_check():
                         "env": {"model": {"name_or_path": "smollm2-135m-instruct"}}})
 
     def check(changes: dict) -> None:
-        validate(dataclasses.replace(config, env=real_model.replace_section(config.env, changes)))
+        validate(dataclasses.replace(config, env=frame.replace_section(config.env, changes)))
 
-    own = [spec["env"] for spec in real_model.BENCHMARKS.values() if "env" in spec]
+    own = [spec["env"] for spec in frame.BENCHMARKS.values() if "env" in spec]
     assert own, "no benchmark sets env settings: this test checks nothing"
     for changes in own:
         check(changes)
@@ -107,3 +104,20 @@ def test_the_dynamics_figure_reads_each_epoch_s_valid_novel_in_band_p_hat_kl_and
     assert real_model.dynamics(rows, "random")[1][1]["env_kl"] is None  # random trains no environment: no KL line
     [png] = real_model.draw_figures(tmp_path, tmp_path / "figures")
     assert png.name == "real-model-arithmetic.png" and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_table_result_reads_back_in_the_frame_s_shape_and_in_the_bare_one_written_before(tmp_path):
+    """`result-BENCHMARK.json` is written by `frame.write_result` (the figures beside the settings
+    and the machine); a table measured before that, a bare object, reads back the same."""
+    result = {"benchmark": "arithmetic", "model": "m", "rows": {}, "complete": False}
+    args = argparse.Namespace(benchmark="arithmetic", out=str(tmp_path / "new"), seeds=3)
+    real_model.write_table_result(args, result)
+    path = real_model.result_path(tmp_path / "new", "arithmetic")
+    written = json.loads(path.read_text())
+    assert written["script"] == "benchmarks/effect/real_model.py" and written["settings"]["seeds"] == 3
+    assert {"cpu", "load_average", "torch_threads", "bf16_hardware"} <= set(written["machine"])
+    assert real_model.read_result(path) == result == written["figures"]
+    old = real_model.result_path(tmp_path / "old", "arithmetic")
+    old.parent.mkdir()
+    old.write_text(json.dumps(result))
+    assert real_model.read_result(old) == result

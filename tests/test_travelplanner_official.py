@@ -2,7 +2,7 @@
 
 The official `evaluation/commonsense_constraint.py`, `hard_constraint.py` and `eval.py`
 (OSU-NLP-Group/TravelPlanner, commit da7c1d4) are imported from
-$WORKBENCH_BENCHMARK_DATA/travelplanner/official/ by benchmarks/travelplanner_vs_official.py
+$WORKBENCH_BENCHMARK_DATA/travelplanner/official/ by benchmarks/fidelity/travelplanner_vs_official.py
 (symlinks in a temporary folder, stand-ins for the database classes filled from each query's
 sandbox) and judge the official training gold plans and perturbations of them. Every test
 compares the plugin's 18 verdicts with what that code decides; none uses the plugin's own
@@ -23,8 +23,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 pytest.importorskip("pandas")
 pytest.importorskip("numpy")
-import travelplanner_vs_official as harness  # noqa: E402
 from benchmark_data import benchmark_folder  # noqa: E402
+
+from benchmarks.fidelity import travelplanner_vs_official as harness  # noqa: E402
 
 tp = harness.tp
 START_CWD = os.getcwd()

@@ -318,7 +318,7 @@ class RunConfig:
     cold_start: ColdStartSettings | None = _f(
         None,
         "Fine-tune the agent and/or the environment model on the seed tasks before epoch 1 (off by default; "
-        "`workbench demo --model` and benchmarks/real_model.py turn it on). The result is merged into each model's "
+        "`workbench demo --model` and benchmarks/effect/real_model.py turn it on). The result is merged into each model's "
         "base, so the KL references and a LoRA run's base are the cold-started models.",
     )
     static_variations_per_seed: float = _f(

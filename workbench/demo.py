@@ -19,7 +19,7 @@ Arithmetic (the embedded default) is there to show GenEnv working: its genenv ru
 success rate p_hat of the generated tasks from about 0.15 into the band around alpha = 0.5
 (mean 0.43-0.56 over the last 4 of 16 epochs, run seeds 0-2), while its random run, the
 environment never updated, stays near 0.1 (docs/measurements.md, "The paper's central claim at
-toy scale"; `benchmarks/demo_claim.py` measures it, `tests/test_demo_claim.py` checks it).
+toy scale"; `benchmarks/effect/demo_claim.py` measures it, `tests/test_demo_claim.py` checks it).
 Two choices make that happen:
 
 * the agent is warm-started on a ladder of rungs (`arithmetic_ladder`), not on the seeds: it
@@ -641,11 +641,11 @@ REAL_SEEDS = 8  # the shortest seeds the real-model demo starts from (and shows 
 COLD_START_EXAMPLES = 64  # the real-model cold start makes at least this many passes' worth of examples
 # Rollouts sampled per optimizer step (TRL's default). One generate call for the whole mixture
 # (64 completions) made the agent phase 1.23x slower on one arithmetic epoch
-# (benchmarks/real_model_epoch.py): TRL then computes the rollouts' old log-probs in an extra
+# (benchmarks/cost/real_model_epoch.py): TRL then computes the rollouts' old log-probs in an extra
 # forward pass. Left off until a measurement shows it pays.
 REAL_STEPS_PER_GENERATION: int | None = None
 # Past this many tokens (agent prompt + answer) a sequence trains alone with activations recomputed: the update
-# keeps about 1.5 GiB of float32 activations per 530-token sequence (benchmarks/agent_phase.py), more than
+# keeps about 1.5 GiB of float32 activations per 530-token sequence (benchmarks/cost/agent_phase.py), more than
 # linearly in length, so two of TravelPlanner's ~2,400-token sequences would not fit this 24 GiB machine.
 REAL_LONG_SEQUENCE = 1024
 
@@ -723,7 +723,7 @@ def real_model_config(
         agent={"learning_rate": 1e-4, "num_generations": 4,
                # 16 completions an optimizer step in micro-batches of 2: the update's activations grow with the
                # micro-batch (about 1.5 GiB a 530-token sequence; 13.2 GiB peak at 8, 4.1 at 2 on BFCL, no slower:
-               # benchmarks/agent_phase.py, docs/real-model.md), and the rollouts are still sampled 16 a call
+               # benchmarks/cost/agent_phase.py, docs/real-model.md), and the rollouts are still sampled 16 a call
                "per_device_batch_size": micro_batch, "gradient_accumulation_steps": 16 // micro_batch,
                "steps_per_generation": REAL_STEPS_PER_GENERATION,
                "temperature": 0.7,  # at 1.0 a 135M model's rollouts are noise: every attempt fails, GRPO gets no signal

@@ -47,7 +47,7 @@ cut-offs, Li and Church's conditional random sampling: an estimate from at least
 `SKETCH_SIZE` shingles of the union, standard error about 0.025 at J = 0.8. So a task
 costs 16 bytes per sketch entry whatever its length. The sketches sit in an inverted index
 (hash -> tasks) kept as two numpy arrays sorted by hash, and one task's similarities to
-every indexed task take a few vectorised operations; `benchmarks/novelty_speed.py` prints
+every indexed task take a few vectorised operations; `benchmarks/cost/novelty_speed.py` prints
 the time for 64 tasks against 5,000 earlier ones.
 
 **One task, read-only.** `NoveltyTracker.classify(task)` gives one task's class by the same

@@ -13,7 +13,7 @@ whose checkpoint was still being written. At most one write is pending; the next
 waits for it first (the wait is part of that epoch's `time.checkpoint`), and a failed write
 raises there, as a `CheckpointError` naming the epoch. safetensors and torch.save release the
 GIL while they write, so the thread does not stall the training thread (measured in
-`benchmarks/checkpoint_overlap.py`).
+`benchmarks/cost/checkpoint_overlap.py`).
 """
 
 from __future__ import annotations

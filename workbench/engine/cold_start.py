@@ -5,7 +5,7 @@ it solves nothing, p_hat is 0 on every task, and genenv, random and static are t
 The paper starts from a 7B instruct model that already writes the formats; the cold start is
 this project's analog for a small model (docs/how-it-works.md, "Deviations"). It is off by
 default for a user's config (`cold_start: null`); `workbench demo --model` and
-`benchmarks/real_model.py` turn it on.
+`benchmarks/effect/real_model.py` turn it on.
 
 What each model learns, with TRL's `SFTTrainer` and the loss on the completion only:
 

@@ -14,7 +14,7 @@ probabilities. The vLLM backend passes the same format as vLLM's structured outp
 Why llguidance: it compiles a JSON Schema or regex against a Hugging Face tokenizer with no
 dependency beyond its own wheel, computes a token mask in tens of microseconds on a CPU, and is
 the library vLLM's `guidance` structured-output backend runs, so both backends decode the same
-language. `benchmarks/constrained_decoding.py` compares it with xgrammar's transformers
+language. `benchmarks/cost/constrained_decoding.py` compares it with xgrammar's transformers
 processor on speed and on the share of replies that parse.
 
 What the format cannot guarantee: a reply that reaches `env.generation.max_new_tokens` before it

@@ -67,7 +67,7 @@ class FiniteGradientGuard(TrainerCallback):
             more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
             trainable = sum(1 for p in model.parameters() if p.requires_grad and p.grad is not None)
             spread = (" Gradient clipping multiplies every gradient by the non-finite total norm, so where it started "
-                      "is not known from here (benchmarks/gpu_scale.py --find-nonfinite names the first tensor)."
+                      "is not known from here (benchmarks/cost/gpu_scale.py --find-nonfinite names the first tensor)."
                       if args.max_grad_norm and len(bad) == trainable > 1 else "")
             raise NonFiniteGradientError(
                 f"{self.role}: the gradient of optimizer step {int(state.global_step) + 1} holds inf/NaN in "

@@ -49,7 +49,7 @@ def resolve_dtype(setting: str, device: torch.device, trainable: bool = False, l
 
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU multiplies bfloat16 in hardware (AMX tiles or AVX512-BF16). There a
-    bfloat16 LoRA base makes a real-model epoch faster (benchmarks/real_model_epoch.py, variant
+    bfloat16 LoRA base makes a real-model epoch faster (benchmarks/cost/real_model_epoch.py, variant
     `float32`); on other CPUs bfloat16 matmuls are emulated and slower than float32."""
     try:
         return bool(torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported())

@@ -3,7 +3,7 @@
 torch takes every physical core by default, whatever else runs there. On a small CPU machine
 two torch processes (a training run and a test run, a notebook kernel beside a CLI run, or
 the ranks of `accelerate launch --cpu`) then each take all the cores, and their OpenMP
-threads spin while they wait for each other: `benchmarks/cpu_threads.py` measures how much
+threads spin while they wait for each other: `benchmarks/cost/cpu_threads.py` measures how much
 slower decoding gets (docs/measurements.md has the figures). So the workbench sets the count
 itself, from the `threads` config field, else the `WORKBENCH_THREADS` environment variable (one setting for every process of a session: a test
 run started with `WORKBENCH_THREADS=1` leaves a core to the training run beside it), else
@@ -14,7 +14,7 @@ That last default also looks at the machine's load when a run starts (`apply_thr
 load_aware=True)`): it takes only the cores that other processes' running threads leave free
 (Linux's `procs_running`), at least one. A run started beside another CPU-heavy process then
 takes one thread instead of OpenMP threads that spin waiting for each other on a taken core
-(`benchmarks/shared_cpu.py` measures it). Such a run follows the load from then on
+(`benchmarks/cost/shared_cpu.py` measures it). Such a run follows the load from then on
 (`EpochThreads`): at the start of each epoch it takes the default share again, lowered to the
 cores left free at that moment, so a run started beside a finishing job gets its second core
 back at the next epoch. The bits of a gradient depend on the thread count, so each epoch's count

@@ -277,7 +277,7 @@ def headline_table(runs: Sequence[RunSource], evals: Sequence[EvalSource],
     return Table(["run / model", "benchmark", "headline metric", "value (%)", "folder"], rows, "Which metric each column shows.", digits=1)
 
 
-P_HAT_TAIL_EPOCHS = 4  # the last epochs the report's first figure sums up (as benchmarks/demo_claim.py does)
+P_HAT_TAIL_EPOCHS = 4  # the last epochs the report's first figure sums up (as benchmarks/effect/demo_claim.py does)
 
 
 def p_hat_tail_note(run: RunSource, last: int = P_HAT_TAIL_EPOCHS) -> str:

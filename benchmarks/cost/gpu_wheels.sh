@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Downloads into .whl/ the Python wheels that a lent GPU machine (the device image 'cuda': Python 3.12,
-# torch 2.11, transformers 5.17, accelerate, peft, no internet) lacks for benchmarks/gpu_run.sh, and
+# torch 2.11, transformers 5.17, accelerate, peft, no internet) lacks for benchmarks/cost/gpu_run.sh, and
 # nothing else. The device call carries them (`carry: [".whl"]`); gpu_run.sh installs them with
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/gpu-run-site/site-packages .whl/*.whl
 #
-#   bash benchmarks/gpu_wheels.sh          # in the repository root; prints the total size
-#   GPU_WHEELS_TRANSFORMERS=none bash benchmarks/gpu_wheels.sh   # keep the image's transformers 5.17
+#   bash benchmarks/cost/gpu_wheels.sh          # in the repository root; prints the total size
+#   GPU_WHEELS_TRANSFORMERS=none bash benchmarks/cost/gpu_wheels.sh   # keep the image's transformers 5.17
 #
 # The list, worked out from pyproject.toml's dependencies, the image's package list
 # (.library/device/KINDS.md, "Python packages already there") and a run of gpu_run.sh's tiny shape
@@ -26,7 +26,7 @@
 # pandas, pyarrow, fsspec, xxhash, huggingface-hub, tokenizers, safetensors, jinja2, psutil, attrs, packaging.
 # Versions are the development venv's (tested here); one version of each, or the device's pip stops.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 limit_mib=${GPU_WHEELS_LIMIT_MIB:-48}  # the working tree travels too: 64 MiB in all
 wheels=(trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 dacite==1.9.2
         jsonschema==4.26.0 referencing==0.37.0 jsonschema-specifications==2025.9.1 rpds-py==2026.9.1 llguidance==1.9.1)

@@ -12,11 +12,11 @@ and keeps the highest value seen while sampling rollouts and while updating, bes
 memory after the models loaded and the process's high-water mark (`ru_maxrss`). Run each variant
 in its own process: the high-water mark never goes down.
 
-    python benchmarks/agent_phase.py --domain alfworld [--max-completion 64]
-    python benchmarks/agent_phase.py --domain bfcl --longest-under 1600   # the held-out table's longest BFCL prompts
-    python benchmarks/agent_phase.py --domain bfcl --micro-batch 4        # 4 x 4 accumulation, same 16 per step
-    python benchmarks/agent_phase.py --domain bfcl --gradient-checkpointing
-    python benchmarks/agent_phase.py --domain travelplanner --tasks 4   # the demo's first epoch: 4 seeds x 4, one step
+    python benchmarks/cost/agent_phase.py --domain alfworld [--max-completion 64]
+    python benchmarks/cost/agent_phase.py --domain bfcl --longest-under 1600   # the held-out table's longest BFCL prompts
+    python benchmarks/cost/agent_phase.py --domain bfcl --micro-batch 4        # 4 x 4 accumulation, same 16 per step
+    python benchmarks/cost/agent_phase.py --domain bfcl --gradient-checkpointing
+    python benchmarks/cost/agent_phase.py --domain travelplanner --tasks 4   # the demo's first epoch: 4 seeds x 4, one step
 """
 
 from __future__ import annotations
@@ -31,6 +31,11 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+if __name__ == "__main__":  # run as a script: the repository and plugins/ first on sys.path
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
+
+from benchmarks import frame
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -81,14 +86,13 @@ def main() -> None:
     from workbench.demo import real_model_config
     from workbench.engine.loop import CoEvolution
     from workbench.engine.models import cpu_description
+    from workbench.records import epoch_records
 
     seed_ids, options = None, None
     if args.longest_under:
-        from real_model import BENCHMARKS  # the held-out table's records (BFCL: simple_python and multiple)
-
         from workbench.contract.registry import load_registry
 
-        options = BENCHMARKS[args.domain]["options"]
+        options = frame.BENCHMARKS[args.domain]["options"]  # the held-out table's records (BFCL: simple_python and multiple)
         fitting = [t for t in load_registry().domain(args.domain).seed_tasks(options) if len(t.prompt) + len(t.system or "") <= args.longest_under]
         seed_ids = [t.id for t in sorted(fitting, key=lambda t: len(t.prompt) + len(t.system or ""))[-args.tasks:]]
     config = real_model_config(args.model, args.domain, mode="seeds", epochs=1, seed=0, seed_ids=seed_ids, options=options)
@@ -133,12 +137,12 @@ def main() -> None:
             return out
 
         trainer._generate_and_score_completions = shapes
-        record = run.step()
-    agent = record["time"]["agent"]
+        (record,) = epoch_records([run.step()])
+    agent = record.time["agent"]
     figures = {
         "domain": args.domain, "max_completion_length": config.agent.max_completion_length, "agent_phase_s": round(agent, 1),
         "rollout_sampling_s": round(sampling["seconds"], 1), "sampling_share": round(sampling["seconds"] / agent, 3),
-        "update_s": round(agent - sampling["seconds"], 1), "optimizer_steps": record["agent_steps"], "batches": sampling["batches"],
+        "update_s": round(agent - sampling["seconds"], 1), "optimizer_steps": record.agent_steps, "batches": sampling["batches"],
         "prompt_chars_max": max(len(t.prompt) + len(t.system or "") for t in run.seeds),
         "micro_batch": config.agent.per_device_batch_size, "gradient_accumulation_steps": config.agent.gradient_accumulation_steps,
         "gradient_checkpointing": config.agent.model.gradient_checkpointing,
@@ -151,5 +155,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "plugins"), str(Path(__file__).resolve().parent)]
     main()

@@ -6,7 +6,7 @@ plugin's built-in expert steps), every task is scored against its gold output re
 model text, through the same `Domain.score` path that `workbench score` uses. Prints
 items/s and the share scored correct (a sanity check: gold should be ~100%). Usage:
 
-    WORKBENCH_BENCHMARK_DATA=../shared/benchmarks python benchmarks/scoring_throughput.py [--repeat 3]
+    WORKBENCH_BENCHMARK_DATA=../shared/benchmarks python benchmarks/cost/scoring_throughput.py [--repeat 3]
 """
 
 from __future__ import annotations
@@ -14,9 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Callable
+
+if __name__ == "__main__":  # run as a script: the repository and plugins/ first on sys.path
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
 
 from workbench.contract.registry import load_registry
 from workbench.contract.tasks import Task
@@ -54,7 +58,8 @@ def sources() -> list[tuple[str, Callable[[], list[Task]], Callable[[Task], str]
         base = Path(root)
         out.append(("api_bank", lambda: registry.domain("api_bank").load_benchmark(base / "api_bank"), gold_apibank))
         out.append(("bamboogle", lambda: registry.domain("bamboogle").load_benchmark(base / "bamboogle" / "data.json"), gold_bamboogle))
-        out.append(("travelplanner", lambda: registry.domain("travelplanner").load_benchmark(base / "travelplanner" / "std_travelplanner.jsonl"), gold_travelplanner))
+        plans = base / "travelplanner" / "std_travelplanner.jsonl"
+        out.append(("travelplanner", lambda: registry.domain("travelplanner").load_benchmark(plans), gold_travelplanner))
     try:
         import bfcl_eval
 

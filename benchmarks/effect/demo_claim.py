@@ -9,7 +9,7 @@ the time the warm start took when the models were not cached. The demo's claim h
 genenv's mean p_hat over the last epochs is within [0.3, 0.7] for every seed while random's
 stays below (the last line says whether it did). Usage:
 
-    WORKBENCH_THREADS=1 python benchmarks/demo_claim.py [--epochs 16] [--last 4] [--seeds 0,1,2] [--out runs/claim]
+    WORKBENCH_THREADS=1 python benchmarks/effect/demo_claim.py [--epochs 16] [--last 4] [--seeds 0,1,2] [--out runs/claim]
 """
 
 from __future__ import annotations
@@ -17,17 +17,28 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
+import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if __name__ == "__main__":  # run as a script: the repository and plugins/ first on sys.path
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
+
+from benchmarks import frame
+
+if TYPE_CHECKING:
+    from workbench.records import EpochRecord
 
 CLAIM_BAND = (0.3, 0.7)  # genenv's mean p_hat over the last epochs must land here, on every seed
 
 
-def run_mode(mode: str, epochs: int, seed: int, out: Path, k_min: float | None) -> tuple[list[dict], float, float]:
+def run_mode(mode: str, epochs: int, seed: int, out: Path, k_min: float | None) -> tuple[list[EpochRecord], float, float]:
+    """One demo run of `mode`: its epoch records, its seconds and the band half-width it ran with."""
     from workbench.demo import demo_config, prepare_demo_models
     from workbench.engine.loop import CoEvolution
+    from workbench.records import epoch_records
 
     agent, env = prepare_demo_models(progress=lambda m: None)
     start = time.perf_counter()
@@ -35,33 +46,22 @@ def run_mode(mode: str, epochs: int, seed: int, out: Path, k_min: float | None) 
     if k_min is not None:
         config.curriculum.k_min = k_min
     run = CoEvolution(config, out / mode)
-    metrics = run.run()
+    metrics = epoch_records(run.run())
     return metrics, time.perf_counter() - start, config.curriculum.k_min
 
 
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (Linux), else what platform says."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def summarise(metrics: list[dict], last: int, k_min: float) -> dict[str, float]:
+def summarise(metrics: list[EpochRecord], last: int, k_min: float) -> dict[str, float]:
     tail = metrics[-last:]
-    p_hats = [p for m in tail for p in m["p_hat"]]
+    p_hats = [p for m in tail for p in m.p_hat or []]
     alpha = 0.5
     return {
         "tasks": len(p_hats),
         "mean_abs_gap": sum(abs(p - alpha) for p in p_hats) / max(len(p_hats), 1),
         "frac_in_band": sum(abs(p - alpha) <= k_min + 1e-9 for p in p_hats) / max(len(p_hats), 1),
         "frac_in_paper_band": sum(abs(p - alpha) <= 0.1 + 1e-9 for p in p_hats) / max(len(p_hats), 1),
-        "env_updates": sum(1 for m in metrics if m.get("env_update") and not m.get("env_rolled_back")),
+        "env_updates": sum(1 for m in metrics if m.env_update and not m.env_rolled_back),
         "p_hat_mean": sum(p_hats) / max(len(p_hats), 1),
-        "valid_rate": sum(m["valid"] for m in tail) / max(sum(m["candidates"] for m in tail), 1),
+        "valid_rate": sum(m.valid for m in tail) / max(sum(m.candidates for m in tail), 1),
     }
 
 
@@ -82,7 +82,7 @@ def main() -> None:
     args = parser.parse_args()
     out = Path(args.out)
     seeds = [int(s) for s in args.seeds.split(",")]
-    print(f"CPU: {cpu_model()}; load average before the runs: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+    print(f"CPU: {frame.cpu_model()}; load average before the runs: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
           f"WORKBENCH_THREADS={os.environ.get('WORKBENCH_THREADS', '(unset)')}")
     from workbench.demo import prepare_demo_models
 
@@ -98,7 +98,7 @@ def main() -> None:
             metrics, seconds, k_min = run_mode(mode, args.epochs, seed, out / f"seed{seed}", args.k_min)
             summary = summarise(metrics, args.last, k_min) | {"seconds": round(seconds, 1)}
             per_seed[mode].append(summary)
-            print(f"seed {seed} {mode:7} per epoch p_hat_mean: {[round(m['p_hat_mean'] or 0, 3) for m in metrics]}")
+            print(f"seed {seed} {mode:7} per epoch p_hat_mean: {[round(m.p_hat_mean or 0, 3) for m in metrics]}")
             print(f"seed {seed} {mode:7} last {args.last} epochs: {json.dumps(summary)}", flush=True)
     peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print()

@@ -19,7 +19,7 @@ for each run seed (`--seeds`, at least 3), every row is measured:
 
 Each row is `workbench.demo.real_model_config` (the `workbench demo --model` settings: LoRA on
 both models, n = 4, few-shot turns, the cold start) with the training split as its seeds, sized
-per benchmark in `BENCHMARKS` (epochs, tasks an epoch, mixture). The cold start of a run seed is
+per benchmark in `benchmarks.frame.BENCHMARKS` (epochs, tasks an epoch, mixture). The cold start of a run seed is
 computed once (by the `cold` row) and copied by the other rows of that seed from the workbench
 cache, so every row of a seed starts from the same cold-started models (a benchmark may size its
 cold start in `BENCHMARKS`: BFCL's fixes `cold_start.seed`, so one cold start serves every run
@@ -34,10 +34,10 @@ named rows again). `--workers N` measures N cells at once (the cold starts first
 each child with the cores shared out and its output in `OUT/logs/`. `OUT/result-BENCHMARK.json`
 gathers the cells.
 
-    python benchmarks/real_model.py --benchmark arithmetic --out runs/real-model
-    python benchmarks/real_model.py --benchmark bfcl --rows genenv --seeds 2 --flop-bound --out runs/flops  # phases vs the FLOP bound
-    python benchmarks/real_model.py --table runs/real-model
-    python benchmarks/real_model.py --figures runs/real-model --to docs/figures
+    python benchmarks/effect/real_model.py --benchmark arithmetic --out runs/real-model
+    python benchmarks/effect/real_model.py --benchmark bfcl --rows genenv --seeds 2 --flop-bound --out runs/flops  # phases vs the FLOP bound
+    python benchmarks/effect/real_model.py --table runs/real-model
+    python benchmarks/effect/real_model.py --figures runs/real-model --to docs/figures
 
 `--table` prints, per benchmark: mean +/- sd over seeds per row, the paired differences genenv -
 random and genenv - static (mean +/- sd of the per-seed differences), wall time and peak memory per
@@ -50,7 +50,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
-import hashlib
 import json
 import os
 import resource
@@ -60,6 +59,11 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+if __name__ == "__main__":  # run as a script (its cells too): the repository and plugins/ first on sys.path
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
+
+from benchmarks import frame
 
 ROWS = ["base", "cold", "seeds", "static", "random", "genenv"]
 TRAINED = ["seeds", "static", "random", "genenv"]
@@ -80,68 +84,6 @@ VARIANTS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
     "genenv-pg-over": ("genenv", {"env": {"constrained": True, "update": "pg", "candidates_per_task": 2}}),
 }
 ALL_ROWS = ROWS + list(VARIANTS)
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
-
-# Each benchmark's records, split sizes and run sizes. `epochs`, `tasks` (generated a run epoch),
-# `base`/`history` (seeds and earlier tasks in the mixture): docs/real-model.md says how they were chosen.
-# A benchmark may set its own `cold_start` sizes and `env` settings ({"generation": {"stop_repeats": 3}}, say);
-# both enter its cells' identity. BFCL keeps two seeds shown: one cut its valid tasks from 8 to 1 of 32
-# (benchmarks/env_validity.py, docs/real-model.md).
-BENCHMARKS: dict[str, dict[str, Any]] = {
-    # 384 held-out tasks by rung (answered 4 times each with --reeval 4) and 5 run seeds give the paired differences an
-    # interval of a few points; 12 epochs let genenv's p_hat curve settle; one cold start (seed 0) serves every run
-    # seed, so the rows of a seed differ only in the co-evolution (docs/real-model.md)
-    "arithmetic": {"options": {"count": 2000}, "train": 96, "heldout": 384, "stratify": True,
-                   "epochs": 12, "tasks": 8, "base": 4, "history": 4, "cold_start": {"seed": 0}},
-    # BFCL's environment examples are ~1,500-token sequences (two rendered seeds shown, one written): the cold
-    # start fine-tunes the environment on the first 48 seeds (the agent on all 96: on 48 it learned too little), and one
-    # cold start (seed 0) serves every run seed (docs/real-model.md)
-    "bfcl": {"options": {"categories": ["simple_python", "multiple"]}, "train": 96, "heldout": 64,
-             "epochs": 4, "tasks": 8, "base": 4, "history": 4, "cold_start": {"env_max_seeds": 48, "seed": 0},
-             # a reply that never closes its JSON holds its batch of 8 to the cap: stop it at 3 repeats of one span,
-             # and cap replies at 480 tokens instead of 624 (1.65x the longest rendered seed, 291 tokens, which no valid
-             # reply in the earlier tables' 400 candidates exceeded): docs/real-model.md, "The budget of the BFCL table"
-             "env": {"generation": {"stop_repeats": 3, "max_new_tokens": 480}}},
-    # no level-1 prompt is under 1,600 characters (median 2,836): API-Bank allows 2,400 (89 of its 399 records fit)
-    "api_bank": {"options": {"data_path": str(SHARED / "api_bank" / "level-1-api_processed.json")}, "train": 16, "heldout": 48,
-                 "max_prompt_chars": 2400, "epochs": 2, "tasks": 4, "base": 2, "history": 2},
-    "alfworld": {"options": {}, "train": 16, "heldout": 22, "epochs": 2, "tasks": 4, "base": 2, "history": 2},
-    "bamboogle": {"options": {"data_path": str(SHARED / "bamboogle" / "data.json")}, "train": 16, "heldout": 48,
-                  "epochs": 2, "tasks": 4, "base": 2, "history": 2},
-    "travelplanner": {"options": {}, "train": 8, "heldout": 16, "epochs": 2, "tasks": 4, "base": 2, "history": 2},
-}
-
-
-# ---------------------------------------------------------------------------- the split
-
-
-def split(tasks: list[Any], train: int, heldout: int, max_prompt_chars: int, rung: Any = None) -> tuple[list[Any], list[Any]]:
-    """Disjoint (training seeds, held-out set): records ordered by a hash of their ids (stable
-    across runs and machines), prompts over `max_prompt_chars` left out to bound CPU time. With
-    `rung` (task -> difficulty rung), the held-out set takes heldout / rungs tasks from every rung
-    present, in hash order; the training seeds are the first others in hash order."""
-    fitting = [t for t in tasks if len(t.prompt) + len(t.system or "") <= max_prompt_chars]
-    ordered = sorted(fitting, key=lambda t: hashlib.sha256(t.id.encode()).hexdigest())
-    if len(ordered) < train + heldout:
-        raise SystemExit(f"only {len(ordered)} records fit; asked for {train} training seeds + {heldout} held out")
-    if rung is None:
-        return ordered[:train], ordered[train : train + heldout]
-    rungs = sorted({r for r in map(rung, ordered) if r is not None})
-    quota = heldout // len(rungs)
-    taken: dict[int, int] = dict.fromkeys(rungs, 0)
-    held, rest = [], []
-    for task in ordered:
-        r = rung(task)
-        if r is not None and taken[r] < quota:
-            taken[r] += 1
-            held.append(task)
-        else:
-            rest.append(task)
-    short = {r: n for r, n in taken.items() if n < quota}
-    if short or len(rest) < train:
-        raise SystemExit(f"cannot stratify {heldout} held-out tasks over rungs {rungs} ({quota} each; short: {short}) "
-                         f"and keep {train} training seeds; load more records (options)")
-    return rest[:train], held
 
 
 # ---------------------------------------------------------------------------- one cell
@@ -183,12 +125,13 @@ def final_agent(args: argparse.Namespace, row: str, seed: int, config: Any) -> A
     from workbench.config import ModelSettings
     from workbench.engine.checkpoint import latest_checkpoint
     from workbench.engine.models import load_model
+    from workbench.run_layout import RunLayout
 
-    run_dir = Path(args.out) / "runs" / f"{args.benchmark}-{row}-s{seed}"
+    run_dir = cell_run_dir(args, row, seed)
     settings = ModelSettings(name_or_path=args.model, device="cpu", dtype=config.agent.model.dtype)
     if row == "base":
         return load_model(settings, "--model", trainable=False)
-    cold = dataclasses.replace(settings, name_or_path=str(run_dir / "cold_start" / "agent"))
+    cold = dataclasses.replace(settings, name_or_path=str(RunLayout(run_dir).cold_start_dir / "agent"))
     if row == "cold":
         return load_model(cold, "--model", trainable=False)
     checkpoint = latest_checkpoint(run_dir)
@@ -200,13 +143,13 @@ def final_agent(args: argparse.Namespace, row: str, seed: int, config: Any) -> A
 
 
 def train_config(args: argparse.Namespace, row: str, seed: int, seed_ids: list[str]) -> Any:
-    """The `workbench demo --model` config on the training split, sized by BENCHMARKS: `tasks`
+    """The `workbench demo --model` config on the training split, sized by `frame.BENCHMARKS`: `tasks`
     generated an epoch, a mixture of `tasks` new + `base` seeds + `history` earlier tasks (the
     `seeds` row: a mixture of as many seeds alone); `static` generates as many variations up front
     as random and genenv generate over all their epochs. Every row has the cold start."""
     from workbench.demo import real_model_config
 
-    spec = BENCHMARKS[args.benchmark]
+    spec = frame.BENCHMARKS[args.benchmark]
     epochs = args.epochs or spec["epochs"]
     mode, changes = VARIANTS.get(row, (row if row in TRAINED else "genenv", {}))
     config = real_model_config(args.model, args.benchmark, mode=mode, epochs=epochs,
@@ -214,7 +157,7 @@ def train_config(args: argparse.Namespace, row: str, seed: int, seed_ids: list[s
     pool = dataclasses.replace(config.pool, base_per_epoch=spec["base"], history_per_epoch=spec["history"], max_new_per_epoch=spec["tasks"])
     if row == "seeds":  # no generated tasks: the agent's mixture is as many seeds as the others' whole mixture
         pool = dataclasses.replace(pool, base_per_epoch=spec["base"] + spec["history"] + spec["tasks"], history_per_epoch=0)
-    env = replace_section(replace_section(config.env, spec.get("env", {})), changes.get("env", {}))
+    env = frame.replace_section(frame.replace_section(config.env, spec.get("env", {})), changes.get("env", {}))
     return dataclasses.replace(
         config,
         cold_start=dataclasses.replace(config.cold_start, **spec.get("cold_start", {})) if config.cold_start else None,
@@ -225,23 +168,17 @@ def train_config(args: argparse.Namespace, row: str, seed: int, seed_ids: list[s
     )
 
 
-def replace_section(section: Any, changes: dict[str, Any]) -> Any:
-    """A config dataclass with `changes`; a dict for a field that is itself a dataclass
-    (`env.generation`) changes that one's fields."""
-    nested = {k: replace_section(getattr(section, k), v) for k, v in changes.items() if isinstance(v, dict)}
-    return dataclasses.replace(section, **{**changes, **nested})
-
-
 def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any]:
     """One (row, seed): train as the row says (nothing for base), then evaluate on the held-out set."""
     import torch
 
     from workbench.config import ModelSettings
+    from workbench.contract.registry import load_registry
     from workbench.engine import cold_start
     from workbench.engine.loop import CoEvolution, RunError
     from workbench.engine.models import load_model, load_tokenizer
     from workbench.engine.threads import apply_threads
-    from workbench.contract.registry import load_registry
+    from workbench.records import epoch_records
     from workbench.run_layout import RunLayout
 
     start = time.perf_counter()
@@ -250,14 +187,12 @@ def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any
     train, heldout = benchmark_split(args, domain)
     config = train_config(args, row, seed, [t.id for t in train])
     max_new = config.agent.max_completion_length
-    run_dir = Path(args.out) / "runs" / f"{args.benchmark}-{row}-s{seed}"
+    run_dir = cell_run_dir(args, row, seed)
     cell: dict[str, Any] = {"row": row, "seed": seed, "load_before": os.getloadavg()[0], "threads": torch.get_num_threads()}
     peak = None
     if args.flop_bound and row in TRAINED + list(VARIANTS):
-        from flop_bound import matmul_peak
-
-        peak = matmul_peak(getattr(torch, config.agent.model.dtype))  # with the threads the run uses, before it
-        cell["flop_bound_gflops"] = peak / 1e9
+        peak = frame.measure_roofline(getattr(torch, config.agent.model.dtype))  # with the threads the run uses, before it
+        cell["flop_bound_gflops"], cell["bandwidth_gbs"] = peak.peak / 1e9, peak.bandwidth / 1e9
     tokenizer = load_tokenizer(config.agent.model, "--model")
     if row in ("base", "cold"):
         settings = ModelSettings(name_or_path=args.model, device="cpu", dtype=config.agent.model.dtype)
@@ -290,13 +225,11 @@ def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any
 
             check_run_folder(run_dir, n=config.agent.num_generations)  # raises on a broken invariant
             if peak is not None:
-                from flop_bound import describe, phase_ratios
-
-                cell["flops"] = phase_ratios(run, run_dir, records, peak)
-                print(f"matrix-product bound: {peak / 1e9:.1f} GFLOP/s ({cell['threads']} threads)")
+                cell["flops"] = frame.phase_ratios(run, run_dir, records, peak)
+                print(f"{peak.describe()} ({cell['threads']} threads)")
                 for epoch in cell["flops"]:
-                    print(describe(epoch), flush=True)
-        cell["epochs"] = [_epoch_summary(r) for r in records]
+                    print(frame.describe_flops(epoch), flush=True)
+        cell["epochs"] = [_epoch_summary(r) for r in epoch_records(records)]
         del run
         gc.collect()
     cell["seconds"] = time.perf_counter() - start
@@ -304,20 +237,57 @@ def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any
     return cell
 
 
+# The fields of each epoch record a cell keeps (its `epochs`): `cell_epochs` reads them back as `EpochRecord`s.
 EPOCH_KEYS = ("epoch", "candidates", "valid", "valid_distinct", "p_hat", "p_hat_mean", "frac_in_band", "in_band_for_env",
               "agent_success_seed", "agent_reward_mean", "env_kl", "env_rolled_back", "difficulty", "novelty", "redraws", "json_repaired",
               "rejections", "agent_micro_batches", "env_pg", "time")
 
 
-def _epoch_summary(record: dict[str, Any]) -> dict[str, Any]:
-    return {k: record.get(k) for k in EPOCH_KEYS if k in record}
+def _epoch_summary(record: Any) -> dict[str, Any]:
+    """The fields of an `EpochRecord` a cell keeps (`EPOCH_KEYS`), as its JSON line has them."""
+    line = record.to_dict()
+    return {k: line[k] for k in EPOCH_KEYS if k in line}
+
+
+def cell_epochs(cell: dict[str, Any]) -> list[Any]:
+    """A trained cell's epochs (`_epoch_summary`) read back as `workbench.records.EpochRecord`s:
+    a field the cell did not keep is None."""
+    from workbench.records import EpochRecord
+
+    return [EpochRecord.from_dict(e) for e in cell.get("epochs", [])]
+
+
+def cell_run_dir(args: argparse.Namespace, row: str, seed: int) -> Path:
+    """The run folder a trained cell leaves (and a cold start is made in)."""
+    return Path(args.out) / "runs" / f"{args.benchmark}-{row}-s{seed}"
+
+
+def cell_path(out: Path, benchmark: str, row: str, seed: int) -> Path:
+    return out / "cells" / f"{benchmark}-{row}-s{seed}.json"
+
+
+def read_cell(path: Path) -> dict[str, Any]:
+    """A cell file, as `_save` wrote it: the one reader of the table's own cells."""
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def result_path(out: Path, benchmark: str) -> Path:
+    return out / f"result-{benchmark}.json"
+
+
+def read_result(path: Path) -> dict[str, Any]:
+    """A table's result (`gather`, written by `frame.write_result`; a result written before the
+    shared format is the same object without the frame)."""
+    return frame.read_figures(path)
+
+
+def write_table_result(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    frame.write_result(result_path(Path(args.out), args.benchmark), script=__file__, figures=result, settings=args)
 
 
 def benchmark_split(args: argparse.Namespace, domain: Any) -> tuple[list[Any], list[Any]]:
-    spec = BENCHMARKS[args.benchmark]
-    max_chars = args.max_prompt_chars or spec.get("max_prompt_chars", 1600)
-    rung = domain.difficulty if spec.get("stratify") else None
-    return split(domain.seed_tasks(dict(spec["options"])), args.train or spec["train"], args.heldout or spec["heldout"], max_chars, rung)
+    """The table's split of `args.benchmark` at the sizes the command line gives (`frame.benchmark_split`)."""
+    return frame.benchmark_split(args.benchmark, domain, args.train, args.heldout, args.max_prompt_chars)
 
 
 # ---------------------------------------------------------------------------- the table
@@ -325,8 +295,8 @@ def benchmark_split(args: argparse.Namespace, domain: Any) -> tuple[list[Any], l
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Every missing (row, seed) cell, each in a child process; then the result gathered."""
-    from workbench.engine.models import cpu_description
     from workbench.contract.registry import load_registry
+    from workbench.engine.models import cpu_description
 
     out = Path(args.out)
     domain = load_registry().domain(args.benchmark)
@@ -339,8 +309,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     pending = []
     for seed in range(args.seeds):  # seed by seed: a table stopped part-way holds whole seeds, each row's pair for the others
         for row in [r for r in ALL_ROWS if r in args.rows]:
-            path = cells_dir / f"{args.benchmark}-{row}-s{seed}.json"
-            if path.exists() and row not in args.redo and json.loads(path.read_text()).get("identity") == identity:
+            path = cell_path(out, args.benchmark, row, seed)
+            if path.exists() and row not in args.redo and read_cell(path).get("identity") == identity:
                 continue
             pending.append((row, seed))
     # The cold starts first, one at a time: the trained rows copy them from the cache, and two
@@ -349,7 +319,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     run_cells(args, [c for c in pending if c[0] != "cold"], args.workers)
     result = gather(out, args.benchmark, identity, args.seeds)
     result["cpu"] = cpu_description()
-    _save(out / f"result-{args.benchmark}.json", result)
+    write_table_result(args, result)
     return result
 
 
@@ -385,7 +355,7 @@ def run_cells(args: argparse.Namespace, cells: list[tuple[str, int]], workers: i
             if proc.returncode != 0:
                 failed.append(f"cell {row} seed {seed} failed (exit {proc.returncode})" + (f"; its output: {log.name}" if log else ""))
                 continue
-            cell = json.loads((out / "cells" / f"{name}.json").read_text())
+            cell = read_cell(cell_path(out, args.benchmark, row, seed))
             score = cell.get("eval", {}).get("score")
             print(f"  {row:<7} seed {seed}: {score if score is None else round(100 * score, 1)} "
                   f"({time.perf_counter() - started:.0f} s, peak {cell['peak_rss_gib']:.2f} GiB)", flush=True)
@@ -404,10 +374,10 @@ def reevaluate(args: argparse.Namespace) -> None:
     identity = _identity(args, train, heldout)
     for row in [r for r in ALL_ROWS if r in args.rows]:
         for seed in range(args.seeds):
-            path = out / "cells" / f"{args.benchmark}-{row}-s{seed}.json"
+            path = cell_path(out, args.benchmark, row, seed)
             if not path.exists():
                 continue
-            cell = json.loads(path.read_text())
+            cell = read_cell(path)
             if cell.get("identity") != identity or "eval" not in cell or (cell.get("eval_samples") or {}).get("samples") == args.reeval:
                 continue
             cmd = [sys.executable, __file__, "--cell-eval", row, str(seed), str(args.reeval), "--benchmark", args.benchmark,
@@ -415,25 +385,26 @@ def reevaluate(args: argparse.Namespace) -> None:
             started = time.perf_counter()
             if subprocess.run(cmd).returncode != 0:
                 raise SystemExit(f"re-evaluating {row} seed {seed} failed")
-            score = json.loads(path.read_text())["eval_samples"]["score"]
+            score = read_cell(path)["eval_samples"]["score"]
             print(f"  {row:<7} seed {seed}: {100 * score:.1f} over {args.reeval} answers a task ({time.perf_counter() - started:.0f} s)", flush=True)
     result = gather(out, args.benchmark, identity, args.seeds)
-    result["cpu"] = json.loads((out / f"result-{args.benchmark}.json").read_text()).get("cpu") if (out / f"result-{args.benchmark}.json").exists() else None
-    _save(out / f"result-{args.benchmark}.json", result)
+    previous = result_path(out, args.benchmark)
+    result["cpu"] = read_result(previous).get("cpu") if previous.exists() else None
+    write_table_result(args, result)
 
 
 def eval_cell(args: argparse.Namespace, row: str, seed: int, samples: int) -> None:
     """One cell's final agent evaluated with `samples` answers a task, saved into its cell file."""
+    from workbench.contract.registry import load_registry
     from workbench.engine.models import load_tokenizer
     from workbench.engine.threads import apply_threads
-    from workbench.contract.registry import load_registry
 
     apply_threads(None)
     domain = load_registry().domain(args.benchmark)
     train, heldout = benchmark_split(args, domain)
     config = train_config(args, row, seed, [t.id for t in train])
-    path = Path(args.out) / "cells" / f"{args.benchmark}-{row}-s{seed}.json"
-    cell = json.loads(path.read_text())
+    path = cell_path(Path(args.out), args.benchmark, row, seed)
+    cell = read_cell(path)
     start = time.perf_counter()
     model = final_agent(args, row, seed, config)
     result = evaluate(domain, heldout, model, load_tokenizer(config.agent.model, "--model"), config.agent.max_completion_length, seed, samples)
@@ -443,11 +414,12 @@ def eval_cell(args: argparse.Namespace, row: str, seed: int, samples: int) -> No
 
 
 def _identity(args: argparse.Namespace, train: list[Any], heldout: list[Any]) -> dict[str, Any]:
-    identity = {"benchmark": args.benchmark, "model": args.model, "epochs": args.epochs or BENCHMARKS[args.benchmark]["epochs"],
+    spec = frame.BENCHMARKS[args.benchmark]
+    identity = {"benchmark": args.benchmark, "model": args.model, "epochs": args.epochs or spec["epochs"],
                 "train_ids": [t.id for t in train], "heldout_ids": [t.id for t in heldout]}
     for key in ("cold_start", "env"):  # a benchmark's own settings (the others take the run's): without them, another table
-        if key in BENCHMARKS[args.benchmark]:
-            identity[key] = BENCHMARKS[args.benchmark][key]
+        if key in spec:
+            identity[key] = spec[key]
     return identity
 
 
@@ -465,9 +437,9 @@ def gather(out: Path, benchmark: str, identity: dict[str, Any], seeds: int) -> d
     for row in ALL_ROWS:
         cells = []
         for seed in range(seeds):
-            path = out / "cells" / f"{benchmark}-{row}-s{seed}.json"
+            path = cell_path(out, benchmark, row, seed)
             if path.exists():
-                cell = json.loads(path.read_text())
+                cell = read_cell(path)
                 if cell.get("identity") == identity:
                     cells.append(cell)
         if cells:
@@ -477,6 +449,7 @@ def gather(out: Path, benchmark: str, identity: dict[str, Any], seeds: int) -> d
 
 
 def _save(path: Path, data: dict[str, Any]) -> None:
+    """A cell file, atomically (the table's own file: `read_cell` reads it)."""
     from workbench.contract.files import atomic_write_text
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -552,7 +525,7 @@ def _mean_sd(values: list[float]) -> str:
 
 
 def print_table(out: Path) -> None:
-    results = [json.loads(p.read_text()) for p in sorted(out.glob("result-*.json"))]
+    results = [read_result(p) for p in sorted(out.glob("result-*.json"))]
     if not results:
         raise SystemExit(f"no result-*.json in {out}")
     for r in results:
@@ -606,32 +579,33 @@ def print_rungs(rows: dict[str, Any]) -> None:
         print(f"| {row} | " + " | ".join(values) + " |")
 
 
+def row_epochs(rows: dict[str, Any], row: str) -> dict[int, list[Any]]:
+    """Per seed, the epochs of a trained row's cells as `EpochRecord`s (`cell_epochs`)."""
+    return {cell["seed"]: cell_epochs(cell) for cell in rows.get(row, {}).get("cells", [])}
+
+
 def dynamics(rows: dict[str, Any], row: str) -> dict[int, list[dict[str, Any]]]:
-    """Per seed, the epochs of a trained row: p_hat mean of the valid generated tasks, in-band
-    share and count, mean difficulty rung, valid and novel share, the environment's KL (and how many
-    candidates parsed only mended, `env.repair_json`)."""
-    out = {}
-    for cell in rows.get(row, {}).get("cells", []):
-        out[cell["seed"]] = [{"epoch": e["epoch"], "p_hat": e.get("p_hat_mean"), "in_band": e.get("frac_in_band"),
-                              "rung": (e.get("difficulty") or {}).get("mean"), "valid": e.get("valid"), "candidates": e.get("candidates"),
-                              "env_rolled_back": e.get("env_rolled_back"), "in_band_for_env": e.get("in_band_for_env"),
-                              "env_kl": e.get("env_kl"), "repaired": e.get("json_repaired"),
-                              "valid_share": e["valid"] / e["candidates"] if e.get("candidates") else None,
-                              "novel_share": (e.get("novelty") or {}).get("novel_share"),
-                              "in_band_count": round(e["frac_in_band"] * e["valid"]) if e.get("frac_in_band") is not None and e.get("valid") else None}
-                             for e in cell.get("epochs", [])]
-    return out
+    """Per seed, the figures of each epoch of a trained row that `--figures` draws: p_hat mean of
+    the valid generated tasks, in-band share and count, mean difficulty rung, valid and novel share,
+    the environment's KL to its start."""
+    return {seed: [{"epoch": r.epoch, "p_hat": r.p_hat_mean, "in_band": r.frac_in_band, "rung": (r.difficulty or {}).get("mean"),
+                    "valid_share": r.valid / r.candidates if r.candidates else None,
+                    "novel_share": (r.novelty or {}).get("novel_share"),
+                    "in_band_count": round(r.frac_in_band * r.valid) if r.frac_in_band is not None and r.valid else None,
+                    "env_kl": r.env_kl}
+                   for r in records]
+            for seed, records in row_epochs(rows, row).items()}
 
 
 def _fmt(value: Any) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def _env_note(epoch: dict[str, Any]) -> str:
-    """The environment update of a genenv epoch, in short ("" when there was none)."""
-    if epoch.get("env_kl") is None:
+def _env_note(record: Any) -> str:
+    """The environment update of a genenv epoch (an `EpochRecord`), in short ("" when there was none)."""
+    if record.env_kl is None:
         return ""
-    return f"/{epoch.get('in_band_for_env')},{epoch['env_kl']:.3f}{',R' if epoch.get('env_rolled_back') else ''}"
+    return f"/{record.in_band_for_env},{record.env_kl:.3f}{',R' if record.env_rolled_back else ''}"
 
 
 def print_novelty(rows: dict[str, Any]) -> None:
@@ -639,10 +613,9 @@ def print_novelty(rows: dict[str, Any]) -> None:
     valid tasks (`workbench.novelty`), the mean over epochs, then mean +/- sd over seeds."""
     print("\nnovelty of the valid generated tasks (mean over epochs; mean +/- sd over seeds): distinct / valid, novel share")
     for row in ("static", "random", "genenv", *VARIANTS):
-        cells = rows.get(row, {}).get("cells", [])
         distinct, novel = [], []
-        for cell in cells:
-            epochs = [e["novelty"] for e in cell.get("epochs", []) if (e.get("novelty") or {}).get("valid")]
+        for records in row_epochs(rows, row).values():
+            epochs = [r.novelty for r in records if (r.novelty or {}).get("valid")]
             if epochs:
                 distinct.append(statistics.fmean(n["distinct"] / n["valid"] for n in epochs))
                 novel.append(statistics.fmean(n["novel_share"] for n in epochs))
@@ -652,15 +625,16 @@ def print_novelty(rows: dict[str, Any]) -> None:
 
 def print_dynamics(rows: dict[str, Any]) -> None:
     for row in ("genenv", *VARIANTS, "random", "static"):
-        per_seed = dynamics(rows, row)
+        per_seed = row_epochs(rows, row)
         if not per_seed:
             continue
         print(f"\n{row}: per epoch, p_hat mean of the valid generated tasks / in-band share / mean rung / valid of candidates"
               " [(candidates that parsed only mended)] [/ in-band records RWR trained on, env KL, R = rolled back]")
-        for seed, epochs in sorted(per_seed.items()):
-            print(f"  seed {seed}: " + "; ".join(f"{_fmt(e['p_hat'])}/{_fmt(e['in_band'])}/{_fmt(e['rung'])}/{e['valid']}of{e['candidates']}"
-                                                + (f"({e['repaired']} mended)" if e.get("repaired") is not None else "")
-                                                + _env_note(e) for e in epochs))
+        for seed, records in sorted(per_seed.items()):
+            print(f"  seed {seed}: " + "; ".join(f"{_fmt(r.p_hat_mean)}/{_fmt(r.frac_in_band)}/{_fmt((r.difficulty or {}).get('mean'))}/"
+                                                f"{r.valid}of{r.candidates}"
+                                                + (f"({r.json_repaired} mended)" if r.json_repaired is not None else "")
+                                                + _env_note(r) for r in records))
 
 
 def draw_figures(out: Path, to: Path) -> list[Path]:
@@ -676,7 +650,7 @@ def draw_figures(out: Path, to: Path) -> list[Path]:
     to.mkdir(parents=True, exist_ok=True)
     written = []
     for path in sorted(out.glob("result-*.json")):
-        result = json.loads(path.read_text())
+        result = read_result(path)
         rows = result["rows"]
         panels = [("valid_share", "valid share of the candidates"), ("novel_share", "novel share of the valid tasks"),
                   ("in_band_count", "valid tasks in the band"), ("p_hat", "p_hat of valid generated tasks"),
@@ -708,7 +682,7 @@ def draw_figures(out: Path, to: Path) -> list[Path]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--benchmark", choices=sorted(BENCHMARKS))
+    parser.add_argument("--benchmark", choices=sorted(frame.BENCHMARKS))
     parser.add_argument("--table", metavar="OUT", help="print the tables over every result in OUT and stop")
     parser.add_argument("--figures", metavar="OUT", help="draw the training-dynamics figures of every result in OUT and stop")
     parser.add_argument("--to", default="docs/figures", help="where --figures writes its PNGs")
@@ -728,8 +702,8 @@ def main() -> None:
     parser.add_argument("--reeval", type=int, metavar="N",
                         help="evaluate every measured cell's final agent again with N answers per held-out task (less noise)")
     parser.add_argument("--flop-bound", action="store_true",
-                        help="trained cells also measure this CPU's matrix-product rate before the run and each epoch phase's "
-                             "FLOPs against it (benchmarks/flop_bound.py), kept in the cell as `flops`; run on a quiet machine")
+                        help="trained cells also measure this CPU's roofline (matrix-product rate and memory bandwidth) before the "
+                             "run and each epoch phase against it (benchmarks/frame.py), kept in the cell as `flops`; run on a quiet machine")
     parser.add_argument("--cell", nargs=2, metavar=("ROW", "SEED"), help=argparse.SUPPRESS)  # one cell, in a child process
     parser.add_argument("--cell-eval", nargs=3, metavar=("ROW", "SEED", "N"), help=argparse.SUPPRESS)  # one re-evaluation
     args = parser.parse_args()
@@ -753,7 +727,7 @@ def main() -> None:
         train, heldout = benchmark_split(args, domain)
         cell = measure_cell(args, row, seed)
         cell["identity"] = _identity(args, train, heldout)
-        _save(Path(args.out) / "cells" / f"{args.benchmark}-{row}-s{seed}.json", cell)
+        _save(cell_path(Path(args.out), args.benchmark, row, seed), cell)
         return
     if args.seeds < 2:
         parser.error("--seeds must be at least 2: the table reports a spread")
@@ -770,5 +744,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "plugins")]
     main()

@@ -4,17 +4,17 @@ tasks written at once as static's up-front pool is (before any epoch), parsed an
 the plugin. Prints the valid, duplicate and rejected counts with the rejection codes, and the
 seconds and new tokens the generation took, for each setting asked for.
 
-    python benchmarks/env_validity.py --benchmark bfcl --shots 2 1 --batch 32 --stop-repeats 3
-    python benchmarks/env_validity.py --benchmark bfcl --constrained off on --json runs/env-validity-bfcl.json
+    python benchmarks/effect/env_validity.py --benchmark bfcl --shots 2 1 --batch 32 --stop-repeats 3
+    python benchmarks/effect/env_validity.py --benchmark bfcl --constrained off on --json runs/env-validity-bfcl.json
 
 `--constrained off on` writes the same prompts (the same run seed draws the same examples, and the
 same sampling seed) once without and once with `env.constrained` (the domain's reply format,
 llguidance), and prints, for each, the valid share, the rejection codes, the novelty of the
 valid tasks (seed copies, repeats within the draw, new), new tokens per reply and seconds per
-new token; `--json` keeps the figures.
+new token; `--json` keeps the figures (`benchmarks.frame.write_result`: the runs under `figures.runs`).
 
 `--shots` is env.examples_per_prompt (seeds shown in the few-shot turns), `--batch` is
-env.generation.batch_size, `--stop-repeats` env.generation.stop_repeats; the rest is the table's (benchmarks/real_model.py BENCHMARKS), so the
+env.generation.batch_size, `--stop-repeats` env.generation.stop_repeats; the rest is the table's (benchmarks/frame.py BENCHMARKS), so the
 cold-started environment comes from the cache the table filled (or is made once)."""
 
 from __future__ import annotations
@@ -31,13 +31,16 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import real_model  # noqa: E402
+if __name__ == "__main__":  # run as a script: the repository and plugins/ first on sys.path
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
+
+from benchmarks import frame
+from benchmarks.effect import real_model
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--benchmark", default="bfcl", choices=sorted(real_model.BENCHMARKS))
+    parser.add_argument("--benchmark", default="bfcl", choices=sorted(frame.BENCHMARKS))
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--shots", type=int, nargs="+", default=[2], help="env.examples_per_prompt, one run each")
     parser.add_argument("--batch", type=int, default=32, help="env.generation.batch_size")
@@ -57,7 +60,7 @@ def main() -> None:
     domain = load_registry().domain(args.benchmark)
     table = argparse.Namespace(benchmark=args.benchmark, model=args.model, epochs=None, train=None, heldout=None,
                                max_prompt_chars=None)
-    train, _ = real_model.benchmark_split(table, domain)
+    train, _ = frame.benchmark_split(args.benchmark, domain)
     results = []
     for shots in args.shots:
         for constrained in args.constrained:
@@ -65,7 +68,7 @@ def main() -> None:
             generation: dict[str, Any] = {"batch_size": args.batch, "stop_repeats": args.stop_repeats}
             if args.max_new_tokens:
                 generation["max_new_tokens"] = args.max_new_tokens
-            env = real_model.replace_section(config.env, {"examples_per_prompt": shots, "generation": generation,
+            env = frame.replace_section(config.env, {"examples_per_prompt": shots, "generation": generation,
                                                           "constrained": constrained == "on"})
             config = dataclasses.replace(config, env=env)
             with tempfile.TemporaryDirectory() as folder:
@@ -77,8 +80,7 @@ def main() -> None:
             results.append(result)
             print(json.dumps(result), flush=True)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=1))
+        frame.write_result(args.json, script=__file__, figures={"runs": results}, settings=args)
 
 
 def summary(candidates: list[Any], run: Any, seconds: float, args: argparse.Namespace, shots: int, constrained: str) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The real co-evolution loop at real model shapes, with per-phase throughput, MFU and memory.
 
-    python benchmarks/gpu_scale.py --shape 1.5b --epochs 2            # on a CUDA GPU
-    python benchmarks/gpu_scale.py --shape tiny --epochs 1 --device cpu
+    python benchmarks/cost/gpu_scale.py --shape 1.5b --epochs 2            # on a CUDA GPU
+    python benchmarks/cost/gpu_scale.py --shape tiny --epochs 1 --device cpu
 
 Random-weight Qwen2 models of the 0.5B / 1.5B / 7B shapes are built offline (nothing is
 downloaded; throughput and memory do not depend on the weights) with the tiny demo
@@ -28,12 +28,13 @@ checkpointing all run. Printed per epoch and phase:
 `--decode-bench` adds a `model.generate` microbenchmark on the environment model at
 `--decode-batch` (default 64 on CUDA) with the dynamic cache, the static cache and (with
 `--compare-no-cache`) no KV cache, for the issue's batch-64 figures. The last line printed is
-`RESULT {json}` with everything; `--json PATH` writes it too.
+`RESULT {json}` with everything; `--json PATH` writes it too, as the figures of
+`benchmarks.frame.write_result` (with the settings and the machine beside them).
 
 Random weights never sample the end-of-sequence token, so every rollout runs to its cap:
 `--max-new`, `--pool-base` and `--pool-history` bound the agent's mixture (one task = one GRPO
 batch of num_generations completions), and `--epochs 0` with `--decode-bench` or
-`--profile-generate` measures decoding alone. `benchmarks/gpu_issue9.sh` holds bounded commands.
+`--profile-generate` measures decoding alone. `benchmarks/cost/gpu_issue9.sh` holds bounded commands.
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
+
+if __name__ == "__main__":  # run as a script: the repository and plugins/ first on sys.path
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
+
+from benchmarks import frame
 
 SHAPES: dict[str, dict[str, int]] = {
     # hidden, layers, heads, KV heads, MLP width: Qwen2.5-0.5B / 1.5B / 7B's config.json
@@ -83,7 +89,7 @@ def synthetic_plugin(prompt_words: int = 24) -> Any:
 
     @hookimpl
     def workbench_domain_info():
-        return DomainInfo(name=DOMAIN, version="1", description="synthetic load for benchmarks/gpu_scale.py",
+        return DomainInfo(name=DOMAIN, version="1", description="synthetic load for benchmarks/cost/gpu_scale.py",
                           task_schema={"type": "object"})
 
     @hookimpl
@@ -124,10 +130,10 @@ def build_shape(shape: str, out_dir: Path, vocab_size: int | None, dtype: torch.
     """Save a random-weight Qwen2 of `shape` with `tokenizer` (default: the tiny demo tokenizer) to `out_dir` (cached)."""
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
+    from workbench.contract.files import restore_plain_modes
+    from workbench.contract.registry import load_registry
     from workbench.demo import _corpus
     from workbench.engine.tiny import TinySpec, train_tokenizer
-    from workbench.contract.registry import load_registry
-    from workbench.contract.files import restore_plain_modes
 
     if (out_dir / "config.json").exists():
         return out_dir
@@ -215,20 +221,10 @@ def copy_bandwidth(device: torch.device, mib: int | None = None, repeats: int = 
 
 
 def matmul_flops(device: torch.device, n: int | None = None, repeats: int = 5) -> float:
-    """FLOP/s of an n x n matmul (bf16 on CUDA, fp32 on CPU), best of `repeats`."""
+    """FLOP/s of an n x n matmul (bf16 on CUDA, fp32 on CPU), best of `repeats` (`frame.matmul_peak`)."""
     n = n or (8192 if device.type == "cuda" else 512)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
-    a @ b
-    best = math.inf
-    for _ in range(repeats):
-        _sync(device)
-        start = time.perf_counter()
-        a @ b
-        _sync(device)
-        best = min(best, time.perf_counter() - start)
-    return 2 * n**3 / best
+    return frame.matmul_peak(dtype, n, repeats, device=device, warmups=1)
 
 
 def peak_flops(device: torch.device, given_tflops: float | None) -> tuple[float, str]:
@@ -383,21 +379,17 @@ class PhaseMemory:
         return peaks
 
 
-def _tokens(tokenizer: Any, text: str) -> int:
-    return len(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-
-def phase_figures(run: Any, record: dict[str, Any], hw: dict[str, Any], memory: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
-    """Per-phase seconds, tokens/s, bandwidth fraction and MFU from one epoch's metrics."""
+def phase_figures(run: Any, record: Any, hw: dict[str, Any], memory: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
+    """Per-phase seconds, tokens/s, bandwidth fraction and MFU from one epoch's record (an `EpochRecord`)."""
     from workbench.engine.generation import chat_prompt
 
-    times = record["time"]
+    times = record.time
     epoch_s = times["epoch"]
     cfg = run.config
     phases: dict[str, dict[str, Any]] = {}
 
     gen_s = times.get("generate", 0.0)
-    gen_tokens = record.get("gen_tokens") or 0
+    gen_tokens = record.gen_tokens or 0
     in_flight = min(cfg.env.generation.batch_size, cfg.env.tasks_per_epoch)
     limit = in_flight * hw["copy_bandwidth"] / hw["env_weight_bytes"]
     phases["generate"] = {"seconds": gen_s, "tokens": gen_tokens, "tokens_per_s": gen_tokens / gen_s if gen_s else None,
@@ -406,20 +398,20 @@ def phase_figures(run: Any, record: dict[str, Any], hw: dict[str, Any], memory: 
 
     # agent: every completion is trained on with its prompt (GRPO), and was generated first
     agent_s = times.get("agent", 0.0)
-    prompt_tokens = [_tokens(run.agent_tokenizer, chat_prompt(run.agent_tokenizer, run.domain.agent_messages(t))) for t in run.seeds[:8]]
-    completions = record["agent_tasks"] * cfg.agent.num_generations
-    completion_mean = record.get("agent_completion_tokens_mean") or 0.0
+    prompt_tokens = [frame.count_tokens(run.agent_tokenizer, chat_prompt(run.agent_tokenizer, run.domain.agent_messages(t)))
+                     for t in run.seeds[:8]]
+    completions = record.agent_tasks * cfg.agent.num_generations
+    completion_mean = record.agent_completion_tokens_mean or 0.0
     agent_tokens = completions * (sum(prompt_tokens) / len(prompt_tokens) + completion_mean)
     phases["agent"] = {"seconds": agent_s, "tokens": agent_tokens, "tokens_per_s": agent_tokens / agent_s if agent_s else None,
                        "mfu": hw["agent_flops_per_token"] * agent_tokens / agent_s / hw["peak_flops"] if agent_s else None,
                        "note": "includes the rollouts' generation: a lower bound on the GRPO step's MFU"}
 
     env_s = times.get("env_update", 0.0)
-    upd = record.get("env_update") or {}
-    examples = upd.get("examples") or 0
-    env_prompt = sum(_tokens(run.env_tokenizer, chat_prompt(run.env_tokenizer, c.context)) for c in run.last_candidates[:8])
+    examples = (record.env_update or {}).get("examples") or 0
+    env_prompt = sum(frame.count_tokens(run.env_tokenizer, chat_prompt(run.env_tokenizer, c.context)) for c in run.last_candidates[:8])
     env_prompt_mean = env_prompt / max(1, min(8, len(run.last_candidates)))
-    gen_mean = gen_tokens / max(1, record["candidates"])
+    gen_mean = gen_tokens / max(1, record.candidates)
     env_tokens = examples * (env_prompt_mean + gen_mean) * cfg.env.rwr_epochs
     phases["env_update"] = {"seconds": env_s, "tokens": env_tokens, "tokens_per_s": env_tokens / env_s if env_s else None,
                             "mfu": hw["env_flops_per_token"] * env_tokens / env_s / hw["peak_flops"] if env_s else None,
@@ -569,14 +561,14 @@ def memory_probe(run: Any, device: torch.device, batch: int, prompt_tokens: int,
     return result
 
 
-def save_partial(path: Path | None, result: dict[str, Any]) -> None:
-    """Write `result` so far to `path` (with `--json`), atomically: a run that a time limit cuts off
-    (benchmarks/gpu_run.sh gives each part its own) still leaves its set-up and finished epochs."""
+def save_partial(path: Path | None, result: dict[str, Any], args: argparse.Namespace, argv: list[str] | None) -> None:
+    """Write `result` so far to `path` (with `--json`; `frame.write_result`, atomically): a run that a
+    time limit cuts off (benchmarks/cost/gpu_run.sh gives each part its own) still leaves its set-up
+    and finished epochs."""
     if path is None:
         return
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({**result, "complete": result.get("complete", False)}, default=float) + "\n")
-    os.replace(tmp, path)
+    frame.write_result(path, script=__file__, figures={**result, "complete": result.get("complete", False)},
+                       settings={k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}, argv=argv)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -642,9 +634,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     lora = args.lora if args.lora is not None else args.shape == "7b"
     args.offload = args.offload if args.offload is not None else args.shape == "7b"
 
+    from workbench.contract.registry import load_registry
     from workbench.engine.loop import CoEvolution
     from workbench.engine.models import resolve_device
-    from workbench.contract.registry import load_registry
+    from workbench.records import epoch_records
 
     if os.environ.get("GPU_SCALE_STACKS"):  # where a slow set-up spends its time: all stacks every N seconds
         import faulthandler
@@ -695,26 +688,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "hardware": {"copy_bandwidth_gb_per_s": hw["copy_bandwidth"] / 1e9, "peak_tflops": hw["peak_flops"] / 1e12,
                      "peak_source": hw["peak_source"], "env_weight_gb_bf16": hw["env_weight_bytes"] / 1e9,
                      "env_weight_gb_stored": hw["env_stored_bytes"] / 1e9},
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "epochs": [],
     }
     print(f"gpu_scale: shape {args.shape} on {hw['device']}; params agent {agent_total / 1e6:.1f}M (trainable {agent_trainable / 1e6:.1f}M), "
           f"env {env_total / 1e6:.1f}M; copy bandwidth {hw['copy_bandwidth'] / 1e9:.1f} GB/s; peak {hw['peak_flops'] / 1e12:.1f} TFLOP/s "
           f"({hw['peak_source']}); setup {setup_s:.1f} s", flush=True)
-    save_partial(args.json, result)  # what a run cut off by a time limit leaves: rewritten after each epoch
+    def save(so_far: dict[str, Any]) -> None:  # what a run cut off by a time limit leaves: rewritten after each epoch
+        save_partial(args.json, so_far, args, argv)
+
+    save(result)
     try:
         for _ in range(args.epochs):
-            record = run.step()
+            (record,) = epoch_records([run.step()])
             phases = phase_figures(run, record, hw, memory.finish())
             result["epochs"].append({
-                "epoch": record["epoch"], "seconds": record["time"]["epoch"], "phases": phases,
-                "candidates": record["candidates"], "valid": record["valid"], "p_hat": record["p_hat"],
-                "agent_steps": record["agent_steps"], "env_examples": (record.get("env_update") or {}).get("examples"),
-                "checkpoint_write": record.get("checkpoint_write"),
+                "epoch": record.epoch, "seconds": record.time["epoch"], "phases": phases,
+                "candidates": record.candidates, "valid": record.valid, "p_hat": record.p_hat,
+                "agent_steps": record.agent_steps, "env_examples": (record.env_update or {}).get("examples"),
+                "checkpoint_write": record.checkpoint_write,
             })
-            print(f"epoch {record['epoch']}: {record['time']['epoch']:.2f} s", flush=True)
-            if record.get("checkpoint_write"):
-                w = record["checkpoint_write"]
+            print(f"epoch {record.epoch}: {record.time['epoch']:.2f} s", flush=True)
+            if record.checkpoint_write:
+                w = record.checkpoint_write
                 print(f"  background write of epoch {w['epoch']}: {w['write_seconds']:.3f} s, waited {w['waited_seconds']:.3f} s", flush=True)
             for name, fig in phases.items():
                 parts = [f"  phase={name}", f"seconds={fig['seconds']:.3f}", f"share={fig['share_of_epoch']:.1%}"]
@@ -727,7 +722,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 if "max_allocated_mib" in fig:
                     parts.append(f"max_allocated_mib={fig['max_allocated_mib']:.0f} max_reserved_mib={fig['max_reserved_mib']:.0f}")
                 print(" ".join(parts), flush=True)
-            save_partial(args.json, result)
+            save(result)
         if args.checkpoint_background:
             result["last_checkpoint_write"] = run.wait_for_checkpoint()
             if result["last_checkpoint_write"]:
@@ -741,7 +736,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             tokens = args.decode_tokens or (128 if device.type == "cuda" else 32)
             run._offload(idle="agent")  # the env model on its device, as in the generate phase
             bench = decode_bench(run.env_updater.model, run.env_tokenizer, device, batch, tokens, hw["copy_bandwidth"], args.compare_no_cache,
-                                 args.decode_compile, progress=lambda so_far: save_partial(args.json, {**result, "decode": so_far}))
+                                 args.decode_compile, progress=lambda so_far: save({**result, "decode": so_far}))
             result["decode"] = bench
             for name in ("dynamic", "static", "static_compiled", "no_cache", "dynamic_lora_merged", "dynamic_lora_off", "dynamic_bf16_copy", "static_bf16_copy",
                          "static_compiled_bf16_copy"):
@@ -750,7 +745,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                           f"frac_of_bw_limit={bench[name]['frac_of_bw_limit']:.4f}", flush=True)
             if "cache_speedup" in bench:
                 print(f"  decode cache_speedup={bench['cache_speedup']:.2f}", flush=True)
-            save_partial(args.json, result)
+            save(result)
         if args.memory_probe:
             result["memory_probe"] = []
             for batch in args.probe_batches or [args.agent_batch or args.num_generations * 2]:
@@ -762,7 +757,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     torch.cuda.empty_cache()
                 result["memory_probe"].append(probe)
                 print("  memory_probe " + " ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in probe.items()), flush=True)
-                save_partial(args.json, result)
+                save(result)
     except BaseException as exc:  # the error (and with --find-nonfinite the module that first went non-finite) goes in the JSON too
         result["error"] = f"{type(exc).__name__}: {exc}"
         cause: BaseException | None = exc
@@ -770,16 +765,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             cause = cause.__cause__ or cause.__context__
         if cause is not None:
             result["nonfinite"] = str(cause)
-        save_partial(args.json, result)
+        save(result)
         raise
     if args.find_nonfinite:
         result["nonfinite"] = None  # every module's output stayed finite
     result["complete"] = True
 
-    line = json.dumps(result, default=float)
-    if args.json:
-        args.json.write_text(line + "\n")
-    print("RESULT " + line, flush=True)
+    save(result)
+    print("RESULT " + json.dumps(result, default=float), flush=True)
     return result
 
 

@@ -13,7 +13,7 @@ available here (transformers always; vLLM when installed, on CUDA):
 Prints a table (and JSON with --json). No figure is asserted anywhere: timings depend on the
 machine and on what else runs on it.
 
-Usage: python benchmarks/throughput.py [--models DIR] [--prompts 32] [--max-new-tokens 24]
+Usage: python benchmarks/cost/throughput.py [--models DIR] [--prompts 32] [--max-new-tokens 24]
        [--repeat 3] [--devices cpu,cuda] [--json]
 `--models DIR` takes a folder with `agent/` and `env/` model folders; without it the demo's
 models are built or reused from $WORKBENCH_CACHE (`workbench demo` builds the same ones).
@@ -29,8 +29,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
+if __name__ == "__main__":  # run as a script: the repository and plugins/ first on sys.path
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

@@ -1,10 +1,10 @@
 """Foreground against background checkpoints (`checkpoint_background`), in one run of this script.
 
-    python benchmarks/checkpoint_overlap.py --shape small --device cpu --epochs 3
-    python benchmarks/checkpoint_overlap.py --shape 1.5b --vocab-size 151936 --epochs 3 \\
+    python benchmarks/cost/checkpoint_overlap.py --shape small --device cpu --epochs 3
+    python benchmarks/cost/checkpoint_overlap.py --shape 1.5b --vocab-size 151936 --epochs 3 \\
         --completion-length 128 --tasks 16 --max-new 4 --pool-base 0 --pool-history 0      # on a GPU
 
-Runs `benchmarks/gpu_scale.py` twice with the same arguments, once with checkpoints written in
+Runs `benchmarks/cost/gpu_scale.py` twice with the same arguments, once with checkpoints written in
 the foreground (the baseline) and once in the background, and prints, for the epochs after the
 first (warm-up), the mean epoch seconds, the checkpoint phase's seconds and share of the epoch
 (what the loop waits for: the host copy, the epoch files, and any wait for the previous write),
@@ -20,9 +20,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+if __name__ == "__main__":  # run as a script: the repository and plugins/ first on sys.path
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
 
-import gpu_scale  # noqa: E402  (this folder's script, imported as a module)
+from benchmarks.cost import gpu_scale
 
 TRAINING = ("generate", "agent", "env_update")
 

@@ -31,7 +31,7 @@ keys, values, and query changes such as budgets, people and each local constrain
 to the plugin rendered four ways (JSON list, Python literal, `{"plan": [...]}` in a code
 fence, "Day N:" text where the plan can be written as text).
 
-Usage: python benchmarks/travelplanner_vs_official.py [--variants 2] [--seed 0] [--show 10]
+Usage: python benchmarks/fidelity/travelplanner_vs_official.py [--variants 2] [--seed 0] [--show 10]
 (reads $WORKBENCH_BENCHMARK_DATA, or --data DIR).
 """
 
@@ -54,14 +54,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-ROOT = Path(__file__).resolve().parents[1]
-try:
-    import workbench_travelplanner as tp
-except ImportError:  # the editable install predates the plugin
-    sys.path.insert(0, str(ROOT / "plugins"))
-    import workbench_travelplanner as tp
+if __name__ == "__main__":  # run as a script: the repository and plugins/ first on sys.path
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
 
-from workbench_travelplanner import cities  # noqa: E402
+import workbench_travelplanner as tp
+from workbench_travelplanner import cities
 
 COMMONSENSE = tp.COMMONSENSE_KEYS
 HARD = tp.HARD_KEYS

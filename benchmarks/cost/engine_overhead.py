@@ -6,12 +6,17 @@ the engine's own work (parsing and validating generations, scoring through the p
 bookkeeping between phases, and checkpointing). Prints the overhead share with and without
 checkpoint writing (which is disk I/O of model weights). Usage:
 
-    python benchmarks/engine_overhead.py RUN_DIR [--skip-first 1]
+    python benchmarks/cost/engine_overhead.py RUN_DIR [--skip-first 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
+
+if __name__ == "__main__":  # run as a script: the repository and plugins/ first on sys.path
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
 
 from workbench.records import EpochRecord, read_epoch_records
 

@@ -16,7 +16,7 @@ only replays its training targets shows here). Every run folder is checked with 
 invariant checker. `--summarize OUT/STAMP` prints the tables of runs already made. Prints the CPU and the load average before and after (the figures are
 seconds on a shared machine: run it with WORKBENCH_THREADS=1 when another job shares the cores).
 
-    WORKBENCH_THREADS=1 python benchmarks/novelty_redraw.py [--seeds 0,1,2] [--epochs 4] [--rounds 3]
+    WORKBENCH_THREADS=1 python benchmarks/effect/novelty_redraw.py [--seeds 0,1,2] [--epochs 4] [--rounds 3]
         [--variants off,redraw,copy0,both] [--temperature T] [--models CACHED_DEMO_DIR] [--out runs/novelty-redraw]
         [--summarize runs/novelty-redraw/STAMP]
 """
@@ -28,11 +28,18 @@ import dataclasses
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
+if __name__ == "__main__":  # run as a script: the repository and plugins/ first on sys.path
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
+
+from benchmarks import frame
+
+if TYPE_CHECKING:
+    from workbench.records import EpochRecord
 
 VARIANTS = {  # name -> (redraw on, copy_weight)
     "off": (False, 1.0),
@@ -42,18 +49,18 @@ VARIANTS = {  # name -> (redraw on, copy_weight)
 }
 
 
-def epoch_figures(record: dict[str, Any], tasks_per_epoch: int) -> dict[str, float | None]:
-    """One epoch's figures from its metrics record."""
-    novelty = record["novelty"]
+def epoch_figures(record: EpochRecord, tasks_per_epoch: int) -> dict[str, float | None]:
+    """One epoch's figures from its epoch record."""
+    novelty = record.novelty
     valid = novelty["valid"]
-    redraws = record.get("redraws") or {}
+    redraws = record.redraws or {}
     return {
         "distinct_share": novelty["distinct"] / valid if valid else None,
         "novel_share": novelty["novel_share"],
-        "valid_share": record["valid"] / tasks_per_epoch,
+        "valid_share": record.valid / tasks_per_epoch,
         "requested": redraws.get("requested", 0),
         "replaced": redraws.get("replaced", 0),
-        "seconds": record["time"]["epoch"],
+        "seconds": record.time["epoch"],
     }
 
 
@@ -63,17 +70,18 @@ def run_figures(run_dir: Path, domain: Any, variation_texts: set[str]) -> dict[s
     distinct over the whole run, and how many are exact copies of a seed variation the plugin
     writes (`workbench_task_variations`, what the demo's environment warm start trains on)."""
     from workbench.contract.tasks import Task
-    from workbench.contract.files import read_jsonl
+    from workbench.records import read_epoch_records, read_epoch_rows
+    from workbench.run_layout import RunLayout
 
-    metrics = list(read_jsonl(run_dir / "metrics.jsonl"))
+    metrics = read_epoch_records(run_dir)
     texts = []
-    for path in sorted((run_dir / "epochs").glob("epoch_*.jsonl")):
-        for row in read_jsonl(path):
-            if row["valid"] and row["task"] is not None:
-                texts.append(domain.render_task(Task.from_dict(row["task"])))
+    for epoch, _ in RunLayout(run_dir).epoch_files():
+        for row in read_epoch_rows(run_dir, epoch):
+            if row.valid and row.task is not None:
+                texts.append(domain.render_task(Task.from_dict(row.task)))
     return {
-        "p_hat": statistics.fmean(m["p_hat_mean"] or 0.0 for m in metrics),
-        "env_updates": sum(m["env_update"] is not None and not m["env_rolled_back"] for m in metrics),
+        "p_hat": statistics.fmean(m.p_hat_mean or 0.0 for m in metrics),
+        "env_updates": sum(m.env_update is not None and not m.env_rolled_back for m in metrics),
         "valid": len(texts),
         "distinct_over_run": len(set(texts)),
         "variation_copies": sum(t in variation_texts for t in texts),
@@ -112,11 +120,12 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from workbench.contract.registry import load_registry
-    from workbench.contract.files import read_jsonl
     from workbench.demo import VARIATIONS_PER_SEED, DomainDemo, demo_run_config, domain_demo_config
     from workbench.engine.invariants import check_run_folder
     from workbench.engine.loop import CoEvolution
     from workbench.engine.models import cpu_description
+    from workbench.records import epoch_records, read_epoch_records
+    from workbench.run_layout import RunLayout
 
     print(f"CPU: {cpu_description()}; {os.cpu_count()} cores; WORKBENCH_THREADS={os.environ.get('WORKBENCH_THREADS', 'unset')}")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
@@ -130,13 +139,14 @@ def main() -> None:
         for name in args.variants.split(","):
             for seed in seeds:
                 run_dir = Path(args.summarize) / f"{name}-seed{seed}"
-                if not (run_dir / "metrics.jsonl").exists():
+                layout = RunLayout(run_dir)
+                if not layout.metrics_path.exists():
                     continue
-                config = yaml.safe_load((run_dir / "config.yaml").read_text())
-                per_epoch = [epoch_figures(m, config["env"]["tasks_per_epoch"]) for m in read_jsonl(run_dir / "metrics.jsonl")]
+                config = layout.read_config()
+                per_epoch = [epoch_figures(m, config.env.tasks_per_epoch) for m in read_epoch_records(run_dir)]
                 results.setdefault(name, []).append(per_epoch)
                 whole.setdefault(name, []).append(run_figures(run_dir, domain, variation_texts))
-        print_tables(args, results, whole, config["env"]["generation"]["temperature"], len(seeds))
+        print_tables(args, results, whole, config.env.generation.temperature, len(seeds))
         return
     for name in args.variants.split(","):
         redraw, copy_weight = VARIANTS[name]
@@ -161,7 +171,7 @@ def main() -> None:
             )
             run_dir = Path(args.out) / stamp / f"{name}-seed{seed}"
             run = CoEvolution(config, run_dir)
-            metrics = run.run()
+            metrics = epoch_records(run.run())
             run.close()
             check_run_folder(run_dir, config.agent.num_generations)
             per_epoch = [epoch_figures(m, config.env.tasks_per_epoch) for m in metrics]
@@ -169,7 +179,7 @@ def main() -> None:
             whole[name].append(run_figures(run_dir, domain, variation_texts))
             line = " ".join(f"{f['distinct_share']:.2f}" if f["distinct_share"] is not None else "-" for f in per_epoch)
             print(f"{name} seed {seed}: distinct/valid per epoch {line} ({run_dir})", flush=True)
-    (Path(args.out) / stamp / "results.json").write_text(json.dumps({"epochs": results, "runs": whole}, indent=1))
+    frame.write_result(Path(args.out) / stamp / "results.json", script=__file__, figures={"epochs": results, "runs": whole}, settings=args)
     print_tables(args, results, whole, args.temperature if args.temperature is not None else base.env.generation.temperature, len(seeds))
 
 

@@ -21,7 +21,7 @@ the fair slowdown of a run is about its one-thread time alone x (B + 1) / C, div
 time alone (printed per configuration as `fair`). Each row carries the 1-minute load average
 read just before it, and the CPU.
 
-    python benchmarks/shared_cpu.py [--epochs 4] [--busy N]
+    python benchmarks/cost/shared_cpu.py [--epochs 4] [--busy N]
 """
 
 from __future__ import annotations
@@ -29,22 +29,28 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+if __name__ == "__main__":  # run as a script: the repository and plugins/ first on sys.path
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
+
+from benchmarks import frame
 
 CHILD = r"""
 import json, sys, tempfile
 import torch
 from workbench.demo import demo_config, prepare_demo_models
 from workbench.engine.loop import CoEvolution
+from workbench.records import epoch_records
 agent, env = prepare_demo_models(progress=lambda _: None)
 with tempfile.TemporaryDirectory() as out:
     run = CoEvolution(demo_config(agent, env, epochs=int(sys.argv[1]), seed=0), out + "/run", progress=lambda _: None)
     run.run()
-print(json.dumps({"threads": torch.get_num_threads(), "epochs": [r["time"]["epoch"] for r in run.metrics]}))
+print(json.dumps({"threads": torch.get_num_threads(), "epochs": [r.time["epoch"] for r in epoch_records(run.metrics)]}))
 """
 
 CONFIGS = {
@@ -53,14 +59,6 @@ CONFIGS = {
     "passive": lambda cores: {"WORKBENCH_THREADS": str(cores), "OMP_WAIT_POLICY": "PASSIVE"},
     "default": lambda cores: {},
 }
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            return next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or "unknown"
 
 
 def run_child(epochs: int, extra: dict[str, str], busy: int) -> dict:
@@ -93,7 +91,7 @@ def main() -> None:
     cores = len(os.sched_getaffinity(0))
     busy = cores if args.busy is None else args.busy
     subprocess.run([sys.executable, "-c", "from workbench.demo import prepare_demo_models; prepare_demo_models()"], check=True)
-    print(f"CPU: {cpu_name()}, {cores} usable cores; {args.epochs} demo epochs a run; competing load: {busy} busy loops")
+    print(f"CPU: {frame.cpu_model()}, {cores} usable cores; {args.epochs} demo epochs a run; competing load: {busy} busy loops")
     results = {}
     for name in args.configs.split(","):
         for beside in (0, busy):

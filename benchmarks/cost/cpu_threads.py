@@ -15,7 +15,7 @@ loads the model, then times greedy batch-1 decoding (ms a token). Configurations
 Every figure is printed with the 1-minute load average read just before it started, and as a
 ratio to the alone-default figure measured in the same invocation.
 
-    python benchmarks/cpu_threads.py [--model smollm2-135m-instruct] [--tokens 32]
+    python benchmarks/cost/cpu_threads.py [--model smollm2-135m-instruct] [--tokens 32]
 """
 
 from __future__ import annotations
@@ -26,6 +26,10 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+if __name__ == "__main__":  # run as a script: the repository and plugins/ first on sys.path
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
 
 WORKER = r"""
 import json, os, sys, time

@@ -11,14 +11,14 @@ the format (`reply_format.text_problem`), that parse (`workbench_parse_task`) an
 the share cut at the token cap, new tokens per reply, and seconds per new token as a ratio to
 the unconstrained sampling of the same run (the baseline, measured beside it).
 
-    python benchmarks/constrained_decoding.py --domain bfcl --model smollm2-135m-instruct --count 16
-    python benchmarks/constrained_decoding.py --domain bfcl      # a tiny random-weight model, offline: speed only
-    python benchmarks/constrained_decoding.py --domain bfcl --shape 0.5b --tokenizer .gpu-tokenizer --device cuda --dtype bfloat16
+    python benchmarks/cost/constrained_decoding.py --domain bfcl --model smollm2-135m-instruct --count 16
+    python benchmarks/cost/constrained_decoding.py --domain bfcl      # a tiny random-weight model, offline: speed only
+    python benchmarks/cost/constrained_decoding.py --domain bfcl --shape 0.5b --tokenizer .gpu-tokenizer --device cuda --dtype bfloat16
 
-`--shape` (a `benchmarks/gpu_scale.py` shape: tiny, small, 0.5b, 1.5b, 7b) samples with a
+`--shape` (a `benchmarks/cost/gpu_scale.py` shape: tiny, small, 0.5b, 1.5b, 7b) samples with a
 random-weight Qwen2 of that shape instead, on `--device` in `--dtype`, with the tokenizer in
 `--tokenizer` (a folder; default one trained on the domain's rendered seeds): the grammar's cost
-per token against a GPU's decode step (benchmarks/gpu_run.sh, part e, carries SmolLM2's tokenizer,
+per token against a GPU's decode step (benchmarks/cost/gpu_run.sh, part e, carries SmolLM2's tokenizer,
 a real 49,152-token vocabulary). Random weights write nothing a plugin accepts: there only the
 share in the format, the share cut at the cap and the speed mean anything.
 """
@@ -29,10 +29,17 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
+
+if __name__ == "__main__":  # run as a script: the repository and plugins/ first on sys.path
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
+
+from benchmarks import frame
 
 
 def main() -> None:
@@ -45,8 +52,8 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=480)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", default="", help="write the figures to this file")
-    parser.add_argument("--shape", default="", help="a random-weight Qwen2 of this benchmarks/gpu_scale.py shape instead of --model")
+    parser.add_argument("--json", default="", help="write the figures to this file (`benchmarks.frame.write_result`)")
+    parser.add_argument("--shape", default="", help="a random-weight Qwen2 of this benchmarks/cost/gpu_scale.py shape instead of --model")
     parser.add_argument("--tokenizer", default="", help="with --shape: a tokenizer folder (default: trained on the seeds)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
@@ -116,9 +123,9 @@ def main() -> None:
         print(f"{r['way']:<11} {r['compile_s']:>9.3f} {r['in_format']:>9.2f} {r['parse']:>6.2f} {r['valid']:>6.2f} {r['cut']:>5.2f} "
               f"{r['tokens_per_reply']:>9.1f} {r['s_per_token']:>8.4f} {r['s_per_token'] / base:>7.2f}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"domain": args.domain, "model": model_name, "device": where, "dtype": args.dtype, "vocab": len(tokenizer),
-                       "threads": threads, "rows": rows}, f, indent=1)
+        frame.write_result(args.json, script=__file__, settings=args, figures={
+            "domain": args.domain, "model": model_name, "device": where, "dtype": args.dtype, "vocab": len(tokenizer),
+            "threads": threads, "rows": rows})
 
 
 def _value(text: str) -> Any:
@@ -140,11 +147,10 @@ def _shaped_model(args: argparse.Namespace, domain: Any, seeds: list[Any]) -> st
     one trained on the rendered seeds), saved once under the workbench cache, keyed by shape,
     tokenizer and dtype."""
     import hashlib
-    from pathlib import Path
 
     from transformers import AutoTokenizer
 
-    from gpu_scale import build_shape
+    from benchmarks.cost.gpu_scale import build_shape
     from workbench.cache import cache_root
     from workbench.engine.tiny import TinySpec, train_tokenizer
 

@@ -34,7 +34,7 @@ records, agreement of the plugin's official-rule verdict (`lenient_match`) and o
 reward under the strict policy, and, for comparison, agreement of the call-matching
 approximation (the plugin without the folder).
 
-Usage: python benchmarks/apibank_vs_official.py [--data DIR] [--api-bank DIR] [--limit N]
+Usage: python benchmarks/fidelity/apibank_vs_official.py [--data DIR] [--api-bank DIR] [--limit N]
        (defaults: $WORKBENCH_BENCHMARK_DATA/api_bank and .../api_bank/damo-api-bank)
 """
 
@@ -52,10 +52,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator
 
-ROOT = Path(__file__).resolve().parents[1]
-for extra in (ROOT, ROOT / "plugins"):
-    if str(extra) not in sys.path:
-        sys.path.insert(0, str(extra))
+if __name__ == "__main__":  # run as a script: the repository and plugins/ first on sys.path
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
 
 # The official parameter pattern of api_call_extraction.parse_api_call (used to locate values).
 OFFICIAL_PARAM = re.compile(r"(\w+)\s*=\s*['\"](.+?)['\"]|(\w+)\s*=\s*(\[.*\])|(\w+)\s*=\s*(\w+)")
@@ -332,7 +330,8 @@ def main() -> None:
     scorable = max(c.get("scorable", 0), 1)
     print(f"predictions: {c.get('predictions', 0)}; on scorable records: {c.get('scorable', 0)}; not scorable: {c.get('not_scorable', 0)}")
     print(f"official rule (lenient_match) agrees: {c.get('agree', 0)}/{c.get('scorable', 0)} = {c.get('agree', 0) / scorable:.4%}")
-    print(f"strict reward agrees: {c.get('strict_agree', 0)}/{c.get('scorable', 0)} = {c.get('strict_agree', 0) / scorable:.4%} (differs by design on extra calls)")
+    print(f"strict reward agrees: {c.get('strict_agree', 0)}/{c.get('scorable', 0)} = {c.get('strict_agree', 0) / scorable:.4%} "
+          "(differs by design on extra calls)")
     print(f"call-matching approximation agrees: {c.get('approx_agree', 0)}/{c.get('scorable', 0)} = {c.get('approx_agree', 0) / scorable:.4%}")
     print(f"official verdicts: {c.get('official_correct', 0)} correct; outcomes {result['official_outcomes']}")
     print(f"plugin: {result['seconds_per_score'] * 1000:.2f} ms per executed score")

@@ -14,7 +14,7 @@ work on the machine, a process with 2 torch threads can be several times slower 
 which flatters the multi-process run. The point of the multi-process path is GPUs. Nothing is
 asserted.
 
-Usage: python benchmarks/scaling.py [--processes 2] [--epochs 3] [--threads 2] [--models DIR] [--keep DIR]
+Usage: python benchmarks/cost/scaling.py [--processes 2] [--epochs 3] [--threads 2] [--models DIR] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from workbench.records import EpochRecord
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
+if __name__ == "__main__":  # run as a script: the repository and plugins/ first on sys.path
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -112,7 +113,8 @@ def main() -> int:
     print(f"cpus {os.cpu_count()}, {args.threads} threads per run, {args.epochs} epochs, tiny models")
     for n, r in results.items():
         phases = "  ".join(f"{k} {v:.2f}s" for k, v in r["phases_s"].items())
-        print(f"{n} process(es) x {max(1, args.threads // n)} thread(s): epoch {r['epoch_s']:.2f}s (first {r['first_epoch_s']:.2f}s), wall {r['wall_s']:.1f}s; {phases}")
+        print(f"{n} process(es) x {max(1, args.threads // n)} thread(s): epoch {r['epoch_s']:.2f}s (first {r['first_epoch_s']:.2f}s), "
+              f"wall {r['wall_s']:.1f}s; {phases}")
     print(f"epoch time ratio {args.processes}p / 1p = {many['epoch_s'] / one['epoch_s']:.2f} "
           f"(speed-up {one['epoch_s'] / many['epoch_s']:.2f}x)")
     return 0

@@ -6,18 +6,23 @@ arithmetic tasks (a shared template, so every task shares many shingles with eve
 the inverted index's worst case) and long tasks of about 3,000 characters (sketched, not
 compared shingle by shingle). Also times rebuilding the history as a resume does. Usage:
 
-    python benchmarks/novelty_speed.py [--new 64] [--history 5000] [--seeds 320]
+    python benchmarks/cost/novelty_speed.py [--new 64] [--history 5000] [--seeds 320]
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import sys
 import time
+from pathlib import Path
 from typing import Callable
 
-from workbench.novelty import NoveltyTracker
+if __name__ == "__main__":  # run as a script: the repository and plugins/ first on sys.path
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
+
 from workbench.contract.tasks import Task
+from workbench.novelty import NoveltyTracker
 
 
 def arithmetic(rng: random.Random) -> Task:

@@ -9,7 +9,7 @@ like the task format (their first non-space character is the rendered seeds' fir
 `{` for the JSON benchmarks), how many the plugin parses and validates, and the seconds taken,
 with the load average before each domain.
 
-    python benchmarks/env_prompt_format.py [--model smollm2-135m-instruct] [--count 8] [--domains bfcl,bamboogle]
+    python benchmarks/effect/env_prompt_format.py [--model smollm2-135m-instruct] [--count 8] [--domains bfcl,bamboogle]
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ import sys
 import time
 from pathlib import Path
 
+if __name__ == "__main__":  # run as a script: the repository and plugins/ first on sys.path
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
+
 DOMAINS = ["arithmetic", "bfcl", "api_bank", "bamboogle", "travelplanner", "alfworld"]
 
 
@@ -30,12 +33,12 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=8)
     parser.add_argument("--domains", type=lambda s: s.split(","), default=DOMAINS)
     args = parser.parse_args()
+    from workbench.contract.registry import load_registry
+    from workbench.contract.tasks import AgentStats, Rejection
     from workbench.demo import _choose_seeds, real_model_config
     from workbench.engine.env_prompt import few_shot_turns
     from workbench.engine.generation import TransformersGenerator
     from workbench.engine.models import load_model, load_tokenizer
-    from workbench.contract.registry import load_registry
-    from workbench.contract.tasks import AgentStats, Rejection
 
     registry = load_registry()
     model = tokenizer = None
@@ -70,5 +73,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "plugins")]
     main()

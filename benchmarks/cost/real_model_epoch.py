@@ -17,15 +17,15 @@ the same invocation:
 For each: the seconds of every phase (environment generation, agent rollouts + update,
 environment update, checkpoint) summed over the epochs, as a ratio to the baseline, with the
 1-minute load average read before each variant (a second torch process on the same cores
-slows everything: benchmarks/cpu_threads.py).
+slows everything: benchmarks/cost/cpu_threads.py).
 
-    python benchmarks/real_model_epoch.py --domain bamboogle [--full-ft]
-    python benchmarks/real_model_epoch.py --domain bfcl --epochs 1 --variants baseline,float32 --half
-    python benchmarks/real_model_epoch.py --domain travelplanner --epochs 1 --variants baseline --half
-    python benchmarks/real_model_epoch.py --domain travelplanner --epochs 1 --variants baseline,no-skip --half
-    python benchmarks/real_model_epoch.py --domain alfworld --option mode=episode --epochs 1 --variants baseline --half
+    python benchmarks/cost/real_model_epoch.py --domain bamboogle [--full-ft]
+    python benchmarks/cost/real_model_epoch.py --domain bfcl --epochs 1 --variants baseline,float32 --half
+    python benchmarks/cost/real_model_epoch.py --domain travelplanner --epochs 1 --variants baseline --half
+    python benchmarks/cost/real_model_epoch.py --domain travelplanner --epochs 1 --variants baseline,no-skip --half
+    python benchmarks/cost/real_model_epoch.py --domain alfworld --option mode=episode --epochs 1 --variants baseline --half
 
-`--half` uses the held-out table's sizes (benchmarks/real_model.py: 4 generated tasks and a
+`--half` uses the held-out table's sizes (benchmarks/effect/real_model.py: 4 generated tasks and a
 mixture of 8 an epoch, 32 rollouts); every finished run folder is checked with
 `check_run_folder` (the loop's invariants read back from disk) before it is removed, and its
 valid share, rejections, novelty and p_hat are printed.
@@ -41,6 +41,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+if __name__ == "__main__":  # run as a script: the repository and plugins/ first on sys.path
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
+
+from benchmarks import frame
 
 PHASES = ["generate", "agent", "env_update", "checkpoint", "epoch"]
 
@@ -71,12 +76,10 @@ def variant(name: str, config):  # noqa: ANN001, ANN201
     return config
 
 
-def print_flop_ratios(run, run_dir: Path, records, peak: float) -> None:  # noqa: ANN001
-    """Each epoch's phases as FLOPs over seconds, as a ratio to the matrix-product bound."""
-    from flop_bound import describe, phase_ratios
-
-    for epoch in phase_ratios(run, run_dir, records, peak):
-        print(describe(epoch), flush=True)
+def print_flop_ratios(run, run_dir: Path, records, roofline: frame.Roofline) -> None:  # noqa: ANN001
+    """Each epoch's phases against the roofline (matrix-product rate and memory bandwidth)."""
+    for epoch in frame.phase_ratios(run, run_dir, records, roofline):
+        print(frame.describe_flops(epoch), flush=True)
 
 
 def main() -> None:
@@ -89,7 +92,7 @@ def main() -> None:
     parser.add_argument("--half", action="store_true", help="the held-out table's sizes: 4 generated tasks, a mixture of 8")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a seed-loader option, e.g. mode=episode")
     parser.add_argument("--flop-bound", action="store_true",
-                        help="also measure this CPU's matrix-product rate and each phase's FLOPs against it (benchmarks/flop_bound.py)")
+                        help="also measure this CPU's matrix-product rate and memory bandwidth, and each phase against that roofline (benchmarks/frame.py)")
     parser.add_argument("--cold-start", action="store_true", help="with the cold start (workbench demo --model's default); off: the base model as it is")
     args = parser.parse_args()
     import torch
@@ -98,18 +101,17 @@ def main() -> None:
     from workbench.engine.invariants import check_run_folder
     from workbench.engine.loop import CoEvolution
     from workbench.engine.models import cpu_description
+    from workbench.records import epoch_records
 
     options = dict(item.split("=", 1) for item in args.option)
     base = real_model_config(args.model, args.domain, epochs=args.epochs, options=options, cold_start=args.cold_start)
     peak = None
     if args.flop_bound:
-        from flop_bound import matmul_peak
-
         from workbench.engine.threads import apply_threads
 
         apply_threads(base.threads)  # the bound with the threads the runs will use
-        peak = matmul_peak(getattr(torch, base.agent.model.dtype))
-        print(f"matrix-product bound: {peak / 1e9:.1f} GFLOP/s ({base.agent.model.dtype}, {torch.get_num_threads()} threads)", flush=True)
+        peak = frame.measure_roofline(getattr(torch, base.agent.model.dtype))
+        print(f"{peak.describe()} ({base.agent.model.dtype}, {torch.get_num_threads()} threads)", flush=True)
     if args.half:
         base = dataclasses.replace(base, env=dataclasses.replace(base.env, tasks_per_epoch=4),
                                    pool=dataclasses.replace(base.pool, base_per_epoch=2, history_per_epoch=2, max_new_per_epoch=4))
@@ -121,19 +123,19 @@ def main() -> None:
         try:
             start = time.perf_counter()
             run = CoEvolution(variant(name, base), folder / "run")
-            records = run.run()
-            total = {p: sum(r["time"].get(p, 0.0) for r in records) for p in PHASES}
-            total["agent_steps"] = sum(r["agent_steps"] for r in records)
-            total["valid"] = sum(r["valid"] for r in records)
-            total["micro_batches"] = [r["agent_micro_batches"] for r in records]
+            records = epoch_records(run.run())
+            total = {p: sum(r.time.get(p, 0.0) for r in records) for p in PHASES}
+            total["agent_steps"] = sum(r.agent_steps for r in records)
+            total["valid"] = sum(r.valid for r in records)
+            total["micro_batches"] = [r.agent_micro_batches for r in records]
             total["wall"] = time.perf_counter() - start
             check_run_folder(folder / "run", base.agent.num_generations)
             if peak is not None:
                 print_flop_ratios(run, folder / "run", records, peak)
             for r in records:
-                print(f"  epoch {r['epoch']}: valid {r['valid']}/{r['candidates']}, rejections {r['rejections']}, "
-                      f"novelty {r['novelty']}, p_hat {r['p_hat']}, agent_success_seed {r['agent_success_seed']}, "
-                      f"episodes {r['agent_episodes']}, time {r['time']}", flush=True)
+                print(f"  epoch {r.epoch}: valid {r.valid}/{r.candidates}, rejections {r.rejections}, "
+                      f"novelty {r.novelty}, p_hat {r.p_hat}, agent_success_seed {r.agent_success_seed}, "
+                      f"episodes {r.agent_episodes}, time {r.time}", flush=True)
             rows[name] = (total, load)
             print(f"{name}: {total} (load before {load:.2f}, {torch.get_num_threads()} threads, "
                   f"agent base {variant(name, base).agent.model.dtype})", flush=True)
@@ -150,5 +152,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "plugins")]
     main()

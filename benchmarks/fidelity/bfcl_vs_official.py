@@ -23,7 +23,7 @@ of prompting models, which write dotted names as given) and then imports the rea
 tree-sitter Java/JS parsers) cannot be imported without their dependencies, so decoding is
 not compared.
 
-Usage: python benchmarks/bfcl_vs_official.py [--repeat 3] [--categories simple_python,...]
+Usage: python benchmarks/fidelity/bfcl_vs_official.py [--repeat 3] [--categories simple_python,...]
 """
 
 from __future__ import annotations
@@ -35,12 +35,10 @@ import types
 from collections import Counter
 from pathlib import Path
 
-try:
-    import workbench_bfcl
-except ImportError:  # the editable install predates the plugin
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))
-    import workbench_bfcl
+if __name__ == "__main__":  # run as a script: the repository and plugins/ first on sys.path
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
 
+import workbench_bfcl
 from workbench_bfcl.checker import ast_check
 from workbench_bfcl.data import AST_CATEGORIES, load_path
 from workbench_bfcl.parsing import ParseError, parse_calls
@@ -87,7 +85,10 @@ def variants(spec: dict, gold_text: str) -> list[tuple[str, str]]:
     if spec["language"] != "python" or spec["mode"] in ("irrelevance", "relevance"):
         return []
     calls = parse_calls(gold_text)
-    render = lambda cs: "[" + ", ".join(f"{n}(" + ", ".join(f"{k}={v!r}" for k, v in a.items()) + ")" for c in cs for n, a in c.items()) + "]"
+
+    def render(cs: list) -> str:
+        return "[" + ", ".join(f"{n}(" + ", ".join(f"{k}={v!r}" for k, v in a.items()) + ")" for c in cs for n, a in c.items()) + "]"
+
     out = [("varied_values", render([{n: {k: _vary(v) for k, v in a.items()} for n, a in c.items()} for c in calls]))]
     if len(calls) > 1:
         out.append(("reordered", render(list(reversed(calls)))))

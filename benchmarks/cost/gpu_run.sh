@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # One device call of GPU checks (docs/scale-out.md section 6), in priority order, each under its own time limit,
 # ending itself within 9 minutes (GPU_RUN_SECONDS, default 540) so that one 10-minute device call holds it all.
-# Every part writes its JSON into OUT_DIR as it goes (benchmarks/gpu_scale.py rewrites its --json after each
+# Every part writes its JSON into OUT_DIR as it goes (benchmarks/cost/gpu_scale.py rewrites its --json after each
 # epoch or probe), so a part cut off by its limit still leaves what it had.
 #
-#   bash benchmarks/gpu_run.sh OUT_DIR                       # on the lent H100 / H200 (run from the repository root)
-#   GPU_RUN_SHAPE=tiny bash benchmarks/gpu_run.sh OUT_DIR    # every part at the tiny shape on the CPU: the end-to-end check
+#   bash benchmarks/cost/gpu_run.sh OUT_DIR                       # on the lent H100 / H200 (run from the repository root)
+#   GPU_RUN_SHAPE=tiny bash benchmarks/cost/gpu_run.sh OUT_DIR    # every part at the tiny shape on the CPU: the end-to-end check
 #
 # The parts (GPU_RUN_PARTS="a a2 d b e c" picks some; that is the default order):
 #   a   tiny-nan        the tiny shape on CUDA with --find-nonfinite: forward hooks on every module, and backward
@@ -30,14 +30,14 @@
 # bars dropped), a_tiny_nan.json, a2_tiny_nan_eager.json, d_7b_memory.json, b_7b_decode.json, c_fg.json, c_bg.json;
 # part e's figures go into status.json's summary (e_constrained).
 #
-# Wheels: if .whl/ holds wheels (benchmarks/gpu_wheels.sh makes them: trl, datasets, dacite, jsonschema, ...),
+# Wheels: if .whl/ holds wheels (benchmarks/cost/gpu_wheels.sh makes them: trl, datasets, dacite, jsonschema, ...),
 # they are installed first with pip --target into a folder named site-packages (dill, which datasets hashes
 # with, pickles modules from such a folder by reference) and put on PYTHONPATH; GPU_RUN_WHEELS=0 skips that
 # (the default at the tiny shape, where the development venv has everything). The workbench itself is the
 # working tree: PYTHONPATH gets the repository and plugins/. PYTHON picks the interpreter (default python3; on the
 # development machine: PYTHON=/work/venv/bin/python WORKBENCH_THREADS=1 OMP_NUM_THREADS=1 for the tiny check, ~70 s).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 repo=$PWD
 out=${1:?usage: gpu_run.sh OUT_DIR}
 mkdir -p "$out"; out=$(cd "$out" && pwd)
@@ -108,11 +108,14 @@ import json, sys
 from pathlib import Path
 state, out, mode, elapsed, total, show = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
 
-def load(path):
+def load(path):  # a part's figures: a result file of benchmarks.frame.write_result, or a bare object (older runs)
     try:
-        return json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return None
+    if isinstance(data, dict) and {"script", "machine", "figures"} <= set(data):
+        return data["figures"]
+    return data
 
 parts = {}
 for line in (state / "parts.tsv").read_text().splitlines() if (state / "parts.tsv").exists() else []:
@@ -151,7 +154,7 @@ for tag in ("c_fg", "c_bg"):
             summary[tag]["last_background_write_s"] = round(c["last_checkpoint_write"]["write_seconds"], 2)
 fg, bg = load(out / "c_fg.json"), load(out / "c_bg.json")
 if fg and bg and fg.get("epochs") and bg.get("epochs"):
-    def overlap(result):  # benchmarks/checkpoint_overlap.py's summary: means over the epochs after the first
+    def overlap(result):  # benchmarks/cost/checkpoint_overlap.py's summary: means over the epochs after the first
         epochs = result["epochs"][1:] or result["epochs"]
         mean = lambda values: sum(values) / len(values)  # noqa: E731
         return {"epoch_seconds": mean([e["seconds"] for e in epochs]),
@@ -187,7 +190,7 @@ EOF
 
 record() {  # name rc seconds budget [note]
   printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "${5:-}" >> "$state/parts.tsv"
-  rm -f "$out"/*.tmp   # a JSON write cut off mid-way
+  rm -f "$out"/*.tmp "$out"/.*.tmp   # a JSON write cut off mid-way (atomic_write_text's temporary files are hidden)
   render
 }
 
@@ -202,7 +205,7 @@ run() {  # name seconds json-name gpu_scale.py arguments...: one bounded gpu_sca
   local t0=$SECONDS
   rm -rf "$work/run"
   say "=== $name (limit ${limit} s): gpu_scale.py $*"
-  timeout --kill-after=10 "$limit" "$python" -u benchmarks/gpu_scale.py --workdir "$work" --json "$out/$json" "$@" 2>&1 \
+  timeout --kill-after=10 "$limit" "$python" -u benchmarks/cost/gpu_scale.py --workdir "$work" --json "$out/$json" "$@" 2>&1 \
       | grep --line-buffered -v -E 'it/s\]|s/it\]' | grep --line-buffered -v '^RESULT ' | tee -a "$log"
   local rc=${PIPESTATUS[0]}
   [ "$rc" -eq 0 ] || say "=== $name: rc $rc after $((SECONDS - t0)) s$([ "$rc" -eq 124 ] && echo ' (its time limit)')"
@@ -245,7 +248,7 @@ case $parts in *" e "*)
     tok=""; [ -f .gpu-tokenizer/tokenizer.json ] && tok="--tokenizer .gpu-tokenizer"
     say "=== e_constrained (limit ${limit} s): constrained_decoding.py $e_args $tok"
     set -f  # e_args holds a JSON list: no pathname expansion of its brackets
-    WORKBENCH_CACHE=$work timeout --kill-after=10 "$limit" "$python" -u benchmarks/constrained_decoding.py $e_args $tok \
+    WORKBENCH_CACHE=$work timeout --kill-after=10 "$limit" "$python" -u benchmarks/cost/constrained_decoding.py $e_args $tok \
         --json "$state/e_constrained.json" 2>&1 | grep --line-buffered -v -E 'it/s\]|s/it\]' | tee -a "$log"
     rc=${PIPESTATUS[0]}
     set +f

@@ -13,11 +13,11 @@ emulated. The real-model demo picks its base dtype from that probe
 * float32 weights under `torch.autocast("cpu", bfloat16)`.
 
 For each: forward + backward of a micro-batch of 2 x 530 tokens (the BFCL update's shape,
-benchmarks/agent_phase.py), 3 times, and one sampling call of 16 sequences x 32 new tokens after
+benchmarks/cost/agent_phase.py), 3 times, and one sampling call of 16 sequences x 32 new tokens after
 300-token prompts (an agent rollout batch), as ratios to the baseline, with the 1-minute load
 average read before each.
 
-    python benchmarks/cpu_bf16.py [--model smollm2-135m-instruct] [--threads 2]
+    python benchmarks/cost/cpu_bf16.py [--model smollm2-135m-instruct] [--threads 2]
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ import os
 import sys
 import time
 from pathlib import Path
+
+if __name__ == "__main__":  # run as a script: the repository and plugins/ first on sys.path
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
 
 CONFIGS = [("float32", "sdpa", False), ("float32", "eager", False), ("bfloat16", "sdpa", False), ("float32", "sdpa", True)]
 
@@ -84,5 +87,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "plugins")]
     main()

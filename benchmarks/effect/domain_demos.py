@@ -7,15 +7,19 @@ then per run: valid share of generations per epoch, mean p_hat of generated task
 which the environment was updated (and not rolled back), and seconds. The run folders are
 checked with the engine's own invariant checker.
 
-    python benchmarks/domain_demos.py [--epochs 3] [--domains bfcl,bamboogle] [--out runs/domain-demos]
+    python benchmarks/effect/domain_demos.py [--epochs 3] [--domains bfcl,bamboogle] [--out runs/domain-demos]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
+
+if __name__ == "__main__":  # run as a script: the repository and plugins/ first on sys.path
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
 
 
 def main() -> None:
@@ -30,6 +34,7 @@ def main() -> None:
     from workbench.demo import demo_config, domain_demo_config, prepare_demo_models, prepare_domain_demo
     from workbench.engine.invariants import check_run_folder
     from workbench.engine.loop import CoEvolution
+    from workbench.records import epoch_records
 
     rows = []
     for name in args.domains.split(","):
@@ -45,12 +50,12 @@ def main() -> None:
         prepared = time.perf_counter() - start
         run_dir = Path(args.out) / f"{name}-seed{args.seed}-{time.strftime('%H%M%S')}"
         run = CoEvolution(config, run_dir)
-        metrics = run.run()
+        metrics = epoch_records(run.run())
         check_run_folder(run_dir, config.agent.num_generations)
-        valid = " ".join(f"{m['valid'] / m['candidates']:.2f}" for m in metrics)
-        p_hat = " ".join("-" if m["p_hat_mean"] is None else f"{m['p_hat_mean']:.2f}" for m in metrics)
-        updates = sum(m["env_update"] is not None and not m["env_rolled_back"] for m in metrics)
-        seconds = sum(m["time"]["epoch"] for m in metrics)
+        valid = " ".join(f"{m.valid / m.candidates:.2f}" for m in metrics)
+        p_hat = " ".join("-" if m.p_hat_mean is None else f"{m.p_hat_mean:.2f}" for m in metrics)
+        updates = sum(m.env_update is not None and not m.env_rolled_back for m in metrics)
+        seconds = sum(m.time["epoch"] for m in metrics)
         rows.append((name, warm, valid, p_hat, f"{updates} of {len(metrics)}", f"{prepared:.0f}", f"{seconds:.0f}"))
         print(f"{name}: done ({run_dir})", flush=True)
 
