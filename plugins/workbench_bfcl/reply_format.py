@@ -5,7 +5,11 @@ descriptions' lengths, the gold calls and their allowed values. Parameter schema
 of the checker's types) and `description`, and may carry the other keys the seeds use (`enum`,
 `default`, `items`, nested `properties`) as bounded JSON values. What the schema cannot say (the
 gold call names a listed function with its required parameters, values of the declared types)
-stays with `generation.validate`."""
+the format says per reply: it names its last property, `ground_truth`, in `refine_after`, and
+`refine_schema` gives the gold calls' format from the functions that reply declared (only their
+names, each with its declared parameters, the required ones present, every allowed value of the
+declared type and in the declared enum, "" marking an optional one). What is left to
+`generation.validate` is what a grammar never sees (a function list that itself breaks a rule)."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from typing import Any
 
 from workbench import Task, longest
 from workbench_bfcl.checker import PYTHON_TYPE_MAPPING
-from workbench_bfcl.generation import NAME, example_json
+from workbench_bfcl.generation import MAX_ENUM, NAME, example_json
 
 
 def _seed_objects(seeds: list[Task]) -> list[dict[str, Any]]:
@@ -108,3 +112,67 @@ def reply_schema(seeds: list[Task]) -> dict[str, Any] | None:
         "required": ["question", "functions", "ground_truth"],
         "additionalProperties": False,
     }
+
+
+REFINED = "ground_truth"  # the reply's last property, refined per reply (workbench_env_reply_refine)
+SIMPLE = {"string": "string", "integer": "integer", "float": "number", "boolean": "boolean"}
+
+
+def _typed_value(prop: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
+    """The schema of one allowed value of a parameter declared as `prop` (generation.TYPE_CHECKS:
+    the checker's types), within the declared format's `value` bounds."""
+    kind = prop.get("type")
+    enum = prop.get("enum")
+    if isinstance(enum, list) and 0 < len(enum) <= MAX_ENUM:
+        return {"enum": enum}
+    if kind in SIMPLE:
+        schema: dict[str, Any] = {"type": SIMPLE[kind]}
+        if kind == "string":
+            schema["maxLength"] = value["anyOf"][0]["maxLength"]
+        return schema
+    if kind in ("array", "tuple"):
+        items = prop.get("items")
+        # the items' type only: the checker tests an array's elements for type, not for an items enum (seeds break it)
+        item = _typed_value({"type": items["type"]}, value) if isinstance(items, dict) and items.get("type") in SIMPLE else {"$ref": "#/$defs/value"}
+        return {"type": "array", "maxItems": value["anyOf"][4]["maxItems"], "items": item}
+    if kind == "dict":
+        return {"type": "object", "maxProperties": value["anyOf"][5]["maxProperties"], "additionalProperties": {"$ref": "#/$defs/value"}}
+    return {"$ref": "#/$defs/value"}  # "any"
+
+
+def refine_schema(prefix: str, declared: dict[str, Any]) -> dict[str, Any] | None:
+    """The gold calls' format for a reply that wrote `prefix` (up to `"ground_truth": `), under the
+    run's `declared` format (`reply_schema`'s bounds); None when the functions part does not read
+    as JSON, or declares none the checker can call."""
+    head = prefix[: prefix.rfind(json.dumps(REFINED))].rstrip().rstrip(",")
+    try:
+        reply = json.loads(head + "}")
+    except ValueError:
+        return None
+    functions = reply.get("functions") if isinstance(reply, dict) else None
+    schema = declared["json_schema"]
+    value, gold = schema["$defs"]["value"], schema["properties"][REFINED]
+    allowed_items = gold["items"]["additionalProperties"]["additionalProperties"]["maxItems"]
+    calls = []
+    for function in functions if isinstance(functions, list) else []:
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            continue
+        params: dict[str, Any] = function["parameters"] if isinstance(function.get("parameters"), dict) else {}
+        props: dict[str, Any] = params["properties"] if isinstance(params.get("properties"), dict) else {}
+        if not all(isinstance(p, dict) for p in props.values()):
+            continue
+        required = [r for r in params.get("required") or [] if r in props]
+        arguments = {}
+        for name, prop in props.items():
+            typed = _typed_value(prop, value)
+            if name in required and typed.get("type") == "string":
+                typed["minLength"] = 1  # "" marks an optional parameter, which a required one is not
+            options = typed if name in required else {"anyOf": [typed, {"const": ""}]}
+            arguments[name] = {"type": "array", "minItems": 1, "maxItems": allowed_items, "items": options}
+        call = {"type": "object", "properties": arguments, "required": required, "additionalProperties": False}
+        calls.append({"type": "object", "properties": {function["name"]: call}, "required": [function["name"]],
+                      "additionalProperties": False})
+    if not calls:
+        return None
+    return {"json_schema": {"$defs": {"value": value}, "type": "array", "minItems": 1, "maxItems": gold["maxItems"],
+                            "items": {"anyOf": calls}}}

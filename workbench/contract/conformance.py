@@ -36,7 +36,16 @@ from pathlib import Path
 from typing import Any
 
 from workbench.contract.aggregation import aggregate_declared
-from workbench.contract.reply_format import format_problem, grammar_problem, text_problem
+from workbench.contract.reply_format import (
+    REFINE_KEY,
+    format_problem,
+    grammar_problem,
+    lark_problem,
+    refine_prefix,
+    refined_grammar,
+    refined_problem,
+    text_problem,
+)
 from workbench.contract.tasks import AgentStats, DomainInfo, Interaction, MetricInfo, Rejection, ReportSection, Score, Task
 from workbench.contract.validity import difficulty_problem, messages_problem, prompt_problem, rejection_list_problem, score_problem
 from workbench.errors import WorkbenchError
@@ -788,6 +797,38 @@ def _check_reply_format(c: _Checker, implemented: set[str], seeds: list[Task]) -
                      + "; ".join(wrong[:3]) + ". Size the format's bounds to the seeds (reply_format.longest)")
     else:
         c.report.add(name, "ok", f"{next(iter(fmt))}: every one of {matched} rendered seeds matches; compiles as a grammar")
+    if REFINE_KEY in fmt:
+        _check_reply_refine(c, implemented, seeds, fmt)
+
+
+def _check_reply_refine(c: _Checker, implemented: set[str], seeds: list[Task], fmt: dict[str, Any]) -> None:
+    """A format naming `refine_after`: `workbench_env_reply_refine` is implemented, and for every
+    rendered seed it gives, from the seed's own prefix, a format its value matches, which the
+    structured-generation library compiles with that prefix."""
+    name = "environment reply refine"
+    if "workbench_env_reply_refine" not in implemented:
+        c.report.add(name, "error", f"the format names {REFINE_KEY} {fmt[REFINE_KEY]!r} but the plugin has no "
+                     "workbench_env_reply_refine hook: implement it, or drop refine_after")
+        return
+    wrong, checked = [], 0
+    for task in seeds if "workbench_render_task" in implemented else []:
+        ok, text = c.call(name, "workbench_render_task", task=task)
+        if not ok or not isinstance(text, str) or (prefix := refine_prefix(fmt, text)) is None:
+            continue
+        called, refined = c.call(name, "workbench_env_reply_refine", prefix=prefix, declared=fmt)
+        if not called:
+            return
+        problem = refined_problem(fmt, text, refined)
+        if problem is None and not checked:
+            problem = lark_problem(refined_grammar(prefix, refined))
+        checked += problem is None
+        if problem is not None:
+            wrong.append(f"seed {task.id}: {problem}")
+    if wrong:
+        c.report.add(name, "error", f"{len(wrong)} rendered seeds do not match the format refined from their own prefix, e.g. "
+                     + "; ".join(wrong[:3]))
+    else:
+        c.report.add(name, "ok", f"every one of {checked} rendered seeds matches the format refined from its own prefix")
 
 
 def _check_variations(c: _Checker, implemented: set[str], seeds: list[Task], count: int = 4) -> None:

@@ -309,6 +309,22 @@ class Domain:
             raise PluginError(f"plugin {self.plugin_name!r} (domain {self.name}) hook env_reply_format: {problem}")
         return fmt
 
+    def env_reply_refine(self, prefix: str, declared: dict[str, Any]) -> dict[str, Any] | None:
+        """The format of the rest of a reply that has written `prefix` (`workbench_env_reply_refine`),
+        or None: no hook, the plugin declined, or a fault (counted) or a result that is no
+        `{"json_schema": ...}` format (counted as `bad_format`), so decoding goes on as declared."""
+        if not self.implements("workbench_env_reply_refine"):
+            return None
+        fmt = self._contained("env_reply_refine", prefix=prefix, declared=declared)
+        if fmt is None or isinstance(fmt, Fault):
+            return None
+        problem = format_problem(fmt, check_schema=False) if isinstance(fmt, dict) and set(fmt) == {"json_schema"} else (
+            f"returned {fmt!r:.80}, not {{'json_schema': ...}} or None")
+        if problem is not None:
+            self._fault("env_reply_refine", "bad_format", problem)
+            return None
+        return fmt
+
     def reference_output(self, task: Task) -> str | None:
         """An agent output scoring a success on `task` (workbench_reference_output), or None."""
         return self._optional_text("reference_output", task)

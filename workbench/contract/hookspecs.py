@@ -64,6 +64,7 @@ OPTIONAL_DOMAIN_HOOKS = (
     "workbench_task_difficulty",
     "workbench_task_variations",
     "workbench_env_reply_format",
+    "workbench_env_reply_refine",
 )
 CROSS_CUTTING_HOOKS = ("workbench_extra_validators", "workbench_run_start", "workbench_epoch_end")
 
@@ -201,6 +202,24 @@ def workbench_env_reply_format(seeds: list[Task]) -> dict[str, Any] | None:
     under it ends within the token cap: an unbounded schema lets a model write JSON of the right
     shape that never closes. What a format cannot say (the gold call passes the checker, the
     answer is right) stays with `workbench_validate_task`.
+    """
+
+
+@hookspec(firstresult=True)
+def workbench_env_reply_refine(prefix: str, declared: dict[str, Any]) -> dict[str, Any] | None:
+    """Optional, with a format that names `refine_after` (`workbench.contract.reply_format`): the
+    format of that last property's value, given `prefix`, the reply written up to and including
+    the key (`{"question": ..., "functions": [...], "ground_truth": `), and `declared`, the
+    run's format from `workbench_env_reply_format` (whose bounds the refined one keeps). Return
+    `{"json_schema": {...}}` for the value (the engine decodes the rest of the reply under it and
+    closes the object), or None to keep the declared format (a prefix the plugin cannot read).
+
+    This ties one part of a reply to another: BFCL's gold call may only name a function the
+    same reply declared, with its declared parameters and their types. Rules: for every
+    rendered seed, the value the seed writes matches the format its own prefix gives (checked
+    by `workbench check-plugin`); bound it as the declared format does; never raise (a fault is
+    contained, counted, and the reply goes on under the declared format). Called once per reply,
+    during decoding: keep it fast (milliseconds).
     """
 
 

@@ -9,6 +9,13 @@ A format is a dict with exactly one key:
 * `{"regex": "..."}`: the whole reply matches this regular expression (use the subset that
   Python's `re` and Rust's `regex` read alike: classes, groups, `?`, `*`, `+`, `{m,n}`, `|`).
 
+A JSON Schema format may also name its object's last property in `refine_after` (`{"json_schema":
+{...}, "refine_after": "ground_truth"}`): when a reply has written that key, the engine asks the
+plugin's `workbench_env_reply_refine` for the format of its value *given what the reply wrote
+before it* (`refine_prefix`), and decodes the rest under that (`refined_grammar`). This is how a
+format ties one part of a reply to another, which no context-free grammar does alone: BFCL's gold
+call may only name the functions, parameters and types the same reply declared.
+
 A format says the *shape*; what it cannot say (the gold call passes the checker, the answer is
 right) stays with `workbench_validate_task`. Its bounds (`maxLength`, `maxItems`, `{m,n}`) are
 what lets a grammar close a reply within `env.generation.max_new_tokens`: a plugin sizes them to
@@ -30,6 +37,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 FORMAT_KINDS = ("json_schema", "regex")
+REFINE_KEY = "refine_after"
 
 
 def longest(values: Iterable[Any], measure: Callable[[Any], int] = len, headroom: float = 1.0, floor: int = 1) -> int:
@@ -41,17 +49,28 @@ def longest(values: Iterable[Any], measure: Callable[[Any], int] = len, headroom
     return max(floor, math.ceil(max(sizes, default=0) * headroom))
 
 
-def format_problem(fmt: Any) -> str | None:
-    """Why `fmt` is not a reply format (module doc), or None when it is one."""
-    if not isinstance(fmt, dict) or len(fmt) != 1 or next(iter(fmt)) not in FORMAT_KINDS:
+def format_problem(fmt: Any, check_schema: bool = True) -> str | None:
+    """Why `fmt` is not a reply format (module doc), or None when it is one. `check_schema`
+    False skips checking a JSON Schema against the metaschema (tens of milliseconds for a large
+    schema): for a format made per reply, which llguidance refuses anyway if it is no schema."""
+    kinds = [k for k in FORMAT_KINDS if isinstance(fmt, dict) and k in fmt]
+    if not isinstance(fmt, dict) or len(kinds) != 1 or set(fmt) - {kinds[0], REFINE_KEY}:
         keys = sorted(fmt) if isinstance(fmt, dict) else type(fmt).__name__
-        return f"a reply format is a dict with exactly one key of {list(FORMAT_KINDS)}, got {keys}"
-    kind, body = next(iter(fmt.items()))
+        return (f"a reply format is a dict with exactly one key of {list(FORMAT_KINDS)} (and, with json_schema, an optional "
+                f"{REFINE_KEY!r}), got {keys}")
+    kind, body = kinds[0], fmt[kinds[0]]
+    if REFINE_KEY in fmt:
+        key = fmt[REFINE_KEY]
+        properties = list((body.get("properties") or {}) if isinstance(body, dict) else {})
+        if kind != "json_schema" or not isinstance(key, str) or not properties or properties[-1] != key:
+            return (f"{REFINE_KEY} must name the last property of the json_schema's object (its value is written last, "
+                    f"so the refined format decodes the rest of the reply), got {key!r} with properties {properties}")
     if kind == "json_schema":
         if not isinstance(body, dict):
             return f"json_schema must be a JSON Schema dict, got {type(body).__name__}"
         try:
-            Draft202012Validator.check_schema(body)
+            if check_schema:
+                Draft202012Validator.check_schema(body)
             json.dumps(body)
         except SchemaError as exc:
             return f"json_schema is not a valid JSON Schema: {exc.message}"
@@ -67,11 +86,16 @@ def format_problem(fmt: Any) -> str | None:
     return None
 
 
+def _kind(fmt: dict[str, Any]) -> tuple[str, Any]:
+    kind = next(k for k in FORMAT_KINDS if k in fmt)
+    return kind, fmt[kind]
+
+
 def grammar(fmt: dict[str, Any]) -> str:
     """`fmt` as an llguidance grammar (the structured-generation library the engine decodes with)."""
     from llguidance import LLMatcher
 
-    kind, body = next(iter(fmt.items()))
+    kind, body = _kind(fmt)
     if kind == "regex":
         return LLMatcher.grammar_from_regex(body)
     # json.dumps's default separators, as every renderer writes them; no other white space between tokens
@@ -86,9 +110,17 @@ def grammar_problem(fmt: dict[str, Any]) -> str | None:
     return f"the structured-generation library (llguidance) cannot compile it: {messages[0]}" if is_error else None
 
 
+def lark_problem(lark: str) -> str | None:
+    """Why llguidance cannot compile the Lark grammar `lark` (a refined reply's), or None."""
+    from llguidance import LLMatcher
+
+    is_error, messages = LLMatcher.validate_grammar_with_warnings(LLMatcher.grammar_from_lark(lark))
+    return f"the structured-generation library (llguidance) cannot compile the refined grammar: {messages[0]}" if is_error else None
+
+
 def text_problem(fmt: dict[str, Any], text: str) -> str | None:
     """Why `text` is not a reply in format `fmt` (already checked by `format_problem`), or None."""
-    kind, body = next(iter(fmt.items()))
+    kind, body = _kind(fmt)
     if kind == "regex":
         return None if re.fullmatch(body, text) else f"does not match the regex {body[:80]!r}"
     try:
@@ -103,4 +135,44 @@ def text_problem(fmt: dict[str, Any], text: str) -> str | None:
     return f"{where}: {first.message[:200]}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
 
 
-__all__ = ["FORMAT_KINDS", "format_problem", "grammar", "grammar_problem", "longest", "text_problem"]
+def refine_prefix(fmt: dict[str, Any], text: str) -> str | None:
+    """The part of a reply `text` up to and including its `refine_after` key and separator (what
+    `workbench_env_reply_refine` is given), or None when the format refines nothing or the key is
+    not written yet. The key is matched as `json.dumps` writes it (`"ground_truth": `); a JSON
+    string cannot hold it unescaped, so only the object's own key matches."""
+    key = fmt.get(REFINE_KEY)
+    if not key:
+        return None
+    marker = json.dumps(key) + ": "
+    at = text.rfind(marker)
+    return text[: at + len(marker)] if at >= 0 else None
+
+
+def refined_grammar(prefix: str, value_format: dict[str, Any]) -> str:
+    """An llguidance (Lark) grammar of a whole reply that begins with `prefix` (the text already
+    written, up to the refined key) and goes on with one JSON value in `value_format` (a
+    `{"json_schema": ...}` from `workbench_env_reply_refine`) and the object's closing brace."""
+    _, schema = _kind(value_format)
+    return f"start: {json.dumps(prefix, ensure_ascii=False)} value \"}}\"\nvalue: %json {json.dumps(schema)}\n"
+
+
+def refined_problem(fmt: dict[str, Any], text: str, value_format: Any) -> str | None:
+    """Why `value_format` (what `workbench_env_reply_refine` gave for `text`'s prefix) is not a
+    format for the rest of reply `text`, or None: a `{"json_schema": ...}` that the value after
+    the prefix matches."""
+    prefix = refine_prefix(fmt, text)
+    if prefix is None:
+        return f"the reply never writes its {fmt.get(REFINE_KEY)!r} key"
+    if not isinstance(value_format, dict) or set(value_format) != {"json_schema"}:
+        return f"workbench_env_reply_refine must return {{'json_schema': ...}} or None, got {value_format!r:.80}"
+    problem = format_problem(value_format, check_schema=False)  # the checker compiles one refined grammar: that checks the schema
+    if problem is not None:
+        return problem
+    rest = text[len(prefix):]
+    if not rest.endswith("}"):
+        return f"the reply does not end with the object's closing brace after its {fmt.get(REFINE_KEY)!r} value"
+    return text_problem(value_format, rest[:-1])
+
+
+__all__ = ["FORMAT_KINDS", "REFINE_KEY", "format_problem", "grammar", "grammar_problem", "lark_problem", "longest", "refine_prefix",
+           "refined_grammar", "refined_problem", "text_problem"]

@@ -17,6 +17,13 @@ the library vLLM's `guidance` structured-output backend runs, so both backends d
 language. `benchmarks/cost/constrained_decoding.py` compares it with xgrammar's transformers
 processor on speed and on the share of replies that parse.
 
+A format that names `refine_after` (BFCL's: the gold call, written last) is refined per reply: when
+a row has written that key, the processor hands the plugin's `workbench_env_reply_refine` the
+reply so far and, from the format it returns, compiles a grammar of the whole reply (that prefix,
+then the value under the new format, then the closing brace) and replays the row's tokens into it
+(`ReplyGrammar.refined`). So each gold call can only use the functions, parameters and types its
+own reply declared. vLLM's structured outputs decode under the declared format alone.
+
 What the format cannot guarantee: a reply that reaches `env.generation.max_new_tokens` before it
 ends is cut mid-object. The bounds a plugin puts in its format keep that rare; the generator
 marks such replies (`TransformersGenerator.last_cut`) and the candidate writer counts them as
@@ -25,13 +32,16 @@ marks such replies (`TransformersGenerator.last_cut`) and the candidate writer c
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 import torch
 from transformers import LogitsProcessor
 
-from workbench.contract.reply_format import grammar
+from workbench.contract.reply_format import grammar, refine_prefix, refined_grammar
 from workbench.engine.end_tokens import end_token_ids
 from workbench.errors import WorkbenchError
 
@@ -40,12 +50,23 @@ class ConstrainedDecodingError(WorkbenchError, RuntimeError):
     """The reply format could not be compiled or followed; the message says what to change."""
 
 
+@dataclass
+class ReplyFormat:
+    """A run's reply format: the plugin's declared `format` and, where it names `refine_after`,
+    `refine` (the domain's `env_reply_refine`: prefix -> the value's format, or None)."""
+
+    format: dict[str, Any]
+    refine: Callable[[str], dict[str, Any] | None] | None = field(default=None, repr=False)
+
+
 class ReplyGrammar:
     """A reply format compiled once for one tokenizer and vocabulary size."""
 
-    def __init__(self, fmt: dict[str, Any], tokenizer: Any, vocab_size: int):
+    def __init__(self, fmt: dict[str, Any], tokenizer: Any, vocab_size: int,
+                 refine: Callable[[str], dict[str, Any] | None] | None = None):
         """Compile `fmt` for `tokenizer` over the model's `vocab_size` logits (a model's embedding
-        may be wider than its tokenizer: the extra ids are never allowed)."""
+        may be wider than its tokenizer: the extra ids are never allowed). `refine` (with a format
+        naming `refine_after`): prefix -> the format of the rest of that reply, or None."""
         import llguidance
         import llguidance.hf
 
@@ -60,6 +81,28 @@ class ReplyGrammar:
         self.template = llguidance.LLMatcher(self.ll_tokenizer, grammar(fmt), log_level=0)
         if self.template.is_error():
             raise ConstrainedDecodingError(f"the reply format does not compile: {self.template.get_error()}")
+        self.refine = refine if fmt.get("refine_after") else None
+        self.marker = (json.dumps(fmt["refine_after"]) + ": ").encode() if self.refine else b""  # the key as json.dumps writes it
+        self.refines = {"refined": 0, "declined": 0}  # replies decoded on under a refined grammar, or under the declared one
+
+    def refined(self, reply_ids: list[int]) -> Any | None:
+        """For a row whose reply (`reply_ids`) has just written the `refine_after` key: a matcher
+        of the refined grammar that has consumed the reply so far, or None (no key yet, the plugin
+        declined or faulted, or the refined grammar refuses the reply: the declared one goes on)."""
+        import llguidance
+
+        prefix = refine_prefix(self.format, self.ll_tokenizer.decode_str(reply_ids))
+        if prefix is None or self.refine is None:
+            return None
+        value_format = self.refine(prefix)
+        matcher = None
+        if value_format is not None:
+            matcher = llguidance.LLMatcher(self.ll_tokenizer, llguidance.LLMatcher.grammar_from_lark(refined_grammar(prefix, value_format)),
+                                           log_level=0)
+            if matcher.is_error() or not matcher.consume_tokens(reply_ids):
+                matcher = None
+        self.refines["refined" if matcher is not None else "declined"] += 1
+        return matcher
 
     def processor(self) -> "GrammarLogitsProcessor":
         """A fresh processor for one generate call (its matchers start at the reply's first token)."""
@@ -76,6 +119,9 @@ class GrammarLogitsProcessor(LogitsProcessor):
         self.compiled = compiled
         self.matchers: list[Any] = []
         self.done: list[bool] = []
+        self.refining: list[bool] = []  # rows whose format is still to be refined (`refine_after`)
+        self.texts: list[bytearray] = []  # their replies so far
+        self.prompt_width = 0
         self.bitmask: torch.Tensor | None = None
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.Tensor:
@@ -83,6 +129,9 @@ class GrammarLogitsProcessor(LogitsProcessor):
         if not self.matchers:
             self.matchers = [self.compiled.template.deep_copy() for _ in range(rows)]
             self.done = [False] * rows
+            self.refining = [self.compiled.refine is not None] * rows
+            self.texts = [bytearray() for _ in range(rows)]
+            self.prompt_width = input_ids.shape[1]
             self.bitmask = torch.full((rows, (self.compiled.vocab_size + 31) // 32), -1, dtype=torch.int32)
         else:
             for i, token in enumerate(input_ids[:, -1].tolist()):
@@ -93,6 +142,12 @@ class GrammarLogitsProcessor(LogitsProcessor):
                 elif not self.matchers[i].consume_token(token):
                     raise ConstrainedDecodingError(
                         f"row {i}: token {token} was sampled outside the reply format: {self.matchers[i].get_error()}")
+                elif self.refining[i]:  # the reply so far, as bytes, until it has written the refined key
+                    piece = self.compiled.ll_tokenizer.decode_bytes([token])
+                    self.texts[i] += piece
+                    if self.texts[i].find(self.compiled.marker, len(self.texts[i]) - len(piece) - len(self.compiled.marker)) >= 0:
+                        self.refining[i] = False
+                        self.matchers[i] = self.compiled.refined(input_ids[i, self.prompt_width:].tolist()) or self.matchers[i]
         assert self.bitmask is not None
         self.bitmask.fill_(-1)
         for i, matcher in enumerate(self.matchers):
@@ -113,9 +168,10 @@ def unpack_bitmask(bitmask: torch.Tensor, width: int) -> torch.Tensor:
     return allowed
 
 
-def run_reply_format(config: Any, domain: Any, seeds: list[Any]) -> dict[str, Any] | None:
+def run_reply_format(config: Any, domain: Any, seeds: list[Any]) -> ReplyFormat | None:
     """With `env.constrained`, the domain's declared reply format sized to the run's `seeds` (one
-    call per run); None when off. A domain that declares none is refused, naming the setting."""
+    call per run) with its refine hook; None when off. A domain that declares none is refused,
+    naming the setting."""
     if not config.env.constrained:
         return None
     fmt = domain.env_reply_format(seeds)
@@ -123,7 +179,7 @@ def run_reply_format(config: Any, domain: Any, seeds: list[Any]) -> dict[str, An
         raise ConstrainedDecodingError(
             f"env.constrained is true but domain {domain.name!r} declares no reply format for these seeds (its plugin has no "
             "workbench_env_reply_format hook, or it returned None); set env.constrained: false")
-    return fmt
+    return ReplyFormat(fmt, functools.partial(domain.env_reply_refine, declared=fmt) if fmt.get("refine_after") else None)
 
 
 def vllm_structured_outputs(fmt: dict[str, Any]) -> Any:

@@ -21,7 +21,7 @@ import contextlib
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from transformers import LogitsProcessorList, StoppingCriteria
@@ -32,6 +32,9 @@ from workbench.engine.lora_merge import LoraMerge
 from workbench.errors import WorkbenchError
 from workbench.model_catalog import resolve_model
 from workbench.textsafety import clean_text
+
+if TYPE_CHECKING:
+    from workbench.engine.constrained import ReplyFormat
 
 
 class GenerationError(WorkbenchError, RuntimeError):
@@ -194,7 +197,7 @@ class VLLMGenerator:
     """Sampling through a vLLM engine colocated on the GPU (the `gpu` extra)."""
 
     def __init__(self, settings: GenerationSettings, model_path: str, tokenizer: Any, seed: int = 0, model: Any = None,
-                 reply_format: dict[str, Any] | None = None):
+                 reply_format: ReplyFormat | None = None):
         from trl.trainer.utils import ensure_master_addr_port
         from vllm import LLM  # guarded by make_generator
 
@@ -235,7 +238,7 @@ class VLLMGenerator:
         if self.reply_format is not None:
             from workbench.engine.constrained import vllm_structured_outputs
 
-            structured["structured_outputs"] = vllm_structured_outputs(self.reply_format)
+            structured["structured_outputs"] = vllm_structured_outputs(self.reply_format.format)  # the declared format: no refine
         params = SamplingParams(
             n=n, temperature=self.settings.temperature, top_p=self.settings.top_p,
             max_tokens=self.settings.max_new_tokens, seed=seed, **structured,
@@ -310,7 +313,7 @@ def vllm_available() -> bool:
 
 def make_generator(
     settings: GenerationSettings, model: Any, tokenizer: Any, model_path: str = "", seed: int = 0, merge_lora: bool = False,
-    reply_format: dict[str, Any] | None = None,
+    reply_format: ReplyFormat | None = None,
 ) -> Generator:
     """The configured backend; `merge_lora` (transformers backend) samples with LoRA adapters merged;
     `reply_format` (a domain's `workbench_env_reply_format`): every reply is decoded under it, the
@@ -321,7 +324,7 @@ def make_generator(
         if reply_format is not None:
             from workbench.engine.constrained import ReplyGrammar
 
-            grammar = ReplyGrammar(reply_format, tokenizer, logits_width(model))
+            grammar = ReplyGrammar(reply_format.format, tokenizer, logits_width(model), refine=reply_format.refine)
         return TransformersGenerator(settings, model, tokenizer, merge_lora=merge_lora, grammar=grammar)
     if settings.backend == "vllm":
         if not vllm_available():

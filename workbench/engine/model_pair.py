@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
@@ -31,6 +31,9 @@ from workbench.errors import RunError
 from workbench.model_catalog import resolve_model
 from workbench.modes import Mode
 from workbench.tracking import trainer_report_arguments
+
+if TYPE_CHECKING:
+    from workbench.engine.constrained import ReplyFormat
 
 StepReport = Callable[[int, int, str], None]  # a trainer's progress: done, total, unit
 
@@ -69,7 +72,7 @@ class ModelPair:
     trainers' step counts for that phase's progress events."""
 
     def __init__(self, config: RunConfig, mode: Mode, domain: Domain, folder: RunFolder, cold_start: cold.ColdStartModels | None,
-                 checkpoint: Path | None, progress: Callable[[str], StepReport], reply_format: dict[str, Any] | None = None):
+                 checkpoint: Path | None, progress: Callable[[str], StepReport], reply_format: ReplyFormat | None = None):
         """`reply_format`: the environment's replies are decoded under it (`env.constrained`)."""
         self.config = config
         self.cold_start = cold_start

@@ -1,0 +1,164 @@
+"""A reply format refined per reply (`refine_after` + `workbench_env_reply_refine`,
+`workbench.contract.reply_format`, `workbench.engine.constrained`): when a reply has written the
+named key, the rest is decoded under the format the plugin derives from what that reply wrote.
+
+Checked on the tiny environment model's own sampling: with refine, every reply that ends picks one
+of the names it listed itself; without it (the declared format alone) some reply picks another,
+so the test shows something. BFCL's refine: a gold call may only name a declared function with its
+declared parameters, the required ones present, values of the declared types; every rendered seed
+matches the format refined from its own prefix (check-plugin checks all of them). A hook that
+raises or returns a non-format is contained and counted, and decoding goes on as declared."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from engine_support import demo_variant
+
+from workbench import hookimpl
+from workbench.config import GenerationSettings, ModelSettings
+from workbench.contract.registry import load_registry
+from workbench.contract.reply_format import format_problem, refine_prefix, refined_grammar, refined_problem, text_problem
+from workbench.engine.constrained import ReplyGrammar
+from workbench.engine.generation import TransformersGenerator, logits_width
+from workbench.engine.models import load_model, load_tokenizer
+
+NAMES = {"json_schema": {
+    "type": "object",
+    "properties": {"names": {"type": "array", "minItems": 2, "maxItems": 3, "items": {"type": "string", "pattern": "^[a-z]{2,3}$"}},
+                   "pick": {"type": "string", "pattern": "^[a-z]{2,3}$"}},
+    "required": ["names", "pick"], "additionalProperties": False},
+    "refine_after": "pick"}
+
+
+def pick_one_of_the_names(prefix: str) -> dict | None:
+    names = json.loads(prefix[: prefix.rfind('"pick"')].rstrip().rstrip(",") + "}")["names"]
+    return {"json_schema": {"enum": names}}
+
+
+@pytest.fixture(scope="module")
+def env_model(tiny_models):
+    settings = ModelSettings(name_or_path=str(tiny_models[1]), device="cpu")
+    return load_model(settings, "env.model", trainable=False), load_tokenizer(settings, "env.model")
+
+
+def _replies(env_model, refine):
+    model, tokenizer = env_model
+    grammar = ReplyGrammar(NAMES, tokenizer, logits_width(model), refine=refine)
+    generator = TransformersGenerator(GenerationSettings(max_new_tokens=60, batch_size=8, temperature=1.5), model, tokenizer, grammar=grammar)
+    prompts = [f"Write names and pick one ({i})." for i in range(16)]
+    replies = [r for (r,) in generator.generate(prompts, n=1, seed=5)]
+    ended = [json.loads(r) for r, (cut,) in zip(replies, generator.last_cut) if not cut]
+    return ended, grammar
+
+
+def test_every_reply_that_ends_picks_a_name_it_wrote_itself(env_model):
+    ended, grammar = _replies(env_model, pick_one_of_the_names)
+    assert len(ended) >= 8, "most replies close within the cap"
+    assert all(r["pick"] in r["names"] for r in ended), ended
+    assert grammar.refines["refined"] >= len(ended) and grammar.refines["declined"] == 0
+    free, plain = _replies(env_model, None)
+    assert plain.refines == {"refined": 0, "declined": 0}
+    assert any(r["pick"] not in r["names"] for r in free), "the declared format alone lets a reply pick another name"
+
+
+def test_a_refine_that_declines_keeps_the_declared_format(env_model):
+    ended, grammar = _replies(env_model, lambda prefix: None)
+    assert ended and all(text_problem(NAMES, json.dumps(r)) is None for r in ended)
+    assert grammar.refines["refined"] == 0 and grammar.refines["declined"] >= len(ended)
+
+
+def test_the_format_names_its_last_property_to_refine():
+    assert format_problem(NAMES) is None
+    assert "last property" in format_problem({**NAMES, "refine_after": "names"})
+    assert "last property" in format_problem({"regex": "a+", "refine_after": "x"})
+    assert "exactly one key" in format_problem({**NAMES, "other": 1})
+    text = '{"names": ["ab", "cd"], "pick": "cd"}'
+    prefix = refine_prefix(NAMES, text)
+    assert prefix == '{"names": ["ab", "cd"], "pick": '
+    assert refined_problem(NAMES, text, pick_one_of_the_names(prefix)) is None
+    assert "is not one of" in refined_problem(NAMES, '{"names": ["ab", "cd"], "pick": "ef"}', pick_one_of_the_names(prefix))
+    assert refined_grammar(prefix, {"json_schema": {"enum": ["ab"]}}).startswith('start: "{\\"names\\"')
+
+
+@pytest.fixture(scope="module")
+def bfcl():
+    registry = load_registry()
+    domain = registry.domain("bfcl")
+    seeds = domain.seed_tasks({"categories": ["simple_python", "multiple"]})[:64]
+    return domain, domain.env_reply_format(seeds)
+
+
+PREFIX = ('{"question": "Area of a 3 by 4 rectangle?", "functions": [{"name": "area", "description": "Area.", "parameters": '
+          '{"type": "dict", "properties": {"width": {"type": "integer", "description": "w"}, "height": {"type": "integer", '
+          '"description": "h"}, "unit": {"type": "string", "description": "u", "enum": ["m", "cm"]}}, "required": ["width", "height"]}}], '
+          '"ground_truth": ')
+
+
+@pytest.mark.parametrize("gold,problem", [
+    ('[{"area": {"width": [3], "height": [4], "unit": ["m", ""]}}]', None),
+    ('[{"area": {"width": [3], "height": [4]}}]', None),
+    ('[{"volume": {"width": [3], "height": [4]}}]', "unknown function"),
+    ('[{"area": {"width": [3], "depth": [4]}}]', "unknown or missing parameter"),
+    ('[{"area": {"width": [3]}}]', "a required parameter missing"),
+    ('[{"area": {"width": ["3"], "height": [4]}}]', "a value of another type"),
+    ('[{"area": {"width": [3], "height": [4], "unit": ["km"]}}]', "a value outside the enum"),
+    ('[{"area": {"width": [""], "height": [4]}}]', "a required parameter marked optional"),
+])
+def test_bfcl_gold_calls_keep_to_the_functions_their_reply_declared(bfcl, gold, problem):
+    domain, declared = bfcl
+    assert declared["refine_after"] == "ground_truth"
+    refined = domain.env_reply_refine(PREFIX, declared)
+    found = refined_problem(declared, PREFIX + gold + "}", refined)
+    assert (found is None) == (problem is None), (problem, found)
+
+
+def test_bfcl_refine_declines_a_prefix_it_cannot_read_and_every_seed_matches_its_own(bfcl):
+    domain, declared = bfcl
+    assert domain.env_reply_refine('{"question": "q", "functions": [{"name": ', declared) is None
+    seeds = domain.seed_tasks({"categories": ["simple_python", "multiple"]})[:64]
+    texts = [(task.id, text) for task in seeds if (text := domain.render_task(task)) is not None]
+    assert len(texts) >= 32
+    for task_id, text in texts:
+        prefix = refine_prefix(declared, text)
+        assert refined_problem(declared, text, domain.env_reply_refine(prefix, declared)) is None, task_id
+
+
+@hookimpl
+def names_format(seeds):
+    return NAMES
+
+
+@hookimpl
+def raising_refine(prefix, declared):
+    raise RuntimeError("refine broke")
+
+
+@hookimpl
+def wrong_refine(prefix, declared):
+    return {"regex": "x"}
+
+
+def test_a_refine_fault_is_contained_and_counted():
+    for hook, code in ((raising_refine, "plugin_error"), (wrong_refine, "bad_format")):
+        plugin = demo_variant("refinedemo", workbench_env_reply_format=names_format, workbench_env_reply_refine=hook)
+        domain = load_registry(builtins=False, entry_points=False, extra_plugins=[("refinedemo", plugin)]).domain("refinedemo")
+        assert domain.env_reply_refine('{"names": ["ab"], "pick": ', NAMES) is None
+        assert domain.take_faults() == {f"env_reply_refine:{code}": 1}
+
+
+def test_check_plugin_checks_every_seed_against_its_refined_format():
+    from engine_support import toy_plugin
+
+    from workbench.contract.conformance import check_plugin
+
+    @hookimpl
+    def word_format(seeds):  # the toy renders "Q: say WORD"; a JSON object stands in for the check
+        return {"json_schema": {"type": "object", "properties": {"q": {"type": "string"}}}, "refine_after": "q"}
+
+    report = check_plugin(toy_plugin(workbench_env_reply_format=word_format))
+    refine = [c for c in report.results if c.name == "environment reply refine"]
+    assert refine and refine[0].level == "error" and "no workbench_env_reply_refine hook" in refine[0].message
+    bfcl = check_plugin("bfcl", options={"limit": 64})  # `workbench check-plugin bfcl` checks all 2,086 seeds
+    assert bfcl.ok and any(r.name == "environment reply refine" and r.level == "ok" for r in bfcl.results)
