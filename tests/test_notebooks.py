@@ -144,9 +144,9 @@ def test_plugin_notebook_checks_registers_and_runs_its_plugin(demo_models, tmp_p
         "02_write_a_domain_plugin.ipynb",
         {"TASKS_PER_EPOCH": 8, "RUN_DIR": str(tmp_path / "run"), "PLUGIN_DIR": str(plugin_dir)},
         ["assert report.ok and 'last_digit' in registry.domains\n"
-         "assert record['epoch'] == 1 and run.domain.name == 'last_digit'\n"
-         "assert 2 * record['valid'] > record['candidates'], record  # the text: most of the 8 are valid\n"
-         "print('PLUGIN RUN OK', record['candidates'])"],
+         "assert record.epoch == 1 and run.domain.name == 'last_digit'\n"
+         "assert 2 * record.valid > record.candidates, record  # the text: most of the 8 are valid\n"
+         "print('PLUGIN RUN OK', record.candidates)"],
     )
     text = outputs_text(nb)
     assert "PLUGIN RUN OK 8" in text
