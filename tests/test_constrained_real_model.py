@@ -54,4 +54,4 @@ def test_the_constrained_real_environment_writes_more_valid_bfcl_tasks_than_unco
     cut = [c for (c,) in constrained_generator.last_cut]
     assert all(c or text_problem(fmt, r) is None for r, c in zip(constrained, cut)), "an ended reply is in the format"
     assert valid(constrained) > valid(unconstrained), (valid(constrained), valid(unconstrained), constrained, unconstrained)
-    assert grammar.refines["refined"] >= 1 and grammar.refines["declined"] == 0, grammar.refines
+    assert grammar.refines["refined"] >= 1 and grammar.refines["declined"] == 0, (grammar.refines, grammar.declined_why)

@@ -107,7 +107,9 @@ def reply_schema(seeds: list[Task]) -> dict[str, Any] | None:
         "properties": {
             "question": {"type": "string", "minLength": 1, "maxLength": longest([o.get("question") or "" for o in objs])},
             "functions": {"type": "array", "minItems": 1, "maxItems": longest([o["functions"] for o in objs]), "items": function},
-            "ground_truth": {"type": "array", "maxItems": longest([o["ground_truth"] for o in objs], floor=1), "items": call},
+            # at least one call: a task without one is invalid, and "[]" written in the token that ends the key would
+            # leave the per-reply refinement (which wants a call) nothing to replay
+            "ground_truth": {"type": "array", "minItems": 1, "maxItems": longest([o["ground_truth"] for o in objs], floor=1), "items": call},
         },
         "required": ["question", "functions", "ground_truth"],
         "additionalProperties": False,

@@ -84,6 +84,7 @@ class ReplyGrammar:
         self.refine = refine if fmt.get("refine_after") else None
         self.marker = (json.dumps(fmt["refine_after"]) + ": ").encode() if self.refine else b""  # the key as json.dumps writes it
         self.refines = {"refined": 0, "declined": 0}  # replies decoded on under a refined grammar, or under the declared one
+        self.declined_why: list[str] = []
 
     def refined(self, reply_ids: list[int]) -> Any | None:
         """For a row whose reply (`reply_ids`) has just written the `refine_after` key: a matcher
@@ -95,14 +96,24 @@ class ReplyGrammar:
         if prefix is None or self.refine is None:
             return None
         value_format = self.refine(prefix)
-        matcher = None
-        if value_format is not None:
-            matcher = llguidance.LLMatcher(self.ll_tokenizer, llguidance.LLMatcher.grammar_from_lark(refined_grammar(prefix, value_format)),
-                                           log_level=0)
-            if matcher.is_error() or not matcher.consume_tokens(reply_ids):
-                matcher = None
-        self.refines["refined" if matcher is not None else "declined"] += 1
+        if value_format is None:
+            self._declined("the plugin declined", prefix)
+            return None
+        matcher = llguidance.LLMatcher(self.ll_tokenizer, llguidance.LLMatcher.grammar_from_lark(refined_grammar(prefix, value_format)),
+                                       log_level=0)
+        if matcher.is_error():
+            self._declined(f"the refined grammar does not compile: {matcher.get_error()}", prefix)
+            return None
+        if not matcher.consume_tokens(reply_ids):  # the token that ended the key also began a value the refined format refuses
+            self._declined(f"the refined grammar refuses the reply so far: {matcher.get_error()}", prefix)
+            return None
+        self.refines["refined"] += 1
         return matcher
+
+    def _declined(self, why: str, prefix: str) -> None:
+        """Count a reply left under the declared format, and keep why (the last few reasons)."""
+        self.refines["declined"] += 1
+        self.declined_why = [*self.declined_why[-4:], f"{why} (reply so far: {prefix[-160:]!r})"]
 
     def processor(self) -> "GrammarLogitsProcessor":
         """A fresh processor for one generate call (its matchers start at the reply's first token)."""
