@@ -20,7 +20,7 @@ from workbench import hookimpl
 from workbench.config import GenerationSettings, ModelSettings
 from workbench.contract.registry import load_registry
 from workbench.contract.reply_format import format_problem, refine_prefix, refined_grammar, refined_problem, text_problem
-from workbench.engine.constrained import ReplyGrammar
+from workbench.engine.constrained import ReplyGrammar, completes
 from workbench.engine.generation import TransformersGenerator, logits_width
 from workbench.engine.models import load_model, load_tokenizer
 
@@ -162,3 +162,11 @@ def test_check_plugin_checks_every_seed_against_its_refined_format():
     assert refine and refine[0].level == "error" and "no workbench_env_reply_refine hook" in refine[0].message
     bfcl = check_plugin("bfcl", options={"limit": 64})  # `workbench check-plugin bfcl` checks all 2,086 seeds
     assert bfcl.ok and any(r.name == "environment reply refine" and r.level == "ok" for r in bfcl.results)
+
+
+def test_the_key_is_found_whatever_token_ends_it():
+    marker = b'"pick": '
+    assert completes(bytearray(b'{"names": ["ab"], "pick": '), 1, marker), "the last byte ends it"
+    assert completes(bytearray(b'{"names": ["ab"], "pick": "a'), 12, marker), "one long token holds all of it and more"
+    assert not completes(bytearray(b'{"names": ["ab"], "pick": "a'), 2, marker), "found before this token: not again"
+    assert not completes(bytearray(b'{"names": ["pi'), 3, marker) and not completes(bytearray(b"x"), 1, b"")

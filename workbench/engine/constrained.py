@@ -156,7 +156,7 @@ class GrammarLogitsProcessor(LogitsProcessor):
                 elif self.refining[i]:  # the reply so far, as bytes, until it has written the refined key
                     piece = self.compiled.ll_tokenizer.decode_bytes([token])
                     self.texts[i] += piece
-                    if self.texts[i].find(self.compiled.marker, len(self.texts[i]) - len(piece) - len(self.compiled.marker)) >= 0:
+                    if completes(self.texts[i], len(piece), self.compiled.marker):
                         self.refining[i] = False
                         self.matchers[i] = self.compiled.refined(input_ids[i, self.prompt_width:].tolist()) or self.matchers[i]
         assert self.bitmask is not None
@@ -167,6 +167,12 @@ class GrammarLogitsProcessor(LogitsProcessor):
                 matcher.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * row.element_size())
         allowed = unpack_bitmask(self.bitmask, scores.shape[-1])
         return scores.masked_fill(~allowed.to(scores.device), float("-inf"))
+
+
+def completes(text: bytes | bytearray, new: int, marker: bytes) -> bool:
+    """Whether `marker` occurs in `text` in a place that ends within its last `new` bytes (the
+    piece just appended): a token may end the marker, or hold all of it and more."""
+    return bool(marker) and text.find(marker, max(0, len(text) - new - len(marker) + 1)) >= 0
 
 
 def unpack_bitmask(bitmask: torch.Tensor, width: int) -> torch.Tensor:
