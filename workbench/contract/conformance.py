@@ -782,11 +782,12 @@ def _check_reply_format(c: _Checker, implemented: set[str], seeds: list[Task]) -
     if problem is not None:
         c.report.add(name, "error", problem)
         return
-    wrong, matched = [], 0
+    wrong, matched, rendered = [], 0, []
     for task in seeds if "workbench_render_task" in implemented else []:
         ok, text = c.call(name, "workbench_render_task", task=task)
         if not ok or not isinstance(text, str):
             continue
+        rendered.append((task, text))
         mismatch = text_problem(fmt, text)
         if mismatch is None:
             matched += 1
@@ -798,22 +799,21 @@ def _check_reply_format(c: _Checker, implemented: set[str], seeds: list[Task]) -
     else:
         c.report.add(name, "ok", f"{next(iter(fmt))}: every one of {matched} rendered seeds matches; compiles as a grammar")
     if REFINE_KEY in fmt:
-        _check_reply_refine(c, implemented, seeds, fmt)
+        _check_reply_refine(c, implemented, rendered, fmt)
 
 
-def _check_reply_refine(c: _Checker, implemented: set[str], seeds: list[Task], fmt: dict[str, Any]) -> None:
+def _check_reply_refine(c: _Checker, implemented: set[str], rendered: list[tuple[Task, str]], fmt: dict[str, Any]) -> None:
     """A format naming `refine_after`: `workbench_env_reply_refine` is implemented, and for every
-    rendered seed it gives, from the seed's own prefix, a format its value matches, which the
-    structured-generation library compiles with that prefix."""
+    `rendered` seed (task, its text) it gives, from the seed's own prefix, a format its value
+    matches, which the structured-generation library compiles with that prefix."""
     name = "environment reply refine"
     if "workbench_env_reply_refine" not in implemented:
         c.report.add(name, "error", f"the format names {REFINE_KEY} {fmt[REFINE_KEY]!r} but the plugin has no "
                      "workbench_env_reply_refine hook: implement it, or drop refine_after")
         return
     wrong, checked = [], 0
-    for task in seeds if "workbench_render_task" in implemented else []:
-        ok, text = c.call(name, "workbench_render_task", task=task)
-        if not ok or not isinstance(text, str) or (prefix := refine_prefix(fmt, text)) is None:
+    for task, text in rendered:
+        if (prefix := refine_prefix(fmt, text)) is None:
             continue
         called, refined = c.call(name, "workbench_env_reply_refine", prefix=prefix, declared=fmt)
         if not called:

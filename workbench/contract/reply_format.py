@@ -135,15 +135,21 @@ def text_problem(fmt: dict[str, Any], text: str) -> str | None:
     return f"{where}: {first.message[:200]}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
 
 
+def refine_marker(fmt: dict[str, Any]) -> str | None:
+    """The `refine_after` key as a reply writes it (`"ground_truth": `, json.dumps's separator), or
+    None when the format refines nothing."""
+    key = fmt.get(REFINE_KEY)
+    return json.dumps(key) + ": " if key else None
+
+
 def refine_prefix(fmt: dict[str, Any], text: str) -> str | None:
     """The part of a reply `text` up to and including its `refine_after` key and separator (what
     `workbench_env_reply_refine` is given), or None when the format refines nothing or the key is
     not written yet. The key is matched as `json.dumps` writes it (`"ground_truth": `); a JSON
     string cannot hold it unescaped, so only the object's own key matches."""
-    key = fmt.get(REFINE_KEY)
-    if not key:
+    marker = refine_marker(fmt)
+    if marker is None:
         return None
-    marker = json.dumps(key) + ": "
     at = text.rfind(marker)
     return text[: at + len(marker)] if at >= 0 else None
 
@@ -174,5 +180,5 @@ def refined_problem(fmt: dict[str, Any], text: str, value_format: Any) -> str | 
     return text_problem(value_format, rest[:-1])
 
 
-__all__ = ["FORMAT_KINDS", "REFINE_KEY", "format_problem", "grammar", "grammar_problem", "lark_problem", "longest", "refine_prefix",
+__all__ = ["FORMAT_KINDS", "REFINE_KEY", "format_problem", "grammar", "grammar_problem", "lark_problem", "longest", "refine_marker", "refine_prefix",
            "refined_grammar", "refined_problem", "text_problem"]

@@ -33,7 +33,6 @@ marks such replies (`TransformersGenerator.last_cut`) and the candidate writer c
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -41,7 +40,7 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
-from workbench.contract.reply_format import grammar, refine_prefix, refined_grammar
+from workbench.contract.reply_format import grammar, refine_marker, refine_prefix, refined_grammar
 from workbench.engine.end_tokens import end_token_ids
 from workbench.errors import WorkbenchError
 
@@ -81,18 +80,20 @@ class ReplyGrammar:
         self.template = llguidance.LLMatcher(self.ll_tokenizer, grammar(fmt), log_level=0)
         if self.template.is_error():
             raise ConstrainedDecodingError(f"the reply format does not compile: {self.template.get_error()}")
-        self.refine = refine if fmt.get("refine_after") else None
-        self.marker = (json.dumps(fmt["refine_after"]) + ": ").encode() if self.refine else b""  # the key as json.dumps writes it
+        marker = refine_marker(fmt)
+        self.refine = refine if marker is not None else None
+        self.marker = marker.encode() if self.refine is not None and marker is not None else b""
         self.refines = {"refined": 0, "declined": 0}  # replies decoded on under a refined grammar, or under the declared one
         self.declined_why: list[str] = []
 
-    def refined(self, reply_ids: list[int]) -> Any | None:
-        """For a row whose reply (`reply_ids`) has just written the `refine_after` key: a matcher
-        of the refined grammar that has consumed the reply so far, or None (no key yet, the plugin
-        declined or faulted, or the refined grammar refuses the reply: the declared one goes on)."""
+    def refined(self, reply_ids: list[int], text: str) -> Any | None:
+        """For a row whose reply (`reply_ids`, written out as `text`) has just written the
+        `refine_after` key: a matcher of the refined grammar that has consumed the reply so far, or
+        None (no key yet, the plugin declined or faulted, or the refined grammar refuses the reply:
+        the declared one goes on)."""
         import llguidance
 
-        prefix = refine_prefix(self.format, self.ll_tokenizer.decode_str(reply_ids))
+        prefix = refine_prefix(self.format, text)
         if prefix is None or self.refine is None:
             return None
         value_format = self.refine(prefix)
@@ -158,7 +159,8 @@ class GrammarLogitsProcessor(LogitsProcessor):
                     self.texts[i] += piece
                     if completes(self.texts[i], len(piece), self.compiled.marker):
                         self.refining[i] = False
-                        self.matchers[i] = self.compiled.refined(input_ids[i, self.prompt_width:].tolist()) or self.matchers[i]
+                        reply = input_ids[i, self.prompt_width:].tolist()
+                        self.matchers[i] = self.compiled.refined(reply, self.texts[i].decode("utf-8", "replace")) or self.matchers[i]
         assert self.bitmask is not None
         self.bitmask.fill_(-1)
         for i, matcher in enumerate(self.matchers):
@@ -196,7 +198,7 @@ def run_reply_format(config: Any, domain: Any, seeds: list[Any]) -> ReplyFormat 
         raise ConstrainedDecodingError(
             f"env.constrained is true but domain {domain.name!r} declares no reply format for these seeds (its plugin has no "
             "workbench_env_reply_format hook, or it returned None); set env.constrained: false")
-    return ReplyFormat(fmt, functools.partial(domain.env_reply_refine, declared=fmt) if fmt.get("refine_after") else None)
+    return ReplyFormat(fmt, functools.partial(domain.env_reply_refine, declared=fmt))  # used only where fmt names refine_after
 
 
 def vllm_structured_outputs(fmt: dict[str, Any]) -> Any:
