@@ -67,6 +67,14 @@ class ModelSettings:
     lora: LoraSettings | None = _f(None, "Train LoRA adapters instead of all weights (needs peft).")
     gradient_checkpointing: bool = _f(False, "Trade compute for memory during training.")
     offload_when_idle: bool = _f(False, "Move this model to CPU while the other model's phase runs.")
+    packed_decode: bool = _f(
+        False,
+        "CPU, float32 weights, transformers backend: sample with each large linear layer's weight packed once for MKL's "
+        "matrix product (at each decode batch's row count) instead of MKL copying it on every decode step "
+        "(workbench.engine.packed_decode). Costs memory: MKL's packed copy is about 5x the float32 weights (2.55 GiB "
+        "for SmolLM2-135M), kept for the run; replies may differ from the plain path's in rare tokens (the last bits "
+        "of a product), still reproducible from the seed.",
+    )
 
 
 @dataclass
@@ -133,6 +141,12 @@ class AgentSettings:
         "Skip the forward/backward pass of a micro-batch whose every sequence has advantage 0 (its groups all "
         "scored alike) when its gradient is exactly zero (kl_beta 0, no entropy bonus): the parameters come out "
         "the same, bit for bit (workbench.engine.zero_advantage). One process only.",
+    )
+    share_prompt_prefill: bool = _f(
+        False,
+        "transformers backend: compute each task's prompt once for its num_generations rollouts (a key/value cache "
+        "copied to the group's rows) instead of once a rollout (workbench.engine.shared_prefill). Replies may differ "
+        "from the plain path's in rare tokens (the rounding of a product over fewer rows), still reproducible from the seed.",
     )
     temperature: float = _f(1.0, "Rollout sampling temperature.")
     use_vllm: bool = _f(False, "Generate rollouts with vLLM through TRL (GPU, gpu extra).")

@@ -11,8 +11,19 @@ the same invocation:
 * `full-ft` (with --full-ft): the demo's settings with full fine-tuning instead of LoRA;
 * `float32`: both models' base weights in float32 (the demo's setting before it picked bfloat16
   on CPUs that multiply it in hardware: `workbench.demo.real_model_dtype`);
+* `packed`: both models sample with MKL-packed weights (`model.packed_decode`:
+  `workbench.engine.packed_decode`; float32 weights on a CPU with MKL);
+* `shared`: each task's prompt computed once for its n rollouts (`agent.share_prompt_prefill`:
+  `workbench.engine.shared_prefill`);
+* `fast`: `packed` and `shared` together;
 * `no-skip`: every GRPO micro-batch runs its forward and backward pass, those whose every
   advantage is 0 included (`agent.skip_zero_advantage` off: `workbench.engine.zero_advantage`).
+
+`--profile` also says where the agent phase's time goes, summed over the epochs: TRL's own
+profiled blocks (`trl.extras.profiling`: rollout sampling by `transformers.generate`, the rewards,
+the log-prob forwards outside the loss for the old policy or the reference, the loss's forward
+inside `compute_loss`), the backward passes (`accelerator.backward`), and the rest (optimizer
+steps, the data loader, TRL's bookkeeping and Python between them), each with its share.
 
 For each: the seconds of every phase (environment generation, agent rollouts + update,
 environment update, checkpoint) summed over the epochs, as a ratio to the baseline, with the
@@ -24,6 +35,8 @@ slows everything: benchmarks/cost/cpu_threads.py).
     python benchmarks/cost/real_model_epoch.py --domain travelplanner --epochs 1 --variants baseline --half
     python benchmarks/cost/real_model_epoch.py --domain travelplanner --epochs 1 --variants baseline,no-skip --half
     python benchmarks/cost/real_model_epoch.py --domain alfworld --option mode=episode --epochs 1 --variants baseline --half
+    python benchmarks/cost/real_model_epoch.py --domain arithmetic --epochs 2 --variants baseline --cold-start --profile
+    python benchmarks/cost/real_model_epoch.py --domain arithmetic --epochs 2 --variants baseline,fast --cold-start --profile
 
 `--half` uses the held-out table's sizes (benchmarks/effect/real_model.py: 4 generated tasks and a
 mixture of 8 an epoch, 32 rollouts); every finished run folder is checked with
@@ -64,6 +77,13 @@ def variant(name: str, config):  # noqa: ANN001, ANN201
             agent=dataclasses.replace(agent, model=dataclasses.replace(agent.model, dtype="float32")),
             env=dataclasses.replace(config.env, model=dataclasses.replace(config.env.model, dtype="float32")),
         )
+    if name in ("packed", "shared", "fast"):
+        packed, shared = name in ("packed", "fast"), name in ("shared", "fast")
+        return dataclasses.replace(
+            config,
+            agent=dataclasses.replace(agent, share_prompt_prefill=shared, model=dataclasses.replace(agent.model, packed_decode=packed)),
+            env=dataclasses.replace(config.env, model=dataclasses.replace(config.env.model, packed_decode=packed)),
+        )
     if name == "no-skip":
         return dataclasses.replace(config, agent=dataclasses.replace(agent, skip_zero_advantage=False))
     if name == "full-ft":
@@ -74,6 +94,79 @@ def variant(name: str, config):  # noqa: ANN001, ANN201
             env=dataclasses.replace(config.env, model=dataclasses.replace(config.env.model, lora=None, dtype="float32")),
         )
     return config
+
+
+class AgentProfile:
+    """Seconds of the agent phase's parts (`--profile`), summed over a run: TRL's profiled blocks,
+    each counted by where it was nested (a log-prob forward inside `compute_loss` is the loss's,
+    one outside it the old policy's or the reference's), and `accelerator.backward`."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+        self.stack: list[str] = []
+        self.forward: dict[str, int] = {}  # the agent model's sampling forwards: decode steps and prefills, their rows and tokens
+
+    def add(self, name: str, seconds: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+        self.calls[name] = self.calls.get(name, 0) + 1
+
+    def install(self, trainer) -> None:  # noqa: ANN001
+        """Count TRL's profiling contexts (every trainer in the process) and time this trainer's backward passes."""
+        import torch
+        from trl.extras import profiling
+
+        profile = self
+        enter, leave = profiling.ProfilingContext.__enter__, profiling.ProfilingContext.__exit__
+
+        def entered(ctx):  # noqa: ANN001, ANN202
+            profile.stack.append(ctx.name.split(".", 1)[-1])
+            return enter(ctx)
+
+        def left(ctx, *exc):  # noqa: ANN001, ANN002, ANN202
+            started = ctx._start_time
+            name = profile.stack.pop()
+            if started is not None:
+                profile.add("/".join([*profile.stack[-1:], name]), time.perf_counter() - started)
+            return leave(ctx, *exc)
+
+        profiling.ProfilingContext.__enter__, profiling.ProfilingContext.__exit__ = entered, left
+        backward = trainer.accelerator.backward
+
+        def timed_backward(*a, **k):  # noqa: ANN002, ANN003, ANN202
+            started = time.perf_counter()
+            try:
+                return backward(*a, **k)
+            finally:
+                profile.add("backward", time.perf_counter() - started)
+
+        trainer.accelerator.backward = timed_backward
+        model = trainer.model.get_base_model() if hasattr(trainer.model, "get_base_model") else trainer.model
+
+        def counted(module, args, kwargs):  # noqa: ANN001, ANN202
+            ids = kwargs.get("input_ids", args[0] if args else None)
+            if ids is not None and not torch.is_grad_enabled():  # a sampling forward (training passes carry gradients)
+                kind = "decode steps" if ids.shape[1] == 1 else "prefill passes"
+                profile.forward[kind] = profile.forward.get(kind, 0) + 1
+                profile.forward[kind + ": rows"] = profile.forward.get(kind + ": rows", 0) + ids.shape[0]
+                profile.forward[kind + ": tokens"] = profile.forward.get(kind + ": tokens", 0) + ids.numel()
+
+        model.register_forward_pre_hook(counted, with_kwargs=True)
+
+    def report(self, agent_seconds: float) -> None:
+        """The parts as seconds and shares of the agent phase; nested blocks indented under their parent."""
+        print(f"  agent phase {agent_seconds:.1f} s:")
+        top = {n: s for n, s in self.seconds.items() if "/" not in n}
+        for name, seconds in sorted(top.items(), key=lambda item: -item[1]):
+            print(f"    {name:<44} {seconds:8.1f} s  {seconds / agent_seconds:6.1%}  ({self.calls[name]} calls)")
+            for child, cs in sorted(((n, s) for n, s in self.seconds.items() if n.startswith(name + "/")), key=lambda item: -item[1]):
+                print(f"      {child.split('/', 1)[1]:<42} {cs:8.1f} s  {cs / agent_seconds:6.1%}  ({self.calls[child]} calls)")
+        rest = agent_seconds - sum(top.values())
+        print(f"    {'rest (optimizer, data, bookkeeping)':<44} {rest:8.1f} s  {rest / agent_seconds:6.1%}")
+        for kind in ("prefill passes", "decode steps"):
+            if self.forward.get(kind):
+                print(f"  sampling: {self.forward[kind]} {kind}, {self.forward[kind + ': rows'] / self.forward[kind]:.1f} rows and "
+                      f"{self.forward[kind + ': tokens']} tokens in all")
 
 
 def print_flop_ratios(run, run_dir: Path, records, roofline: frame.Roofline) -> None:  # noqa: ANN001
@@ -93,6 +186,8 @@ def main() -> None:
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a seed-loader option, e.g. mode=episode")
     parser.add_argument("--flop-bound", action="store_true",
                         help="also measure this CPU's matrix-product rate and memory bandwidth, and each phase against that roofline (benchmarks/frame.py)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also say where the agent phase's time goes (rollouts, log-prob forwards, loss, backward, the rest)")
     parser.add_argument("--cold-start", action="store_true", help="with the cold start (workbench demo --model's default); off: the base model as it is")
     args = parser.parse_args()
     import torch
@@ -123,6 +218,9 @@ def main() -> None:
         try:
             start = time.perf_counter()
             run = CoEvolution(variant(name, base), folder / "run")
+            profile = AgentProfile() if args.profile else None
+            if profile:
+                profile.install(run.agent.trainer)
             records = epoch_records(run.run())
             total = {p: sum(r.time.get(p, 0.0) for r in records) for p in PHASES}
             total["agent_steps"] = sum(r.agent_steps for r in records)
@@ -136,6 +234,8 @@ def main() -> None:
                 print(f"  epoch {r.epoch}: valid {r.valid}/{r.candidates}, rejections {r.rejections}, "
                       f"novelty {r.novelty}, p_hat {r.p_hat}, agent_success_seed {r.agent_success_seed}, "
                       f"episodes {r.agent_episodes}, time {r.time}", flush=True)
+            if profile:
+                profile.report(total["agent"])
             rows[name] = (total, load)
             print(f"{name}: {total} (load before {load:.2f}, {torch.get_num_threads()} threads, "
                   f"agent base {variant(name, base).agent.model.dtype})", flush=True)

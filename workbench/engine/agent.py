@@ -166,6 +166,8 @@ class GRPOAgent:
             skip_zero_advantage=settings.skip_zero_advantage,
             # TRL's vLLM path merges adapters itself
             merge_lora=bool(settings.model.lora and settings.model.lora.merge_for_generation and not settings.use_vllm),
+            packed_decode=settings.model.packed_decode and not settings.use_vllm,
+            share_prompt_prefill=settings.share_prompt_prefill and not settings.use_vllm,
             episodes=self.episodes,
         )
         self.trainer.model_accepts_loss_kwargs = False

@@ -29,6 +29,7 @@ from transformers import LogitsProcessorList, StoppingCriteria
 from workbench.config import GenerationSettings
 from workbench.engine.end_tokens import end_token_ids
 from workbench.engine.lora_merge import LoraMerge
+from workbench.engine.packed_decode import PackedDecode
 from workbench.errors import WorkbenchError
 from workbench.model_catalog import resolve_model
 from workbench.textsafety import clean_text
@@ -75,13 +76,16 @@ def chat_prompt(tokenizer: Any, prompt: Prompt) -> str:
 class TransformersGenerator:
     """Batched sampling with `model.generate` on the model's own device."""
 
-    def __init__(self, settings: GenerationSettings, model: Any, tokenizer: Any, merge_lora: bool = False, grammar: Any = None):
-        """`grammar` (a `workbench.engine.constrained.ReplyGrammar`): every reply is sampled under it."""
+    def __init__(self, settings: GenerationSettings, model: Any, tokenizer: Any, merge_lora: bool = False, grammar: Any = None,
+                 packed_decode: bool = False):
+        """`grammar` (a `workbench.engine.constrained.ReplyGrammar`): every reply is sampled under it.
+        `packed_decode`: decode steps use MKL-packed weights (`workbench.engine.packed_decode`)."""
         self.settings = settings
         self.model = model
         self.tokenizer = tokenizer
         self.stats = GenerationStats()
         self.lora_merge = LoraMerge() if merge_lora else None
+        self.packed = PackedDecode() if packed_decode else None
         self.grammar = grammar
         self.last_cut: list[list[bool]] = []  # per prompt and completion of the last call: cut at max_new_tokens
 
@@ -98,8 +102,9 @@ class TransformersGenerator:
         self.model.eval()
         device = next(self.model.parameters()).device
         merged = self.lora_merge.merged(self.model) if self.lora_merge else contextlib.nullcontext()
+        packed = self.packed.active(self.model) if self.packed else contextlib.nullcontext()
         try:
-            with merged:
+            with merged, packed:
                 outputs, new_tokens, cut = self._sample(texts, device)
         finally:
             self.model.train(was_training)
@@ -313,9 +318,10 @@ def vllm_available() -> bool:
 
 def make_generator(
     settings: GenerationSettings, model: Any, tokenizer: Any, model_path: str = "", seed: int = 0, merge_lora: bool = False,
-    reply_format: ReplyFormat | None = None,
+    reply_format: ReplyFormat | None = None, packed_decode: bool = False,
 ) -> Generator:
-    """The configured backend; `merge_lora` (transformers backend) samples with LoRA adapters merged;
+    """The configured backend; `merge_lora` (transformers backend) samples with LoRA adapters merged,
+    `packed_decode` (transformers backend) with MKL-packed weights (`workbench.engine.packed_decode`);
     `reply_format` (a domain's `workbench_env_reply_format`): every reply is decoded under it, the
     format compiled here once (`workbench.engine.constrained`)."""
     if settings.backend == "transformers":
@@ -325,7 +331,7 @@ def make_generator(
             from workbench.engine.constrained import ReplyGrammar
 
             grammar = ReplyGrammar(reply_format.format, tokenizer, logits_width(model), refine=reply_format.refine)
-        return TransformersGenerator(settings, model, tokenizer, merge_lora=merge_lora, grammar=grammar)
+        return TransformersGenerator(settings, model, tokenizer, merge_lora=merge_lora, grammar=grammar, packed_decode=packed_decode)
     if settings.backend == "vllm":
         if not vllm_available():
             raise GenerationError(

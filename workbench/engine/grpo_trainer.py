@@ -11,6 +11,8 @@ to it, and each is off unless asked for:
   (`workbench.engine.lora_merge`, `lora.merge_for_generation` on the transformers backend;
   TRL's vLLM path merges adapters itself). TRL 1.16 samples every rollout there, the episode
   turns of `workbench.engine.episodes` included;
+  With `packed_decode`, they are sampled with MKL-packed weights (`workbench.engine.packed_decode`);
+  with `share_prompt_prefill`, each group's prompt is computed once (`workbench.engine.shared_prefill`);
 * `tokenize_prompts`, `generate_turn`: TRL's prompt rendering and single-turn sampling as the
   episode rollout calls them, so no module but this one calls TRL's private methods;
 * `_generate_and_score_completions`: with an `EpisodeRollout` (a multi-turn domain), each
@@ -24,13 +26,15 @@ These override TRL 1.16's private methods; trl is pinned to 1.16.x for this reas
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Iterator
 
 from trl import GRPOTrainer
 
 from workbench.engine.episodes import EpisodeRollout
 from workbench.engine.lora_merge import LoraMerge
+from workbench.engine.packed_decode import PackedDecode
+from workbench.engine.shared_prefill import prompts_prefilled_once
 from workbench.engine.zero_advantage import ZeroAdvantageSkip
 
 
@@ -38,12 +42,14 @@ class AgentGRPOTrainer(GRPOTrainer):
     """`GRPOTrainer` that skips exact-zero-gradient micro-batches, samples with merged LoRA
     adapters and plays episodes, each as asked (module doc); TRL's arguments otherwise."""
 
-    def __init__(self, *args: Any, skip_zero_advantage: bool = False, merge_lora: bool = False,
-                 episodes: EpisodeRollout | None = None, **kwargs: Any):
+    def __init__(self, *args: Any, skip_zero_advantage: bool = False, merge_lora: bool = False, packed_decode: bool = False,
+                 share_prompt_prefill: bool = False, episodes: EpisodeRollout | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         # one process only: under DDP a rank that skips leaves the gradient reducer unprepared
         self.zero_advantage = ZeroAdvantageSkip(enabled=skip_zero_advantage and self.accelerator.num_processes == 1)
         self.lora_merge = LoraMerge() if merge_lora else None
+        self.packed = PackedDecode() if packed_decode else None
+        self.share_prompt_prefill = share_prompt_prefill
         self.episodes = episodes
         if episodes is not None:
             self.rollout_func = episodes
@@ -55,9 +61,10 @@ class AgentGRPOTrainer(GRPOTrainer):
         return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
 
     def _generate_single_turn(self, *args: Any, **kwargs: Any) -> Any:
-        if self.lora_merge is None:
-            return super()._generate_single_turn(*args, **kwargs)
-        with self.lora_merge.merged(self.model):
+        merged = self.lora_merge.merged(self.model) if self.lora_merge else nullcontext()
+        packed = self.packed.active(self.model) if self.packed else nullcontext()
+        shared = prompts_prefilled_once(self.model, self.accelerator.unwrap_model(self.model_wrapped)) if self.share_prompt_prefill else nullcontext()
+        with merged, packed, shared:
             return super()._generate_single_turn(*args, **kwargs)
 
     def tokenize_prompts(self, prompts: list[Any]) -> list[list[int]]:

@@ -104,6 +104,7 @@ class ModelPair:
         self.env_generator: Any = make_generator(
             config.env.generation, self.env_updater.model, self.env_tokenizer, env_settings.name_or_path, config.seed,
             merge_lora=bool(env_settings.lora and env_settings.lora.merge_for_generation), reply_format=reply_format,
+            packed_decode=env_settings.packed_decode,
         )
 
     def settings(self, role: str) -> ModelSettings:

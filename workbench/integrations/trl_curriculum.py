@@ -164,7 +164,7 @@ class GenEnvCurriculum(TrainerCallback):
         reply_format = run_reply_format(cfg, self.domain, self.seeds)
         self.env_generator = make_generator(cfg.env.generation, self.env_updater.model, self.env_tokenizer,
                                             cfg.env.model.name_or_path, cfg.seed, merge_lora=bool(lora and lora.merge_for_generation),
-                                            reply_format=reply_format)
+                                            reply_format=reply_format, packed_decode=cfg.env.model.packed_decode)
 
     # ------------------------------------------------------------------ the dataset
 
