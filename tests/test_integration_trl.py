@@ -412,4 +412,4 @@ def test_curriculum_resumes_from_an_epoch_end_checkpoint_as_if_never_stopped(tin
     assert epoch_file("stopped", 1) == epoch_file("whole", 1)
     assert epoch_file("stopped", 2) == epoch_file("whole", 2), "epoch 2 differs after the resume"
     keys = ("p_hat", "frac_in_band", "r_env_mean", "candidates", "valid")
-    assert [{k: m[k] for k in keys} for m in resumed.metrics] == [{k: m[k] for k in keys} for m in whole.metrics]
+    assert [{k: getattr(m, k) for k in keys} for m in resumed.metrics] == [{k: getattr(m, k) for k in keys} for m in whole.metrics]
