@@ -37,6 +37,7 @@ gathers the cells.
     python benchmarks/effect/real_model.py --benchmark arithmetic --out runs/real-model
     python benchmarks/effect/real_model.py --benchmark bfcl --rows genenv --seeds 2 --flop-bound --out runs/flops  # phases vs the FLOP bound
     python benchmarks/effect/real_model.py --table runs/real-model
+    python benchmarks/effect/real_model.py --benchmark arithmetic --seeds 5 --gather --out runs/real-model  # the cells so far
     python benchmarks/effect/real_model.py --figures runs/real-model --to docs/figures
 
 `--table` prints, per benchmark: mean +/- sd over seeds per row, the paired differences genenv -
@@ -318,6 +319,19 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     run_cells(args, [c for c in pending if c[0] == "cold"], 1)
     run_cells(args, [c for c in pending if c[0] != "cold"], args.workers)
     result = gather(out, args.benchmark, identity, args.seeds)
+    result["cpu"] = cpu_description()
+    write_table_result(args, result)
+    return result
+
+
+def gather_only(args: argparse.Namespace) -> dict[str, Any]:
+    """`--gather`: the result file from the cells measured so far (`complete` says whether every
+    row of every seed is there), nothing measured."""
+    from workbench.contract.registry import load_registry
+    from workbench.engine.models import cpu_description
+
+    train, heldout = benchmark_split(args, load_registry().domain(args.benchmark))
+    result = gather(Path(args.out), args.benchmark, _identity(args, train, heldout), args.seeds)
     result["cpu"] = cpu_description()
     write_table_result(args, result)
     return result
@@ -704,6 +718,9 @@ def main() -> None:
     parser.add_argument("--flop-bound", action="store_true",
                         help="trained cells also measure this CPU's roofline (matrix-product rate and memory bandwidth) before the "
                              "run and each epoch phase against it (benchmarks/frame.py), kept in the cell as `flops`; run on a quiet machine")
+    parser.add_argument("--gather", action="store_true",
+                        help="gather the cells measured so far into OUT/result-BENCHMARK.json and print the table, measuring nothing "
+                             "(a table measured over several sittings, read while it is incomplete)")
     parser.add_argument("--cell", nargs=2, metavar=("ROW", "SEED"), help=argparse.SUPPRESS)  # one cell, in a child process
     parser.add_argument("--cell-eval", nargs=3, metavar=("ROW", "SEED", "N"), help=argparse.SUPPRESS)  # one re-evaluation
     args = parser.parse_args()
@@ -736,7 +753,9 @@ def main() -> None:
     unknown = set(args.rows) - set(ALL_ROWS)
     if unknown:
         parser.error(f"unknown rows {sorted(unknown)}; choose from {','.join(ALL_ROWS)}")
-    if args.reeval:
+    if args.gather:
+        gather_only(args)
+    elif args.reeval:
         reevaluate(args)
     else:
         measure(args)
