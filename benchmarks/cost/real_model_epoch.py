@@ -16,6 +16,8 @@ the same invocation:
 * `shared`: each task's prompt computed once for its n rollouts (`agent.share_prompt_prefill`:
   `workbench.engine.shared_prefill`);
 * `fast`: `packed` and `shared` together;
+* `micro8`: GRPO micro-batches of 8 sequences x 2 accumulation steps instead of the demo's 2 x 8
+  (the same 16 completions an optimizer step and one generate call of 16; for short sequences);
 * `no-skip`: every GRPO micro-batch runs its forward and backward pass, those whose every
   advantage is 0 included (`agent.skip_zero_advantage` off: `workbench.engine.zero_advantage`).
 
@@ -84,6 +86,9 @@ def variant(name: str, config):  # noqa: ANN001, ANN201
             agent=dataclasses.replace(agent, share_prompt_prefill=shared, model=dataclasses.replace(agent.model, packed_decode=packed)),
             env=dataclasses.replace(config.env, model=dataclasses.replace(config.env.model, packed_decode=packed)),
         )
+    if name == "micro8":
+        return dataclasses.replace(config, agent=dataclasses.replace(agent, per_device_batch_size=8, gradient_accumulation_steps=2,
+                                                                     steps_per_generation=None))
     if name == "no-skip":
         return dataclasses.replace(config, agent=dataclasses.replace(agent, skip_zero_advantage=False))
     if name == "full-ft":
