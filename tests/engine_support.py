@@ -133,3 +133,30 @@ def run_process_group(cmd: list[str], timeout: float, **kwargs) -> subprocess.Co
         out, err = proc.communicate()
         raise AssertionError(f"{cmd[1] if len(cmd) > 1 else cmd[0]} ran past {timeout} s; its output:\n{out[-3000:]}\n{err[-3000:]}") from None
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def run_killed_in_epoch_then_resumed(config, run_dir: Path, monkeypatch, epoch: int = 2, before_resume=None) -> None:
+    """Run `config` in `run_dir` until the agent update of `epoch` starts, stop it there with a
+    KeyboardInterrupt (the epoch's generation done, its checkpoint not written), call
+    `before_resume()` if given, then resume the run to its end."""
+    import pytest
+
+    from workbench.engine import agent as agent_module
+    from workbench.engine.loop import CoEvolution
+
+    original = agent_module.GRPOAgent.train_epoch
+    calls = {"n": 0}
+
+    def killed(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == epoch:
+            raise KeyboardInterrupt(f"killed inside epoch {epoch}")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(agent_module.GRPOAgent, "train_epoch", killed)
+    with pytest.raises(KeyboardInterrupt):
+        CoEvolution(config, run_dir).run()
+    monkeypatch.setattr(agent_module.GRPOAgent, "train_epoch", original)
+    if before_resume is not None:
+        before_resume()
+    CoEvolution(config, run_dir, resume=True).run()

@@ -8,7 +8,6 @@ setting samples its rollouts that way."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from workbench.engine.loop import CoEvolution
@@ -98,29 +97,16 @@ def test_a_run_with_both_faster_paths_killed_in_its_second_epoch_resumes_to_the_
     """agent.share_prompt_prefill and model.packed_decode change how rollouts and tasks are
     sampled, not whether a run is reproducible: a run killed inside epoch 2 and resumed ends with
     the uninterrupted run's records and weights, bit for bit."""
+    from engine_support import run_killed_in_epoch_then_resumed
     from safetensors.torch import load_file
 
     from workbench.contract.files import read_jsonl
-    from workbench.engine import agent as agent_module
     from workbench.engine import packed_decode
 
     monkeypatch.setattr(packed_decode, "MIN_WEIGHT_ELEMENTS", 1024)  # the tiny models' layers are packed too
     config = make_config(epochs=2, agent__share_prompt_prefill=True, agent__model__packed_decode=True, env__model__packed_decode=True)
     CoEvolution(config, tmp_path / "whole").run()
-    original = agent_module.GRPOAgent.train_epoch
-    calls = {"n": 0}
-
-    def killed_in_epoch_2(self, *args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt("killed inside epoch 2")
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(agent_module.GRPOAgent, "train_epoch", killed_in_epoch_2)
-    with pytest.raises(KeyboardInterrupt):
-        CoEvolution(config, tmp_path / "killed").run()
-    monkeypatch.setattr(agent_module.GRPOAgent, "train_epoch", original)
-    CoEvolution(config, tmp_path / "killed", resume=True).run()
+    run_killed_in_epoch_then_resumed(config, tmp_path / "killed", monkeypatch)
     timings = {"time", "gen_tokens_per_s", "checkpoint_write", "threads"}  # what two runs with the same bits may differ in
 
     def records(run: str) -> list[dict]:

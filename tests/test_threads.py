@@ -272,31 +272,23 @@ def test_a_run_killed_in_an_epoch_replays_that_epoch_s_count_on_resume_and_ends_
     """The uninterrupted run's epoch 2 took 2 threads. A twin killed inside epoch 2 (after its
     count was written) is resumed while the machine is busy (the load would give 1): it replays
     2 for epoch 2, and its records and final weights are the uninterrupted run's, bit for bit."""
+    from engine_support import run_killed_in_epoch_then_resumed
     from safetensors.torch import load_file
 
     from workbench.contract.files import read_jsonl
-    from workbench.engine import agent as agent_module
     from workbench.engine.loop import CoEvolution
 
     config = make_config(epochs=2)
     _loads(monkeypatch, [0])
     CoEvolution(config, tmp_path / "whole").run()
 
-    original = agent_module.GRPOAgent.train_epoch
-    calls = {"n": 0}
+    readings: dict[str, list[int]] = {}
 
-    def killed_in_epoch_2(self, *args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt("killed inside epoch 2")
-        return original(self, *args, **kwargs)
+    def busy_now() -> None:  # busy at the resume: a fresh choice would be 1 thread
+        readings["taken"] = _loads(monkeypatch, [1])
 
-    monkeypatch.setattr(agent_module.GRPOAgent, "train_epoch", killed_in_epoch_2)
-    with pytest.raises(KeyboardInterrupt):
-        CoEvolution(config, tmp_path / "killed").run()
-    monkeypatch.setattr(agent_module.GRPOAgent, "train_epoch", original)
-    taken = _loads(monkeypatch, [1])  # busy now: a fresh choice would be 1 thread
-    CoEvolution(config, tmp_path / "killed", resume=True).run()
+    run_killed_in_epoch_then_resumed(config, tmp_path / "killed", monkeypatch, before_resume=busy_now)
+    taken = readings["taken"]
 
     def records(run: str) -> list[dict]:
         return [{k: v for k, v in r.items() if k not in TIMINGS} for r in read_jsonl(tmp_path / run / "metrics.jsonl")]
