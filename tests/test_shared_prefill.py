@@ -118,3 +118,27 @@ def test_a_run_with_both_faster_paths_killed_in_its_second_epoch_resumes_to_the_
     for path in final:
         a, b = load_file(path), load_file(tmp_path / "killed" / path.relative_to(tmp_path / "whole"))
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), f"{path.parent.name}'s weights differ"
+
+
+def test_the_generator_computes_each_prompt_once_for_its_n_answers_and_samples_what_the_plain_path_samples(tiny_models):
+    """TransformersGenerator(share_prompt_prefill=True), as the held-out table's several-answer
+    evaluation uses it: n answers of each prompt from one prefill; on the tiny model the same
+    sampled replies as the plain path at the same seed."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from workbench.config import GenerationSettings
+    from workbench.engine.generation import TransformersGenerator
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_models[0], dtype=torch.float32).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models[0])
+    settings = GenerationSettings(max_new_tokens=12, temperature=0.7, batch_size=8)
+    prompts = ["Compute 3 + 4.", "Compute 12 * 7 - 5.", "Compute 9 * 9."]
+    plain = TransformersGenerator(settings, model, tokenizer).generate(prompts, n=4, seed=3)
+    shapes = []
+    hook = model.register_forward_pre_hook(lambda m, args, kw: shapes.append(tuple(kw["input_ids"].shape)), with_kwargs=True)
+    try:
+        shared = TransformersGenerator(settings, model, tokenizer, share_prompt_prefill=True).generate(prompts, n=4, seed=3)
+    finally:
+        hook.remove()
+    assert shapes[0][0] == 2, "the first batch of 8 rows (prompts 1 and 2, 4 answers each) is prefilled as 2 prompts"
+    assert shared == plain

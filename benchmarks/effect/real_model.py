@@ -96,7 +96,9 @@ def evaluate(domain: Any, tasks: list[Any], model: Any, tokenizer: Any, max_new_
     from workbench.config import GenerationSettings
     from workbench.engine.generation import TransformersGenerator
 
-    generator = TransformersGenerator(GenerationSettings(max_new_tokens=max_new_tokens, temperature=0.7, batch_size=16), model, tokenizer)
+    # several answers a task (--reeval): each prompt computed once for its answers (workbench.engine.shared_prefill)
+    generator = TransformersGenerator(GenerationSettings(max_new_tokens=max_new_tokens, temperature=0.7, batch_size=16), model, tokenizer,
+                                      share_prompt_prefill=samples > 1)
     outputs = generator.generate([domain.agent_messages(t) for t in tasks], n=samples, seed=seed)
     pairs = [(t, o) for t, outs in zip(tasks, outputs) for o in outs]
     scores = [domain.score(t, o) for t, o in pairs]

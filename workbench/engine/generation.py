@@ -30,6 +30,7 @@ from workbench.config import GenerationSettings
 from workbench.engine.end_tokens import end_token_ids
 from workbench.engine.lora_merge import LoraMerge
 from workbench.engine.packed_decode import PackedDecode
+from workbench.engine.shared_prefill import prompts_prefilled_once
 from workbench.errors import WorkbenchError
 from workbench.model_catalog import resolve_model
 from workbench.textsafety import clean_text
@@ -77,15 +78,18 @@ class TransformersGenerator:
     """Batched sampling with `model.generate` on the model's own device."""
 
     def __init__(self, settings: GenerationSettings, model: Any, tokenizer: Any, merge_lora: bool = False, grammar: Any = None,
-                 packed_decode: bool = False):
+                 packed_decode: bool = False, share_prompt_prefill: bool = False):
         """`grammar` (a `workbench.engine.constrained.ReplyGrammar`): every reply is sampled under it.
-        `packed_decode`: decode steps use MKL-packed weights (`workbench.engine.packed_decode`)."""
+        `packed_decode`: decode steps use MKL-packed weights (`workbench.engine.packed_decode`).
+        `share_prompt_prefill`: with n > 1, each prompt is computed once for its n completions
+        (`workbench.engine.shared_prefill`)."""
         self.settings = settings
         self.model = model
         self.tokenizer = tokenizer
         self.stats = GenerationStats()
         self.lora_merge = LoraMerge() if merge_lora else None
         self.packed = PackedDecode() if packed_decode else None
+        self.share_prompt_prefill = share_prompt_prefill
         self.grammar = grammar
         self.last_cut: list[list[bool]] = []  # per prompt and completion of the last call: cut at max_new_tokens
 
@@ -103,8 +107,9 @@ class TransformersGenerator:
         device = next(self.model.parameters()).device
         merged = self.lora_merge.merged(self.model) if self.lora_merge else contextlib.nullcontext()
         packed = self.packed.active(self.model) if self.packed else contextlib.nullcontext()
+        shared = prompts_prefilled_once(self.model) if self.share_prompt_prefill and n > 1 else contextlib.nullcontext()
         try:
-            with merged, packed:
+            with merged, packed, shared:
                 outputs, new_tokens, cut = self._sample(texts, device)
         finally:
             self.model.train(was_training)
