@@ -70,8 +70,8 @@ class ModelSettings:
     packed_decode: bool = _f(
         False,
         "CPU, float32 weights, transformers backend: sample with each large linear layer's weight packed once for MKL's "
-        "matrix product (at each decode batch's row count) instead of MKL copying it on every decode step "
-        "(workbench.engine.packed_decode). Costs memory: MKL's packed copy is about 5x the float32 weights (2.55 GiB "
+        "matrix product instead of MKL copying it on every decode step (workbench.engine.packed_decode; other dtypes, "
+        "devices and a torch without MKL sample as before). Costs memory: MKL's packed copy is about 5x the float32 weights (2.55 GiB "
         "for SmolLM2-135M), kept for the run; replies may differ from the plain path's in rare tokens (the last bits "
         "of a product), still reproducible from the seed.",
     )
