@@ -17,7 +17,6 @@ any model is loaded.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -28,9 +27,7 @@ from transformers import LogitsProcessorList, StoppingCriteria
 
 from workbench.config import GenerationSettings
 from workbench.engine.end_tokens import end_token_ids
-from workbench.engine.lora_merge import LoraMerge
-from workbench.engine.packed_decode import PackedDecode
-from workbench.engine.shared_prefill import prompts_prefilled_once
+from workbench.engine.sampling_paths import SamplingPaths
 from workbench.errors import WorkbenchError
 from workbench.model_catalog import resolve_model
 from workbench.textsafety import clean_text
@@ -87,9 +84,7 @@ class TransformersGenerator:
         self.model = model
         self.tokenizer = tokenizer
         self.stats = GenerationStats()
-        self.lora_merge = LoraMerge() if merge_lora else None
-        self.packed = PackedDecode() if packed_decode else None
-        self.share_prompt_prefill = share_prompt_prefill
+        self.paths = SamplingPaths(merge_lora, packed_decode, share_prompt_prefill)
         self.grammar = grammar
         self.last_cut: list[list[bool]] = []  # per prompt and completion of the last call: cut at max_new_tokens
 
@@ -105,11 +100,8 @@ class TransformersGenerator:
         was_training = self.model.training
         self.model.eval()
         device = next(self.model.parameters()).device
-        merged = self.lora_merge.merged(self.model) if self.lora_merge else contextlib.nullcontext()
-        packed = self.packed.active(self.model) if self.packed else contextlib.nullcontext()
-        shared = prompts_prefilled_once(self.model) if self.share_prompt_prefill and n > 1 else contextlib.nullcontext()
         try:
-            with merged, packed, shared:
+            with self.paths.around(self.model, repeats=n > 1):
                 outputs, new_tokens, cut = self._sample(texts, device)
         finally:
             self.model.train(was_training)

@@ -26,15 +26,13 @@ These override TRL 1.16's private methods; trl is pinned to 1.16.x for this reas
 
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any, Iterator
 
 from trl import GRPOTrainer
 
 from workbench.engine.episodes import EpisodeRollout
-from workbench.engine.lora_merge import LoraMerge
-from workbench.engine.packed_decode import PackedDecode
-from workbench.engine.shared_prefill import prompts_prefilled_once
+from workbench.engine.sampling_paths import SamplingPaths
 from workbench.engine.zero_advantage import ZeroAdvantageSkip
 
 
@@ -47,9 +45,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         super().__init__(*args, **kwargs)
         # one process only: under DDP a rank that skips leaves the gradient reducer unprepared
         self.zero_advantage = ZeroAdvantageSkip(enabled=skip_zero_advantage and self.accelerator.num_processes == 1)
-        self.lora_merge = LoraMerge() if merge_lora else None
-        self.packed = PackedDecode() if packed_decode else None
-        self.share_prompt_prefill = share_prompt_prefill
+        self.paths = SamplingPaths(merge_lora, packed_decode, share_prompt_prefill)
         self.episodes = episodes
         if episodes is not None:
             self.rollout_func = episodes
@@ -61,10 +57,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
 
     def _generate_single_turn(self, *args: Any, **kwargs: Any) -> Any:
-        merged = self.lora_merge.merged(self.model) if self.lora_merge else nullcontext()
-        packed = self.packed.active(self.model) if self.packed else nullcontext()
-        shared = prompts_prefilled_once(self.model, self.accelerator.unwrap_model(self.model_wrapped)) if self.share_prompt_prefill else nullcontext()
-        with merged, packed, shared:
+        with self.paths.around(self.model, self.accelerator.unwrap_model(self.model_wrapped)):
             return super()._generate_single_turn(*args, **kwargs)
 
     def tokenize_prompts(self, prompts: list[Any]) -> list[list[int]]:

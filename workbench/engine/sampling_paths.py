@@ -1,0 +1,35 @@
+"""How a model samples, in one place for the environment's generator and the agent's trainer:
+with its LoRA adapters merged (`workbench.engine.lora_merge`), with MKL-packed weights
+(`workbench.engine.packed_decode`), and with a repeated prompt prefilled once
+(`workbench.engine.shared_prefill`), each as asked."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack, contextmanager
+from typing import Any, Iterator
+
+from workbench.engine.lora_merge import LoraMerge
+from workbench.engine.packed_decode import PackedDecode
+from workbench.engine.shared_prefill import prompts_prefilled_once
+
+
+class SamplingPaths:
+    """`with paths.around(model): model.generate(...)`: the asked-for paths around one sampling call."""
+
+    def __init__(self, merge_lora: bool = False, packed_decode: bool = False, share_prompt_prefill: bool = False):
+        self.lora_merge = LoraMerge() if merge_lora else None
+        self.packed = PackedDecode() if packed_decode else None  # kept across calls: a frozen weight is packed once a run
+        self.share_prompt_prefill = share_prompt_prefill
+
+    @contextmanager
+    def around(self, model: Any, *same_model: Any, repeats: bool = True) -> Iterator[None]:
+        """`same_model`: other handles of `model` its caller may call `generate` on (TRL's unwrapped
+        model); `repeats`: whether the call can hold a prompt more than once (n > 1)."""
+        with ExitStack() as stack:
+            if self.lora_merge is not None:
+                stack.enter_context(self.lora_merge.merged(model))
+            if self.packed is not None:
+                stack.enter_context(self.packed.active(model))
+            if self.share_prompt_prefill and repeats:
+                stack.enter_context(prompts_prefilled_once(model, *same_model))
+            yield
