@@ -1,13 +1,16 @@
 """A reply format refined per reply (`refine_after` + `workbench_env_reply_refine`,
-`workbench.contract.reply_format`, `workbench.engine.constrained`): when a reply has written the
-named key, the rest is decoded under the format the plugin derives from what that reply wrote.
+`workbench.contract.reply_format`, `workbench.engine.constrained`): when a reply has written a
+named key, its value is decoded under the declared format and the one the plugin derives from
+what that reply wrote, together.
 
 Checked on the tiny environment model's own sampling: with refine, every reply that ends picks one
-of the names it listed itself; without it (the declared format alone) some reply picks another,
-so the test shows something. BFCL's refine: a gold call may only name a declared function with its
-declared parameters, the required ones present, values of the declared types; every rendered seed
-matches the format refined from its own prefix (check-plugin checks all of them). A hook that
-raises or returns a non-format is contained and counted, and decoding goes on as declared."""
+of the names it listed itself, and (two refined keys) a second name other than its first pick;
+without it (the declared format alone) some reply picks another, so the test shows something.
+BFCL's refine: a function's `required` list may only name its own parameters, and a gold call
+only a declared function with its declared parameters, the required ones present, values of the
+declared types, an optional one never only ""; every rendered seed matches the formats refined
+from its own prefixes (check-plugin checks all of them). A hook that raises or returns a
+non-format is contained and counted, and decoding goes on as declared."""
 
 from __future__ import annotations
 
@@ -19,8 +22,8 @@ from engine_support import demo_variant
 from workbench import hookimpl
 from workbench.config import GenerationSettings, ModelSettings
 from workbench.contract.registry import load_registry
-from workbench.contract.reply_format import format_problem, refine_prefix, refined_grammar, refined_problem, text_problem
-from workbench.engine.constrained import ReplyGrammar, completes
+from workbench.contract.reply_format import format_problem, position, refine_prefixes, refined_grammar, refined_problem, text_problem
+from workbench.engine.constrained import ReplyGrammar, ends_within
 from workbench.engine.generation import TransformersGenerator, logits_width
 from workbench.engine.models import load_model, load_tokenizer
 
@@ -32,9 +35,17 @@ NAMES = {"json_schema": {
     "refine_after": "pick"}
 
 
+TWO_PICKS = {"json_schema": {
+    "type": "object",
+    "properties": {**NAMES["json_schema"]["properties"], "second": {"type": "string", "pattern": "^[a-z]{2,3}$"}},
+    "required": ["names", "pick", "second"], "additionalProperties": False},
+    "refine_after": ["pick", "second"]}
+
+
 def pick_one_of_the_names(prefix: str) -> dict | None:
-    names = json.loads(prefix[: prefix.rfind('"pick"')].rstrip().rstrip(",") + "}")["names"]
-    return {"json_schema": {"enum": names}}
+    written = position(prefix).members
+    names = [n for n in written["names"] if n != written.get("pick")]  # the second pick: another name than the first
+    return {"json_schema": {"enum": names}} if names else None
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +54,9 @@ def env_model(tiny_models):
     return load_model(settings, "env.model", trainable=False), load_tokenizer(settings, "env.model")
 
 
-def _replies(env_model, refine):
+def _replies(env_model, refine, fmt=NAMES):
     model, tokenizer = env_model
-    grammar = ReplyGrammar(NAMES, tokenizer, logits_width(model), refine=refine)
+    grammar = ReplyGrammar(fmt, tokenizer, logits_width(model), refine=refine)
     generator = TransformersGenerator(GenerationSettings(max_new_tokens=60, batch_size=8, temperature=1.5), model, tokenizer, grammar=grammar)
     prompts = [f"Write names and pick one ({i})." for i in range(16)]
     replies = [r for (r,) in generator.generate(prompts, n=1, seed=5)]
@@ -63,23 +74,44 @@ def test_every_reply_that_ends_picks_a_name_it_wrote_itself(env_model):
     assert any(r["pick"] not in r["names"] for r in free), "the declared format alone lets a reply pick another name"
 
 
+def test_two_refined_keys_each_keep_to_what_the_reply_wrote_before_them(env_model):
+    ended, grammar = _replies(env_model, pick_one_of_the_names, TWO_PICKS)
+    assert len(ended) >= 8, "most replies close within the cap"
+    assert all(r["pick"] in r["names"] and r["second"] in r["names"] for r in ended), ended
+    assert all(r["second"] != r["pick"] for r in ended if len(set(r["names"])) > 1), ended
+    assert grammar.refines["refined"] >= 2 * len([r for r in ended if len(set(r["names"])) > 1])
+    free, _ = _replies(env_model, None, TWO_PICKS)
+    assert any(r["second"] not in r["names"] or r["second"] == r["pick"] for r in free), "the declared format alone allows it"
+
+
 def test_a_refine_that_declines_keeps_the_declared_format(env_model):
     ended, grammar = _replies(env_model, lambda prefix: None)
     assert ended and all(text_problem(NAMES, json.dumps(r)) is None for r in ended)
     assert grammar.refines["refined"] == 0 and grammar.refines["declined"] >= len(ended)
 
 
-def test_the_format_names_its_last_property_to_refine():
-    assert format_problem(NAMES) is None
-    assert "last property" in format_problem({**NAMES, "refine_after": "names"})
-    assert "last property" in format_problem({"regex": "a+", "refine_after": "x"})
+def test_the_format_names_the_keys_to_refine():
+    assert format_problem(NAMES) is None and format_problem(TWO_PICKS) is None
+    for wrong in ({**NAMES, "refine_after": []}, {**NAMES, "refine_after": ["pick", "pick"]}, {**NAMES, "refine_after": [3]},
+                  {"regex": "a+", "refine_after": "x"}):
+        assert "refine_after names the keys" in format_problem(wrong), wrong
     assert "exactly one key" in format_problem({**NAMES, "other": 1})
-    text = '{"names": ["ab", "cd"], "pick": "cd"}'
-    prefix = refine_prefix(NAMES, text)
-    assert prefix == '{"names": ["ab", "cd"], "pick": '
-    assert refined_problem(NAMES, text, pick_one_of_the_names(prefix)) is None
-    assert "is not one of" in refined_problem(NAMES, '{"names": ["ab", "cd"], "pick": "ef"}', pick_one_of_the_names(prefix))
-    assert refined_grammar(prefix, {"json_schema": {"enum": ["ab"]}}).startswith('start: "{\\"names\\"')
+    text = '{"names": ["ab", "cd"], "pick": "cd", "second": "ab"}'
+    first, second = refine_prefixes(TWO_PICKS, text)
+    assert first == '{"names": ["ab", "cd"], "pick": ' and second == '{"names": ["ab", "cd"], "pick": "cd", "second": '
+    assert refine_prefixes(NAMES, text) == [first]
+    assert refined_problem(text, first, {"json_schema": {"enum": ["ab", "cd"]}}) is None
+    assert refined_problem(text, second, pick_one_of_the_names(second)) is None
+    assert "is not one of" in refined_problem(text, second, {"json_schema": {"enum": ["cd"]}})
+    assert "must return" in refined_problem(text, first, {"regex": "x"})
+    assert refined_grammar(first, {"json_schema": {"enum": ["ab"]}}).startswith('start: "{\\"names\\"')
+
+
+def test_position_reads_the_path_and_the_open_object_of_an_unfinished_reply():
+    where = position('{"q": "a \\"quoted\\" [brace{", "fs": [{"n": 1}, {"p": {"x": [1, 2]}, "required": ')
+    assert where.path == ["fs", 1, "required"] and where.members == {"p": {"x": [1, 2]}}
+    assert position('{"a": [1, 2, {"b": ').path == ["a", 2, "b"]
+    assert position('{"a": {"b": tru').members is None, "members that do not read as JSON"
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +130,7 @@ PREFIX = ('{"question": "Area of a 3 by 4 rectangle?", "functions": [{"name": "a
 
 @pytest.mark.parametrize("gold,problem", [
     ('[{"area": {"width": [3], "height": [4], "unit": ["m", ""]}}]', None),
+    ('[{"area": {"width": [3], "height": [4], "unit": ["", "cm"]}}]', None),
     ('[{"area": {"width": [3], "height": [4]}}]', None),
     ('[{"volume": {"width": [3], "height": [4]}}]', "unknown function"),
     ('[{"area": {"width": [3], "depth": [4]}}]', "unknown or missing parameter"),
@@ -105,24 +138,40 @@ PREFIX = ('{"question": "Area of a 3 by 4 rectangle?", "functions": [{"name": "a
     ('[{"area": {"width": ["3"], "height": [4]}}]', "a value of another type"),
     ('[{"area": {"width": [3], "height": [4], "unit": ["km"]}}]', "a value outside the enum"),
     ('[{"area": {"width": [""], "height": [4]}}]', "a required parameter marked optional"),
+    ('[{"area": {"width": [3], "height": [4], "unit": [""]}}]', "an optional parameter with no value but \"\""),
 ])
 def test_bfcl_gold_calls_keep_to_the_functions_their_reply_declared(bfcl, gold, problem):
     domain, declared = bfcl
-    assert declared["refine_after"] == "ground_truth"
+    assert declared["refine_after"] == ["required", "ground_truth"]
     refined = domain.env_reply_refine(PREFIX, declared)
-    found = refined_problem(declared, PREFIX + gold + "}", refined)
+    found = refined_problem(PREFIX + gold + "}", PREFIX, refined)
     assert (found is None) == (problem is None), (problem, found)
+
+
+REQUIRED_AT = PREFIX[: PREFIX.index('"required": ') + len('"required": ')]
+
+
+@pytest.mark.parametrize("required,ok", [('["width", "height"]', True), ('[]', True), ('["unit"]', True),
+                                         ('["width", "depth"]', False), ('["area"]', False)])
+def test_bfcl_required_names_only_the_parameters_its_function_declared(bfcl, required, ok):
+    domain, declared = bfcl
+    refined = domain.env_reply_refine(REQUIRED_AT, declared)
+    assert (refined_problem(REQUIRED_AT + required + "}}]}", REQUIRED_AT, refined) is None) == ok
 
 
 def test_bfcl_refine_declines_a_prefix_it_cannot_read_and_every_seed_matches_its_own(bfcl):
     domain, declared = bfcl
     assert domain.env_reply_refine('{"question": "q", "functions": [{"name": ', declared) is None
+    nested = '{"question": "q", "functions": [{"name": "f", "description": "d", "parameters": {"type": "dict", "properties": {"x": {"type": "dict", "required": '
+    assert domain.env_reply_refine(nested, declared) is None, "a parameter's own nested required list is not refined"
     seeds = domain.seed_tasks({"categories": ["simple_python", "multiple"]})[:64]
     texts = [(task.id, text) for task in seeds if (text := domain.render_task(task)) is not None]
     assert len(texts) >= 32
     for task_id, text in texts:
-        prefix = refine_prefix(declared, text)
-        assert refined_problem(declared, text, domain.env_reply_refine(prefix, declared)) is None, task_id
+        prefixes = refine_prefixes(declared, text)
+        assert len(prefixes) >= 2, "each seed writes a required list and its gold calls"
+        for prefix in prefixes:
+            assert refined_problem(text, prefix, domain.env_reply_refine(prefix, declared)) is None, task_id
 
 
 @hookimpl
@@ -166,7 +215,7 @@ def test_check_plugin_checks_every_seed_against_its_refined_format():
 
 def test_the_key_is_found_whatever_token_ends_it():
     marker = b'"pick": '
-    assert completes(bytearray(b'{"names": ["ab"], "pick": '), 1, marker), "the last byte ends it"
-    assert completes(bytearray(b'{"names": ["ab"], "pick": "a'), 12, marker), "one long token holds all of it and more"
-    assert not completes(bytearray(b'{"names": ["ab"], "pick": "a'), 2, marker), "found before this token: not again"
-    assert not completes(bytearray(b'{"names": ["pi'), 3, marker) and not completes(bytearray(b"x"), 1, b"")
+    assert ends_within(bytearray(b'{"names": ["ab"], "pick": '), 1, marker) == 26, "the last byte ends it"
+    assert ends_within(bytearray(b'{"names": ["ab"], "pick": "a'), 12, marker) == 26, "one long token holds all of it and more"
+    assert ends_within(bytearray(b'{"names": ["ab"], "pick": "a'), 2, marker) is None, "found before this token: not again"
+    assert ends_within(bytearray(b'{"names": ["pi'), 3, marker) is None and ends_within(bytearray(b"x"), 1, b"") is None

@@ -36,7 +36,7 @@ from workbench.contract.plugin_support import (
     path_option,
     rate,
 )
-from workbench.contract.reply_format import format_problem, longest, text_problem
+from workbench.contract.reply_format import format_problem, longest, position, text_problem
 from workbench.contract.tasks import MAX_DIFFICULTY, AgentStats, DomainInfo, Interaction, MetricInfo, Rejection, ReportSection, Score, Task
 from workbench.textparse import TOO_DEEP, ReplyJSONError, balanced_json_end, json_values, max_bracket_depth, reply_json
 from workbench.textsafety import find_bad_text
@@ -75,6 +75,7 @@ __all__ = [
     "example_failures",
     "aggregate_declared",
     "longest",
+    "position",
     "format_problem",
     "text_problem",
     "__version__",

@@ -92,7 +92,7 @@ def workbench_render_task(task: Task) -> str | None:
 @hookimpl
 def workbench_env_reply_format(seeds: list[Task]) -> dict | None:
     schema = reply_format.reply_schema(seeds)
-    return None if schema is None else {"json_schema": schema, "refine_after": reply_format.REFINED}
+    return None if schema is None else {"json_schema": schema, "refine_after": list(reply_format.REFINED)}
 
 
 @hookimpl

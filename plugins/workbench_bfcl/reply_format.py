@@ -5,18 +5,19 @@ descriptions' lengths, the gold calls and their allowed values. Parameter schema
 of the checker's types) and `description`, and may carry the other keys the seeds use (`enum`,
 `default`, `items`, nested `properties`) as bounded JSON values. What the schema cannot say (the
 gold call names a listed function with its required parameters, values of the declared types)
-the format says per reply: it names its last property, `ground_truth`, in `refine_after`, and
-`refine_schema` gives the gold calls' format from the functions that reply declared (only their
-names, each with its declared parameters, the required ones present, every allowed value of the
-declared type and in the declared enum, "" marking an optional one). What is left to
-`generation.validate` is what a grammar never sees (a function list that itself breaks a rule)."""
+the format says per reply: it names two keys in `refine_after`, and `refine_schema` gives, for
+each function's `required`, a list of that function's own parameters (the properties just
+written), and for `ground_truth` the gold calls' format from the functions that reply declared
+(only their names, each with its declared parameters, the required ones present, every allowed
+value of the declared type and in the declared enum, "" marking an optional one, never only "").
+What is left to `generation.validate` is what a grammar never sees (a function list that itself breaks a rule)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from workbench import Task, longest
+from workbench import Task, longest, position
 from workbench_bfcl.checker import PYTHON_TYPE_MAPPING
 from workbench_bfcl.generation import MAX_ENUM, NAME, example_json
 
@@ -116,7 +117,8 @@ def reply_schema(seeds: list[Task]) -> dict[str, Any] | None:
     }
 
 
-REFINED = "ground_truth"  # the reply's last property, refined per reply (workbench_env_reply_refine)
+REQUIRED, GOLD = "required", "ground_truth"
+REFINED = (REQUIRED, GOLD)  # refined per reply (workbench_env_reply_refine): a function's required list, the gold calls
 SIMPLE = {"string": "string", "integer": "integer", "float": "number", "boolean": "boolean"}
 
 
@@ -143,17 +145,38 @@ def _typed_value(prop: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
 
 
 def refine_schema(prefix: str, declared: dict[str, Any]) -> dict[str, Any] | None:
-    """The gold calls' format for a reply that wrote `prefix` (up to `"ground_truth": `), under the
-    run's `declared` format (`reply_schema`'s bounds); None when the functions part does not read
-    as JSON, or declares none the checker can call."""
-    head = prefix[: prefix.rfind(json.dumps(REFINED))].rstrip().rstrip(",")
-    try:
-        reply = json.loads(head + "}")
-    except ValueError:
+    """The format of the value a reply is about to write after `prefix` (which ends at a refined
+    key), under the run's `declared` format (`reply_schema`'s bounds): a function's `required`
+    list (`required_schema`) or the gold calls (`gold_schema`); None for any other place the key
+    occurs (a parameter's own nested schema) or a prefix that does not read as JSON."""
+    where = position(prefix)
+    if where.members is None:
         return None
-    functions = reply.get("functions") if isinstance(reply, dict) else None
+    if len(where.path) == 4 and where.path[0] == "functions" and where.path[2:] == ["parameters", REQUIRED]:
+        return required_schema(where.members, declared)
+    if where.path == [GOLD]:
+        return gold_schema(where.members, declared)
+    return None
+
+
+def required_schema(parameters: dict[str, Any], declared: dict[str, Any]) -> dict[str, Any] | None:
+    """A function's `required` list, given its `parameters` object so far (`type`, `properties`):
+    names of the properties it declared, at most as many as the declared format allows."""
+    props = parameters.get("properties")
+    if not isinstance(props, dict):
+        return None
+    bound = declared["json_schema"]["properties"]["functions"]["items"]["properties"]["parameters"]["properties"][REQUIRED]["maxItems"]
+    if not props:
+        return {"json_schema": {"type": "array", "maxItems": 0}}
+    return {"json_schema": {"type": "array", "maxItems": min(bound, len(props)), "items": {"enum": list(props)}}}
+
+
+def gold_schema(reply: dict[str, Any], declared: dict[str, Any]) -> dict[str, Any] | None:
+    """The gold calls' format, given the `reply` so far (`question`, `functions`): None when it
+    declares no function the checker can call."""
+    functions = reply.get("functions")
     schema = declared["json_schema"]
-    value, gold = schema["$defs"]["value"], schema["properties"][REFINED]
+    value, gold = schema["$defs"]["value"], schema["properties"][GOLD]
     allowed_items = gold["items"]["additionalProperties"]["additionalProperties"]["maxItems"]
     calls = []
     for function in functions if isinstance(functions, list) else []:
@@ -167,10 +190,15 @@ def refine_schema(prefix: str, declared: dict[str, Any]) -> dict[str, Any] | Non
         arguments = {}
         for name, prop in props.items():
             typed = _typed_value(prop, value)
-            if name in required and typed.get("type") == "string":
-                typed["minLength"] = 1  # "" marks an optional parameter, which a required one is not
-            options = typed if name in required else {"anyOf": [typed, {"const": ""}]}
-            arguments[name] = {"type": "array", "minItems": 1, "maxItems": allowed_items, "items": options}
+            if typed.get("type") == "string":
+                typed["minLength"] = 1  # "" marks an optional parameter: never a value
+            if name in required:
+                arguments[name] = {"type": "array", "minItems": 1, "maxItems": allowed_items, "items": typed}
+            else:  # at least one real value, first or after one "": a list of only "" is no allowed value
+                options = {"anyOf": [typed, {"const": ""}]}
+                arguments[name] = {"anyOf": [
+                    {"type": "array", "minItems": 1, "maxItems": allowed_items, "prefixItems": [typed], "items": options},
+                    {"type": "array", "minItems": 2, "maxItems": allowed_items, "prefixItems": [{"const": ""}, typed], "items": options}]}
         call = {"type": "object", "properties": arguments, "required": required, "additionalProperties": False}
         calls.append({"type": "object", "properties": {function["name"]: call}, "required": [function["name"]],
                       "additionalProperties": False})

@@ -41,7 +41,7 @@ from workbench.contract.reply_format import (
     format_problem,
     grammar_problem,
     lark_problem,
-    refine_prefix,
+    refine_prefixes,
     refined_grammar,
     refined_problem,
     text_problem,
@@ -804,31 +804,38 @@ def _check_reply_format(c: _Checker, implemented: set[str], seeds: list[Task]) -
 
 def _check_reply_refine(c: _Checker, implemented: set[str], rendered: list[tuple[Task, str]], fmt: dict[str, Any]) -> None:
     """A format naming `refine_after`: `workbench_env_reply_refine` is implemented, and for every
-    `rendered` seed (task, its text) it gives, from the seed's own prefix, a format its value
-    matches, which the structured-generation library compiles with that prefix."""
+    refined key every `rendered` seed (task, its text) writes, the hook gives, from the seed's own
+    prefix, a format that key's value matches (or declines), which the structured-generation
+    library compiles with that prefix."""
     name = "environment reply refine"
     if "workbench_env_reply_refine" not in implemented:
         c.report.add(name, "error", f"the format names {REFINE_KEY} {fmt[REFINE_KEY]!r} but the plugin has no "
                      "workbench_env_reply_refine hook: implement it, or drop refine_after")
         return
-    wrong, checked = [], 0
+    wrong, checked, values, compiled = [], 0, 0, False
     for task, text in rendered:
-        if (prefix := refine_prefix(fmt, text)) is None:
-            continue
-        called, refined = c.call(name, "workbench_env_reply_refine", prefix=prefix, declared=fmt)
-        if not called:
-            return
-        problem = refined_problem(fmt, text, refined)
-        if problem is None and not checked:
-            problem = lark_problem(refined_grammar(prefix, refined))
-        checked += problem is None
-        if problem is not None:
-            wrong.append(f"seed {task.id}: {problem}")
+        problems = []
+        for prefix in refine_prefixes(fmt, text):
+            called, refined = c.call(name, "workbench_env_reply_refine", prefix=prefix, declared=fmt)
+            if not called:
+                return
+            if refined is None:
+                continue
+            problem = refined_problem(text, prefix, refined)
+            if problem is None and not compiled:
+                problem, compiled = lark_problem(refined_grammar(prefix, refined)), True
+            values += problem is None
+            if problem is not None:
+                problems.append(problem)
+        checked += not problems
+        if problems:
+            wrong.append(f"seed {task.id}: {problems[0]}")
     if wrong:
         c.report.add(name, "error", f"{len(wrong)} rendered seeds do not match the format refined from their own prefix, e.g. "
                      + "; ".join(wrong[:3]))
     else:
-        c.report.add(name, "ok", f"every one of {checked} rendered seeds matches the format refined from its own prefix")
+        c.report.add(name, "ok", f"every one of {checked} rendered seeds matches the formats refined from its own prefixes "
+                     f"({values} refined values)")
 
 
 def _check_variations(c: _Checker, implemented: set[str], seeds: list[Task], count: int = 4) -> None:

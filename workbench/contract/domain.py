@@ -310,7 +310,7 @@ class Domain:
         return fmt
 
     def env_reply_refine(self, prefix: str, declared: dict[str, Any]) -> dict[str, Any] | None:
-        """The format of the rest of a reply that has written `prefix` (`workbench_env_reply_refine`),
+        """The format of the value of the refined key `prefix` ends with (`workbench_env_reply_refine`),
         or None: no hook, the plugin declined, or a fault (counted) or a result that is no
         `{"json_schema": ...}` format (counted as `bad_format`), so decoding goes on as declared."""
         if not self.implements("workbench_env_reply_refine"):

@@ -207,18 +207,21 @@ def workbench_env_reply_format(seeds: list[Task]) -> dict[str, Any] | None:
 
 @hookspec(firstresult=True)
 def workbench_env_reply_refine(prefix: str, declared: dict[str, Any]) -> dict[str, Any] | None:
-    """Optional, with a format that names `refine_after` (`workbench.contract.reply_format`): the
-    format of that last property's value, given `prefix`, the reply written up to and including
-    the key (`{"question": ..., "functions": [...], "ground_truth": `), and `declared`, the
-    run's format from `workbench_env_reply_format` (whose bounds the refined one keeps). Return
-    `{"json_schema": {...}}` for the value (the engine decodes the rest of the reply under it and
-    closes the object), or None to keep the declared format (a prefix the plugin cannot read).
+    """Optional, with a format that names keys in `refine_after` (`workbench.contract.reply_format`):
+    the format of a refined key's value, given `prefix`, the reply written up to and including
+    that key (`{"question": ..., "functions": [...], "ground_truth": `), and `declared`, the
+    run's format from `workbench_env_reply_format` (whose bounds the refined one keeps).
+    `reply_format.position(prefix)` says which key it is (its path) and what the innermost open
+    object holds so far. Return `{"json_schema": {...}}` for the value (the engine decodes it
+    under that and the declared format together), or None to keep the declared format (a prefix
+    the plugin cannot read, or a key in a place it does not refine).
 
-    This ties one part of a reply to another: BFCL's gold call may only name a function the
-    same reply declared, with its declared parameters and their types. Rules: for every
-    rendered seed, the value the seed writes matches the format its own prefix gives (checked
-    by `workbench check-plugin`); bound it as the declared format does; never raise (a fault is
-    contained, counted, and the reply goes on under the declared format). Called once per reply,
+    This ties one part of a reply to another: BFCL's `required` list may only name its
+    function's declared parameters, and its gold call only a function the same reply declared,
+    with its declared parameters and their types. Rules: for every rendered seed, each refined
+    value the seed writes matches the format its own prefix gives (checked by `workbench
+    check-plugin`); bound it as the declared format does; never raise (a fault is contained,
+    counted, and the reply goes on under the declared format). Called once per refined key,
     during decoding: keep it fast (milliseconds).
     """
 

@@ -9,12 +9,15 @@ A format is a dict with exactly one key:
 * `{"regex": "..."}`: the whole reply matches this regular expression (use the subset that
   Python's `re` and Rust's `regex` read alike: classes, groups, `?`, `*`, `+`, `{m,n}`, `|`).
 
-A JSON Schema format may also name its object's last property in `refine_after` (`{"json_schema":
-{...}, "refine_after": "ground_truth"}`): when a reply has written that key, the engine asks the
-plugin's `workbench_env_reply_refine` for the format of its value *given what the reply wrote
-before it* (`refine_prefix`), and decodes the rest under that (`refined_grammar`). This is how a
-format ties one part of a reply to another, which no context-free grammar does alone: BFCL's gold
-call may only name the functions, parameters and types the same reply declared.
+A JSON Schema format may also name keys in `refine_after` (one key, or a list: `{"json_schema":
+{...}, "refine_after": ["required", "ground_truth"]}`): wherever a reply writes one of them as an
+object's key (`"required": `), the engine asks the plugin's `workbench_env_reply_refine` for the
+format of that key's value *given what the reply wrote before it* (`refine_prefixes`), and decodes
+the value under both the declared format and that one (`refined_grammar`). This is how a format
+ties one part of a reply to another, which no context-free grammar does alone: BFCL's
+`required` list may only name the parameters its function just declared, and its gold call only
+the functions, parameters and types the same reply declared. `position` tells a plugin where in
+the reply a prefix ends (the key path, and the members of the innermost object written so far).
 
 A format says the *shape*; what it cannot say (the gold call passes the checker, the answer is
 right) stays with `workbench_validate_task`. Its bounds (`maxLength`, `maxItems`, `{m,n}`) are
@@ -31,7 +34,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -60,11 +63,10 @@ def format_problem(fmt: Any, check_schema: bool = True) -> str | None:
                 f"{REFINE_KEY!r}), got {keys}")
     kind, body = kinds[0], fmt[kinds[0]]
     if REFINE_KEY in fmt:
-        key = fmt[REFINE_KEY]
-        properties = list((body.get("properties") or {}) if isinstance(body, dict) else {})
-        if kind != "json_schema" or not isinstance(key, str) or not properties or properties[-1] != key:
-            return (f"{REFINE_KEY} must name the last property of the json_schema's object (its value is written last, "
-                    f"so the refined format decodes the rest of the reply), got {key!r} with properties {properties}")
+        keys = fmt[REFINE_KEY] if isinstance(fmt[REFINE_KEY], list) else [fmt[REFINE_KEY]]
+        if kind != "json_schema" or not keys or not all(isinstance(k, str) and k for k in keys) or len(set(keys)) != len(keys):
+            return (f"{REFINE_KEY} names the keys of a json_schema reply whose values are refined per reply: a key or a list "
+                    f"of distinct keys (non-empty strings), got {fmt[REFINE_KEY]!r} on a {kind} format")
     if kind == "json_schema":
         if not isinstance(body, dict):
             return f"json_schema must be a JSON Schema dict, got {type(body).__name__}"
@@ -135,50 +137,106 @@ def text_problem(fmt: dict[str, Any], text: str) -> str | None:
     return f"{where}: {first.message[:200]}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
 
 
-def refine_marker(fmt: dict[str, Any]) -> str | None:
-    """The `refine_after` key as a reply writes it (`"ground_truth": `, json.dumps's separator), or
-    None when the format refines nothing."""
-    key = fmt.get(REFINE_KEY)
-    return json.dumps(key) + ": " if key else None
+def refine_markers(fmt: dict[str, Any]) -> list[str]:
+    """The `refine_after` keys as a reply writes them (`"ground_truth": `, json.dumps's separator);
+    empty when the format refines nothing."""
+    keys = fmt.get(REFINE_KEY) or []
+    return [json.dumps(key) + ": " for key in (keys if isinstance(keys, list) else [keys])]
 
 
-def refine_prefix(fmt: dict[str, Any], text: str) -> str | None:
-    """The part of a reply `text` up to and including its `refine_after` key and separator (what
-    `workbench_env_reply_refine` is given), or None when the format refines nothing or the key is
-    not written yet. The key is matched as `json.dumps` writes it (`"ground_truth": `); a JSON
-    string cannot hold it unescaped, so only the object's own key matches."""
-    marker = refine_marker(fmt)
-    if marker is None:
-        return None
-    at = text.rfind(marker)
-    return text[: at + len(marker)] if at >= 0 else None
+def refine_prefixes(fmt: dict[str, Any], text: str) -> list[str]:
+    """Every part of a reply `text` up to and including a `refine_after` key and its separator
+    (what `workbench_env_reply_refine` is given), in the order written. A key is matched as
+    `json.dumps` writes it (`"required": `); a JSON string cannot hold that unescaped, so only an
+    object's own keys match."""
+    ends = sorted(at + len(marker) for marker in refine_markers(fmt) for at in _occurrences(text, marker))
+    return [text[:end] for end in ends]
+
+
+def _occurrences(text: str, needle: str) -> list[int]:
+    found, at = [], text.find(needle)
+    while at >= 0:
+        found.append(at)
+        at = text.find(needle, at + 1)
+    return found
+
+
+class Position(NamedTuple):
+    """Where a reply's prefix ends: `path`, the keys and list indices leading to the value it is
+    about to write (`["functions", 0, "parameters", "required"]`), and `members`, the members of
+    the innermost object still open there, written in full before that key (a dict; None when
+    they do not read as JSON)."""
+
+    path: list[str | int]
+    members: dict[str, Any] | None
+
+
+def position(prefix: str) -> Position:
+    """Where `prefix` (a JSON text cut after an object's key and `: `, as `refine_prefixes` gives)
+    ends: a small scanner over strings, objects and lists, no JSON parser needed for the unfinished
+    text. A plugin's `workbench_env_reply_refine` uses it to tell which key it is refining."""
+    stack: list[list[Any]] = []  # [kind, key or index, where the container opened]
+    in_string = escaped = False
+    string_start, last_string = 0, ""
+    for i, ch in enumerate(prefix):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+                try:
+                    last_string = json.loads(prefix[string_start:i + 1])
+                except ValueError:
+                    last_string = ""
+        elif ch == '"':
+            in_string, string_start = True, i
+        elif ch in "{[":
+            stack.append(["object" if ch == "{" else "list", None if ch == "{" else 0, i])
+        elif ch in "}]" and stack:
+            stack.pop()
+        elif ch == "," and stack and stack[-1][0] == "list":
+            stack[-1][1] += 1
+        elif ch == ":" and stack and stack[-1][0] == "object":
+            stack[-1][1] = last_string
+    path = [key for _, key, _ in stack]
+    members = None
+    objects = [frame for frame in stack if frame[0] == "object"]
+    if objects:
+        head = prefix[objects[-1][2]:].rstrip()
+        key = json.dumps(objects[-1][1]) + ":"
+        head = head[: -len(key)].rstrip().rstrip(",") if head.endswith(key) else head
+        try:
+            members = json.loads(head + "}")
+        except ValueError:
+            members = None
+    return Position(path, members if isinstance(members, dict) else None)
 
 
 def refined_grammar(prefix: str, value_format: dict[str, Any]) -> str:
-    """An llguidance (Lark) grammar of a whole reply that begins with `prefix` (the text already
-    written, up to the refined key) and goes on with one JSON value in `value_format` (a
-    `{"json_schema": ...}` from `workbench_env_reply_refine`) and the object's closing brace."""
+    """An llguidance (Lark) grammar of a reply that begins with `prefix` (the text written up to a
+    refined key), goes on with one JSON value in `value_format` (a `{"json_schema": ...}` from
+    `workbench_env_reply_refine`), then anything: the engine decodes a row under the declared
+    format and this one together, so the rest of the reply is the declared format's to shape."""
     _, schema = _kind(value_format)
-    return f"start: {json.dumps(prefix, ensure_ascii=False)} value \"}}\"\nvalue: %json {json.dumps(schema)}\n"
+    return f"start: {json.dumps(prefix, ensure_ascii=False)} value rest\nvalue: %json {json.dumps(schema)}\nrest: /(?s:.*)/\n"
 
 
-def refined_problem(fmt: dict[str, Any], text: str, value_format: Any) -> str | None:
-    """Why `value_format` (what `workbench_env_reply_refine` gave for `text`'s prefix) is not a
-    format for the rest of reply `text`, or None: a `{"json_schema": ...}` that the value after
-    the prefix matches."""
-    prefix = refine_prefix(fmt, text)
-    if prefix is None:
-        return f"the reply never writes its {fmt.get(REFINE_KEY)!r} key"
+def refined_problem(text: str, prefix: str, value_format: Any) -> str | None:
+    """Why `value_format` (what `workbench_env_reply_refine` gave for `prefix`, a part of reply
+    `text` that ends at a refined key) is not a format of the value `text` writes there, or None."""
     if not isinstance(value_format, dict) or set(value_format) != {"json_schema"}:
         return f"workbench_env_reply_refine must return {{'json_schema': ...}} or None, got {value_format!r:.80}"
     problem = format_problem(value_format, check_schema=False)  # the checker compiles one refined grammar: that checks the schema
     if problem is not None:
         return problem
-    rest = text[len(prefix):]
-    if not rest.endswith("}"):
-        return f"the reply does not end with the object's closing brace after its {fmt.get(REFINE_KEY)!r} value"
-    return text_problem(value_format, rest[:-1])
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text, len(prefix))
+    except ValueError as exc:
+        return f"the value after {prefix[-40:]!r} is not JSON: {exc}"
+    return text_problem(value_format, json.dumps(value))
 
 
-__all__ = ["FORMAT_KINDS", "REFINE_KEY", "format_problem", "grammar", "grammar_problem", "lark_problem", "longest", "refine_marker", "refine_prefix",
-           "refined_grammar", "refined_problem", "text_problem"]
+__all__ = ["FORMAT_KINDS", "REFINE_KEY", "Position", "format_problem", "grammar", "grammar_problem", "lark_problem", "longest", "position",
+           "refine_markers", "refine_prefixes", "refined_grammar", "refined_problem", "text_problem"]

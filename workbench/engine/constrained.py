@@ -17,12 +17,15 @@ the library vLLM's `guidance` structured-output backend runs, so both backends d
 language. `benchmarks/cost/constrained_decoding.py` compares it with xgrammar's transformers
 processor on speed and on the share of replies that parse.
 
-A format that names `refine_after` (BFCL's: the gold call, written last) is refined per reply: when
-a row has written that key, the processor hands the plugin's `workbench_env_reply_refine` the
-reply so far and, from the format it returns, compiles a grammar of the whole reply (that prefix,
-then the value under the new format, then the closing brace) and replays the row's tokens into it
-(`ReplyGrammar.refined`). So each gold call can only use the functions, parameters and types its
-own reply declared. vLLM's structured outputs decode under the declared format alone.
+A format that names keys in `refine_after` (BFCL's: each function's `required` list and the gold
+calls) is refined per reply: when a row has written one of those keys, the processor hands the
+plugin's `workbench_env_reply_refine` the reply so far and, from the format it returns for the
+key's value, compiles a grammar of that prefix, the value, then anything (`ReplyGrammar.refined`),
+replays the row's tokens into it, and from then on allows only the tokens both that grammar and
+the declared one allow. So each `required` list names only its function's own parameters, and
+each gold call only the functions, parameters and types its own reply declared. Should the two
+ever allow no common token, the row drops its refined grammars (counted as declined) and goes on
+under the declared one. vLLM's structured outputs decode under the declared format alone.
 
 What the format cannot guarantee: a reply that reaches `env.generation.max_new_tokens` before it
 ends is cut mid-object. The bounds a plugin puts in its format keep that rare; the generator
@@ -40,7 +43,7 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
-from workbench.contract.reply_format import grammar, refine_marker, refine_prefix, refined_grammar
+from workbench.contract.reply_format import grammar, refine_markers, refined_grammar
 from workbench.engine.end_tokens import end_token_ids
 from workbench.errors import WorkbenchError
 
@@ -52,7 +55,7 @@ class ConstrainedDecodingError(WorkbenchError, RuntimeError):
 @dataclass
 class ReplyFormat:
     """A run's reply format: the plugin's declared `format` and, where it names `refine_after`,
-    `refine` (the domain's `env_reply_refine`: prefix -> the value's format, or None)."""
+    `refine` (the domain's `env_reply_refine`: prefix -> the format of the refined key's value, or None)."""
 
     format: dict[str, Any]
     refine: Callable[[str], dict[str, Any] | None] | None = field(default=None, repr=False)
@@ -65,7 +68,7 @@ class ReplyGrammar:
                  refine: Callable[[str], dict[str, Any] | None] | None = None):
         """Compile `fmt` for `tokenizer` over the model's `vocab_size` logits (a model's embedding
         may be wider than its tokenizer: the extra ids are never allowed). `refine` (with a format
-        naming `refine_after`): prefix -> the format of the rest of that reply, or None."""
+        naming `refine_after`): prefix ending at a refined key -> the format of its value, or None."""
         import llguidance
         import llguidance.hf
 
@@ -80,22 +83,19 @@ class ReplyGrammar:
         self.template = llguidance.LLMatcher(self.ll_tokenizer, grammar(fmt), log_level=0)
         if self.template.is_error():
             raise ConstrainedDecodingError(f"the reply format does not compile: {self.template.get_error()}")
-        marker = refine_marker(fmt)
-        self.refine = refine if marker is not None else None
-        self.marker = marker.encode() if self.refine is not None and marker is not None else b""
-        self.refines = {"refined": 0, "declined": 0}  # replies decoded on under a refined grammar, or under the declared one
+        self.markers = [m.encode() for m in refine_markers(fmt)] if refine is not None else []
+        self.refine = refine if self.markers else None
+        self.refines = {"refined": 0, "declined": 0}  # refined keys decoded under a refined grammar, or under the declared one alone
         self.declined_why: list[str] = []
 
-    def refined(self, reply_ids: list[int], text: str) -> Any | None:
-        """For a row whose reply (`reply_ids`, written out as `text`) has just written the
-        `refine_after` key: a matcher of the refined grammar that has consumed the reply so far, or
-        None (no key yet, the plugin declined or faulted, or the refined grammar refuses the reply:
-        the declared one goes on)."""
+    def refined(self, reply_ids: list[int], prefix: str) -> Any | None:
+        """For a row whose reply (`reply_ids`) has just written a refined key, ending `prefix`: a
+        matcher of the refined grammar (`prefix`, the value in the plugin's format, then anything)
+        that has consumed the reply so far, or None (the plugin declined or faulted, or the refined
+        grammar refuses the reply: the declared format alone goes on)."""
         import llguidance
 
-        prefix = refine_prefix(self.format, text)
-        if prefix is None or self.refine is None:
-            return None
+        assert self.refine is not None
         value_format = self.refine(prefix)
         if value_format is None:
             self._declined("the plugin declined", prefix)
@@ -111,6 +111,13 @@ class ReplyGrammar:
         self.refines["refined"] += 1
         return matcher
 
+    def given_up(self, count: int, text: str) -> None:
+        """`count` refined grammars of one row dropped mid-value (they and the declared format
+        allowed no common token): counted as declined, no longer as refined."""
+        self.refines["refined"] -= count
+        for _ in range(count):
+            self._declined("the refined and declared formats allow no common token", text)
+
     def _declined(self, why: str, prefix: str) -> None:
         """Count a reply left under the declared format, and keep why (the last few reasons)."""
         self.refines["declined"] += 1
@@ -124,57 +131,87 @@ class ReplyGrammar:
 class GrammarLogitsProcessor(LogitsProcessor):
     """Masks, row by row, the tokens the reply format does not allow next. The first call sees
     the prompts (left-padded to one width); each later call first feeds every row's last sampled
-    token to its matcher. A row that has sampled EOS (or was stopped and is fed padding) is done:
-    transformers pads it from then on, so its mask is left open."""
+    token to its matchers (the declared one, and one per refined key written so far). A row that
+    has sampled EOS (or was stopped and is fed padding) is done: transformers pads it from then
+    on, so its mask is left open."""
 
     def __init__(self, compiled: ReplyGrammar):
         self.compiled = compiled
         self.matchers: list[Any] = []
+        self.refined: list[list[Any]] = []  # per row: the matchers of the refined keys it has written
         self.done: list[bool] = []
-        self.refining: list[bool] = []  # rows whose format is still to be refined (`refine_after`)
-        self.texts: list[bytearray] = []  # their replies so far
+        self.texts: list[bytearray] = []  # the rows' replies so far, as bytes (kept where the format refines keys)
         self.prompt_width = 0
         self.bitmask: torch.Tensor | None = None
+        self.scratch: torch.Tensor | None = None
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.Tensor:
         rows = input_ids.shape[0]
         if not self.matchers:
             self.matchers = [self.compiled.template.deep_copy() for _ in range(rows)]
+            self.refined = [[] for _ in range(rows)]
             self.done = [False] * rows
-            self.refining = [self.compiled.refine is not None] * rows
             self.texts = [bytearray() for _ in range(rows)]
             self.prompt_width = input_ids.shape[1]
             self.bitmask = torch.full((rows, (self.compiled.vocab_size + 31) // 32), -1, dtype=torch.int32)
+            self.scratch = torch.empty_like(self.bitmask[0])
         else:
             for i, token in enumerate(input_ids[:, -1].tolist()):
-                if self.done[i]:
-                    continue
-                if token in self.compiled.end_ids:
-                    self.done[i] = True
-                elif not self.matchers[i].consume_token(token):
-                    raise ConstrainedDecodingError(
-                        f"row {i}: token {token} was sampled outside the reply format: {self.matchers[i].get_error()}")
-                elif self.refining[i]:  # the reply so far, as bytes, until it has written the refined key
-                    piece = self.compiled.ll_tokenizer.decode_bytes([token])
-                    self.texts[i] += piece
-                    if completes(self.texts[i], len(piece), self.compiled.marker):
-                        self.refining[i] = False
-                        reply = input_ids[i, self.prompt_width:].tolist()
-                        self.matchers[i] = self.compiled.refined(reply, self.texts[i].decode("utf-8", "replace")) or self.matchers[i]
+                if not self.done[i]:
+                    self._advance(i, token, input_ids)
         assert self.bitmask is not None
         self.bitmask.fill_(-1)
-        for i, matcher in enumerate(self.matchers):
-            if not self.done[i]:  # what llguidance.torch.fill_next_token_bitmask does (that module compiles a kernel at import)
-                row = self.bitmask[i]
-                matcher.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * row.element_size())
+        for i, done in enumerate(self.done):
+            if not done:  # what llguidance.torch.fill_next_token_bitmask does (that module compiles a kernel at import)
+                self._mask_row(i)
         allowed = unpack_bitmask(self.bitmask, scores.shape[-1])
         return scores.masked_fill(~allowed.to(scores.device), float("-inf"))
 
+    def _advance(self, i: int, token: int, input_ids: torch.Tensor) -> None:
+        """Feed row `i`'s new `token` to its matchers; start a refined one where it ends a refined key."""
+        if token in self.compiled.end_ids:
+            self.done[i] = True
+            return
+        for matcher in (self.matchers[i], *self.refined[i]):
+            if not matcher.consume_token(token):
+                raise ConstrainedDecodingError(f"row {i}: token {token} was sampled outside the reply format: {matcher.get_error()}")
+        if not self.compiled.markers:
+            return
+        piece = self.compiled.ll_tokenizer.decode_bytes([token])
+        self.texts[i] += piece
+        for marker in self.compiled.markers:
+            at = ends_within(self.texts[i], len(piece), marker)
+            if at is not None:
+                prefix = bytes(self.texts[i][:at]).decode("utf-8", "replace")
+                matcher = self.compiled.refined(input_ids[i, self.prompt_width:].tolist(), prefix)
+                if matcher is not None:
+                    self.refined[i].append(matcher)
 
-def completes(text: bytes | bytearray, new: int, marker: bytes) -> bool:
-    """Whether `marker` occurs in `text` in a place that ends within its last `new` bytes (the
-    piece just appended): a token may end the marker, or hold all of it and more."""
-    return bool(marker) and text.find(marker, max(0, len(text) - new - len(marker) + 1)) >= 0
+    def _mask_row(self, i: int) -> None:
+        """Row `i`'s allowed tokens into the bitmask: the declared format's, and every refined one's."""
+        assert self.bitmask is not None and self.scratch is not None
+        row, size = self.bitmask[i], self.bitmask[i].numel() * self.bitmask.element_size()
+        self.matchers[i].unsafe_compute_mask_ptr(row.data_ptr(), size)
+        if not self.refined[i]:
+            return
+        declared = row.clone()
+        for matcher in self.refined[i]:
+            matcher.unsafe_compute_mask_ptr(self.scratch.data_ptr(), size)
+            row &= self.scratch
+        if not bool(row.any()):  # the refined formats and the declared one share no token here: the declared one alone goes on
+            row.copy_(declared)
+            self.compiled.given_up(len(self.refined[i]), self.texts[i].decode("utf-8", "replace"))
+            self.refined[i] = []
+
+
+def ends_within(text: bytes | bytearray, new: int, marker: bytes) -> int | None:
+    """Where `marker` ends in `text` (an index just past it) if it occurs in a place that ends
+    within its last `new` bytes (the piece just appended), else None: a token may end the marker,
+    or hold all of it and more."""
+    if not marker:
+        return None
+    at = text.find(marker, max(0, len(text) - new - len(marker) + 1))
+    return None if at < 0 else at + len(marker)
 
 
 def unpack_bitmask(bitmask: torch.Tensor, width: int) -> torch.Tensor:
