@@ -1,8 +1,8 @@
 """Constrained decoding on the real model (slow tier): SmolLM2-135M-Instruct, as it comes, writing
 BFCL tasks in the run's few-shot turns, writes more valid tasks under the domain's reply format
 than without it, on the same prompts and sampling seed; every constrained reply is in the format
-or was cut by the token cap; replies that reach their gold call are decoded under the format refined
-from the functions they declared (`refine_after`)."""
+or was cut by the token cap; the required lists and gold calls replies write are decoded under the
+formats refined from what those replies declared (`refine_after`)."""
 
 from __future__ import annotations
 
@@ -54,4 +54,6 @@ def test_the_constrained_real_environment_writes_more_valid_bfcl_tasks_than_unco
     cut = [c for (c,) in constrained_generator.last_cut]
     assert all(c or text_problem(fmt, r) is None for r, c in zip(constrained, cut)), "an ended reply is in the format"
     assert valid(constrained) > valid(unconstrained), (valid(constrained), valid(unconstrained), constrained, unconstrained)
-    assert grammar.refines["refined"] >= 1 and grammar.refines["declined"] == 0, (grammar.refines, grammar.declined_why)
+    # a required list or gold call is refined; declined only a key in a place the plugin does not refine (a nested one)
+    assert grammar.refines["refined"] >= 1, grammar.refines
+    assert all(why.startswith("the plugin declined") for why in grammar.declined_why), grammar.declined_why
