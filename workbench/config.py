@@ -91,7 +91,9 @@ class GenerationSettings:
     cache_implementation: str | None = _f(
         None,
         "transformers backend: the KV cache kind passed to generate (e.g. 'static': preallocated, the fast "
-        "path with torch.compile on CUDA); None = transformers' default dynamic cache.",
+        "path with torch.compile on CUDA, and on a CPU 1.19x faster for BFCL's 8 replies of 480 tokens to ~1,300-token "
+        "prompts, the same greedy tokens: benchmarks/cost/env_generation.py); None = transformers' default dynamic cache, "
+        "which copies every layer's keys and values into a longer tensor at each decode step.",
     )
     stop_repeats: int = _f(
         0,
