@@ -162,7 +162,8 @@ def test_bfcl_required_names_only_the_parameters_its_function_declared(bfcl, req
 def test_bfcl_refine_declines_a_prefix_it_cannot_read_and_every_seed_matches_its_own(bfcl):
     domain, declared = bfcl
     assert domain.env_reply_refine('{"question": "q", "functions": [{"name": ', declared) is None
-    nested = '{"question": "q", "functions": [{"name": "f", "description": "d", "parameters": {"type": "dict", "properties": {"x": {"type": "dict", "required": '
+    nested = ('{"question": "q", "functions": [{"name": "f", "description": "d", "parameters": {"type": "dict", '
+              '"properties": {"x": {"type": "dict", "required": ')
     assert domain.env_reply_refine(nested, declared) is None, "a parameter's own nested required list is not refined"
     seeds = domain.seed_tasks({"categories": ["simple_python", "multiple"]})[:64]
     texts = [(task.id, text) for task in seeds if (text := domain.render_task(task)) is not None]

@@ -150,6 +150,13 @@ class AgentSettings:
         "copied to the group's rows) instead of once a rollout (workbench.engine.shared_prefill). Replies may differ "
         "from the plain path's in rare tokens (the rounding of a product over fewer rows), still reproducible from the seed.",
     )
+    trim_padding: bool = _f(
+        False,
+        "Run each GRPO micro-batch without the prompt and completion columns that are padding in all of its rows "
+        "(TRL pads a whole generation batch to its longest prompt and completion; workbench.engine.trim_padding). The "
+        "loss is the same up to float rounding (positions shift with the dropped left padding; rotary embeddings see "
+        "only distances), still reproducible from the seed.",
+    )
     temperature: float = _f(1.0, "Rollout sampling temperature.")
     use_vllm: bool = _f(False, "Generate rollouts with vLLM through TRL (GPU, gpu extra).")
     vllm_mode: Literal["colocate", "server"] = _f("colocate", "TRL's vLLM mode.")

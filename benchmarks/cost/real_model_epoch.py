@@ -16,8 +16,11 @@ the same invocation:
 * `shared`: each task's prompt computed once for its n rollouts (`agent.share_prompt_prefill`:
   `workbench.engine.shared_prefill`);
 * `fast`: `packed` and `shared` together;
+* `trim`: each GRPO micro-batch without its columns that are padding in all its rows
+  (`agent.trim_padding`: `workbench.engine.trim_padding`);
 * `micro8`: GRPO micro-batches of 8 sequences x 2 accumulation steps instead of the demo's 2 x 8
   (the same 16 completions an optimizer step and one generate call of 16; for short sequences);
+* `A+B`: both variants' changes (`no-skip+trim`: every micro-batch runs, trimmed);
 * `no-skip`: every GRPO micro-batch runs its forward and backward pass, those whose every
   advantage is 0 included (`agent.skip_zero_advantage` off: `workbench.engine.zero_advantage`).
 
@@ -66,6 +69,10 @@ PHASES = ["generate", "agent", "env_update", "checkpoint", "epoch"]
 
 
 def variant(name: str, config):  # noqa: ANN001, ANN201
+    if "+" in name:  # several variants' changes in turn, e.g. no-skip+trim
+        for part in name.split("+"):
+            config = variant(part, config)
+        return config
     agent = config.agent
     if name == "baseline":
         return dataclasses.replace(config, agent=dataclasses.replace(agent, steps_per_generation=None))
@@ -86,6 +93,8 @@ def variant(name: str, config):  # noqa: ANN001, ANN201
             agent=dataclasses.replace(agent, share_prompt_prefill=shared, model=dataclasses.replace(agent.model, packed_decode=packed)),
             env=dataclasses.replace(config.env, model=dataclasses.replace(config.env.model, packed_decode=packed)),
         )
+    if name == "trim":
+        return dataclasses.replace(config, agent=dataclasses.replace(agent, steps_per_generation=None, trim_padding=True))
     if name == "micro8":
         return dataclasses.replace(config, agent=dataclasses.replace(agent, per_device_batch_size=8, gradient_accumulation_steps=2,
                                                                      steps_per_generation=None))
@@ -248,9 +257,9 @@ def main() -> None:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     print(f"\n{args.domain}, {args.model}, {args.epochs} epochs, {os.cpu_count()} CPUs ({cpu_description()}); "
-          "seconds summed over epochs, ratio to baseline")
+          f"seconds summed over epochs, ratio to {names[0]} (the first variant)")
     print(f"{'variant':<10} " + " ".join(f"{p:>16}" for p in PHASES) + f" {'load before':>12}")
-    baseline = rows["baseline"][0]
+    baseline = rows[names[0]][0]
     for name, (total, load) in rows.items():
         cells = [f"{total[p]:7.1f} ({total[p] / baseline[p]:.2f}x)" if baseline[p] else f"{total[p]:7.1f}" for p in PHASES]
         print(f"{name:<10} " + " ".join(f"{c:>16}" for c in cells) + f" {load:>12.2f}")

@@ -168,6 +168,7 @@ class GRPOAgent:
             merge_lora=bool(settings.model.lora and settings.model.lora.merge_for_generation and not settings.use_vllm),
             packed_decode=settings.model.packed_decode and not settings.use_vllm,
             share_prompt_prefill=settings.share_prompt_prefill and not settings.use_vllm,
+            trim_padding=settings.trim_padding,
             episodes=self.episodes,
         )
         self.trainer.model_accepts_loss_kwargs = False

@@ -7,6 +7,8 @@ to it, and each is off unless asked for:
 * `compute_loss`: a training micro-batch whose every advantage is 0 (an exact-zero gradient)
   is not run; its zero loss comes from `ZeroAdvantageSkip` (`workbench.engine.zero_advantage`,
   `agent.skip_zero_advantage`), which also counts the micro-batches;
+* `compute_loss`, with `trim_padding`: a micro-batch runs without the prompt and completion
+  columns that are padding in all of its rows (`workbench.engine.trim_padding`, `agent.trim_padding`);
 * `_generate_single_turn`: the rollouts are sampled with the LoRA adapters merged
   (`workbench.engine.lora_merge`, `lora.merge_for_generation` on the transformers backend;
   TRL's vLLM path merges adapters itself). TRL 1.16 samples every rollout there, the episode
@@ -33,6 +35,7 @@ from trl import GRPOTrainer
 
 from workbench.engine.episodes import EpisodeRollout
 from workbench.engine.sampling_paths import SamplingPaths
+from workbench.engine.trim_padding import trim_padding
 from workbench.engine.zero_advantage import ZeroAdvantageSkip
 
 
@@ -41,11 +44,13 @@ class AgentGRPOTrainer(GRPOTrainer):
     adapters and plays episodes, each as asked (module doc); TRL's arguments otherwise."""
 
     def __init__(self, *args: Any, skip_zero_advantage: bool = False, merge_lora: bool = False, packed_decode: bool = False,
-                 share_prompt_prefill: bool = False, episodes: EpisodeRollout | None = None, **kwargs: Any):
+                 share_prompt_prefill: bool = False, trim_padding: bool = False, episodes: EpisodeRollout | None = None,
+                 **kwargs: Any):
         super().__init__(*args, **kwargs)
         # one process only: under DDP a rank that skips leaves the gradient reducer unprepared
         self.zero_advantage = ZeroAdvantageSkip(enabled=skip_zero_advantage and self.accelerator.num_processes == 1)
         self.paths = SamplingPaths(merge_lora, packed_decode, share_prompt_prefill)
+        self.trim_padding = trim_padding
         self.episodes = episodes
         if episodes is not None:
             self.rollout_func = episodes
@@ -54,6 +59,8 @@ class AgentGRPOTrainer(GRPOTrainer):
         zero = self.zero_advantage.skip(self, model, inputs)
         if zero is not None:
             return zero
+        if self.trim_padding and model.training:
+            inputs = trim_padding(inputs)
         return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
 
     def _generate_single_turn(self, *args: Any, **kwargs: Any) -> Any:
