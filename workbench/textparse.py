@@ -10,11 +10,34 @@ only (never to `eval`), so no reply can make them slow or run code.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Iterator
 
 UNCLOSED = "unclosed"
 TOO_DEEP = "too_deep"
 MISMATCHED = "mismatched"
+
+
+def json_structure(text: str, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, str, int]]:
+    """The structure of JSON text from `start` (up to `stop`), in one string-aware pass: for each
+    bracket, comma or colon outside a string, `(its index, it, -1)`; for each string that closes,
+    `(the index of its closing quote, '"', the index of its opening quote)`. Characters inside
+    strings (with backslash escapes) and between tokens are skipped."""
+    in_string = escaped = False
+    opened = 0
+    for i in range(start, len(text) if stop is None else min(len(text), stop)):
+        ch = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+                yield i, ch, opened
+        elif ch == '"':
+            in_string, opened = True, i
+        elif ch in "{[]},:":
+            yield i, ch, -1
 
 
 def balanced_json_end(text: str, start: int, max_depth: int | None = None, max_scan: int | None = None) -> tuple[int | None, str | None]:
@@ -25,21 +48,9 @@ def balanced_json_end(text: str, start: int, max_depth: int | None = None, max_s
     `"too_deep"` (nesting beyond `max_depth`) or `"mismatched"` (a `]` closing a `{`).
     Brackets inside JSON strings (with backslash escapes) are ignored.
     """
-    stop = len(text) if max_scan is None else min(len(text), start + max_scan)
     closers: list[str] = []
-    in_string = escaped = False
-    for i in range(start, stop):
-        ch = text[i]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "{[":
+    for i, ch, _ in json_structure(text, start, None if max_scan is None else start + max_scan):
+        if ch in "{[":
             closers.append("}" if ch == "{" else "]")
             if max_depth is not None and len(closers) > max_depth:
                 return None, TOO_DEEP

@@ -39,6 +39,8 @@ from typing import Any, Callable, Iterable, NamedTuple
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from workbench.textparse import json_structure
+
 FORMAT_KINDS = ("json_schema", "regex")
 REFINE_KEY = "refine_after"
 
@@ -176,22 +178,13 @@ def position(prefix: str) -> Position:
     ends: a small scanner over strings, objects and lists, no JSON parser needed for the unfinished
     text. A plugin's `workbench_env_reply_refine` uses it to tell which key it is refining."""
     stack: list[list[Any]] = []  # [kind, key or index, where the container opened]
-    in_string = escaped = False
-    string_start, last_string = 0, ""
-    for i, ch in enumerate(prefix):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-                try:
-                    last_string = json.loads(prefix[string_start:i + 1])
-                except ValueError:
-                    last_string = ""
-        elif ch == '"':
-            in_string, string_start = True, i
+    last_string = ""
+    for i, ch, opened in json_structure(prefix):
+        if ch == '"':
+            try:
+                last_string = json.loads(prefix[opened:i + 1])
+            except ValueError:
+                last_string = ""
         elif ch in "{[":
             stack.append(["object" if ch == "{" else "list", None if ch == "{" else 0, i])
         elif ch in "}]" and stack:
