@@ -28,7 +28,9 @@ the same invocation:
 profiled blocks (`trl.extras.profiling`: rollout sampling by `transformers.generate`, the rewards,
 the log-prob forwards outside the loss for the old policy or the reference, the loss's forward
 inside `compute_loss`), the backward passes (`accelerator.backward`), and the rest (optimizer
-steps, the data loader, TRL's bookkeeping and Python between them), each with its share.
+steps, the data loader, TRL's bookkeeping and Python between them), each with its share; then
+the sampling forwards and the training passes with their rows and tokens (padding included: what
+went through the model, so `trim` shows the tokens it dropped).
 
 For each: the seconds of every phase (environment generation, agent rollouts + update,
 environment update, checkpoint) summed over the epochs, as a ratio to the baseline, with the
@@ -159,8 +161,8 @@ class AgentProfile:
 
         def counted(module, args, kwargs):  # noqa: ANN001, ANN202
             ids = kwargs.get("input_ids", args[0] if args else None)
-            if ids is not None and not torch.is_grad_enabled():  # a sampling forward (training passes carry gradients)
-                kind = "decode steps" if ids.shape[1] == 1 else "prefill passes"
+            if ids is not None:  # a sampling forward, or a training pass (those carry gradients)
+                kind = "training passes" if torch.is_grad_enabled() else "decode steps" if ids.shape[1] == 1 else "prefill passes"
                 profile.forward[kind] = profile.forward.get(kind, 0) + 1
                 profile.forward[kind + ": rows"] = profile.forward.get(kind + ": rows", 0) + ids.shape[0]
                 profile.forward[kind + ": tokens"] = profile.forward.get(kind + ": tokens", 0) + ids.numel()
@@ -177,9 +179,10 @@ class AgentProfile:
                 print(f"      {child.split('/', 1)[1]:<42} {cs:8.1f} s  {cs / agent_seconds:6.1%}  ({self.calls[child]} calls)")
         rest = agent_seconds - sum(top.values())
         print(f"    {'rest (optimizer, data, bookkeeping)':<44} {rest:8.1f} s  {rest / agent_seconds:6.1%}")
-        for kind in ("prefill passes", "decode steps"):
+        for kind in ("prefill passes", "decode steps", "training passes"):
             if self.forward.get(kind):
-                print(f"  sampling: {self.forward[kind]} {kind}, {self.forward[kind + ': rows'] / self.forward[kind]:.1f} rows and "
+                what = "training" if kind == "training passes" else "sampling"
+                print(f"  {what}: {self.forward[kind]} {kind}, {self.forward[kind + ': rows'] / self.forward[kind]:.1f} rows and "
                       f"{self.forward[kind + ': tokens']} tokens in all")
 
 
