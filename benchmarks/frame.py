@@ -127,6 +127,26 @@ def benchmark_split(benchmark: str, domain: Any, train: int | None = None, heldo
     return split(domain.seed_tasks(dict(spec["options"])), train or spec["train"], heldout or spec["heldout"], max_chars, rung)
 
 
+def sampling_setup(benchmark: str, model_name: str) -> tuple[Any, list[Any], Any, Any]:
+    """What a sampling benchmark starts from: (the benchmark's domain, the held-out table's
+    training seeds, a left-padding tokenizer, the model in float32 for inference), with torch's
+    threads set as a run sets them (`WORKBENCH_THREADS` or the load)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from workbench.contract.registry import load_registry
+    from workbench.engine.threads import apply_threads
+    from workbench.model_catalog import resolve_model
+
+    apply_threads(None)
+    domain = load_registry().domain(benchmark)
+    train, _ = benchmark_split(benchmark, domain)
+    path = resolve_model(model_name)
+    tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    return domain, train, tokenizer, model
+
+
 def replace_section(section: Any, changes: dict[str, Any]) -> Any:
     """A config dataclass with `changes`; a dict for a field that is itself a dataclass
     (`env.generation`) changes that one's fields."""

@@ -44,24 +44,16 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessor, LogitsProcessorList
+    from transformers import LogitsProcessor, LogitsProcessorList
 
     from workbench import AgentStats
-    from workbench.contract.registry import load_registry
     from workbench.engine.env_prompt import few_shot_turns
     from workbench.engine.generation import chat_prompt
     from workbench.engine.packed_decode import PackedDecode
-    from workbench.engine.threads import apply_threads
-    from workbench.model_catalog import resolve_model
 
-    apply_threads(None)
-    domain = load_registry().domain(args.benchmark)
-    train, _ = frame.benchmark_split(args.benchmark, domain)
+    domain, train, tokenizer, model = frame.sampling_setup(args.benchmark, args.model)
     shown_from = [t for t in train if domain.render_task(t)]
     rng = random.Random(0)
-    path = resolve_model(args.model)
-    tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     texts = []
     for _ in range(args.rows):
         shown = rng.sample(shown_from, args.shots)

@@ -41,20 +41,11 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from workbench.contract.registry import load_registry
     from workbench.engine.packed_decode import PackedDecode
     from workbench.engine.shared_prefill import prompts_prefilled_once
-    from workbench.engine.threads import apply_threads
-    from workbench.model_catalog import resolve_model
 
-    apply_threads(None)
-    domain = load_registry().domain(args.benchmark)
-    train, _ = frame.benchmark_split(args.benchmark, domain)
-    path = resolve_model(args.model)
-    tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    domain, train, tokenizer, model = frame.sampling_setup(args.benchmark, args.model)
     texts = [tokenizer.apply_chat_template(domain.agent_messages(t), tokenize=False, add_generation_prompt=True) for t in train[: args.tasks]]
     batch = tokenizer([t for t in texts for _ in range(args.n)], return_tensors="pt", padding=True)
     packed = PackedDecode()
