@@ -350,7 +350,7 @@ def run_cells(args: argparse.Namespace, cells: list[tuple[str, int]], workers: i
         env.setdefault("WORKBENCH_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
         (out / "logs").mkdir(parents=True, exist_ok=True)
     queue, running, failed = list(cells), [], []
-    while queue or running:
+    while running or (queue and not failed):  # a failed cell: those in flight finish, then the table stops
         while queue and not failed and len(running) < workers:
             row, seed = queue.pop(0)
             name = f"{args.benchmark}-{row}-s{seed}"
