@@ -55,12 +55,4 @@ def trim_padding(inputs: dict[str, Any]) -> dict[str, Any]:
     return trimmed
 
 
-def padded_tokens(inputs: dict[str, Any]) -> tuple[int, int]:
-    """(tokens in the micro-batch as TRL padded it, tokens after `trim_padding`): what a forward pass carries."""
-    rows = inputs["prompt_ids"].shape[0]
-    before = rows * (inputs["prompt_ids"].shape[1] + inputs["completion_ids"].shape[1])
-    after_inputs = trim_padding(inputs)
-    return before, rows * (after_inputs["prompt_ids"].shape[1] + after_inputs["completion_ids"].shape[1])
-
-
-__all__ = ["padded_tokens", "trim_padding"]
+__all__ = ["trim_padding"]
