@@ -36,7 +36,7 @@ def test_a_failed_cell_stops_the_table(tmp_path, monkeypatch):
 
     worker = threading.Thread(target=run, daemon=True)
     worker.start()
-    worker.join(timeout=10)
+    worker.join(timeout=120)  # the fixed runner returns within a poll (0.5 s); the old one never did
     assert not worker.is_alive(), "the runner kept waiting after its cell failed"
     assert len(started) == 1, "no cell starts after one failed"
     assert outcome and isinstance(outcome[0], SystemExit) and "cell seeds seed 0 failed" in str(outcome[0])
