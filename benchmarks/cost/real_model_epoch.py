@@ -18,6 +18,9 @@ the same invocation:
 * `fast`: `packed` and `shared` together;
 * `trim`: each GRPO micro-batch without its columns that are padding in all its rows
   (`agent.trim_padding`: `workbench.engine.trim_padding`);
+* `shared-loss`: each group's prompt computed once in the GRPO loss's forward and backward, the
+  generation batch shuffled a group at a time (`agent.shared_prompt_loss`:
+  `workbench.engine.shared_prompt_loss`);
 * `micro8`: GRPO micro-batches of 8 sequences x 2 accumulation steps instead of the demo's 2 x 8
   (the same 16 completions an optimizer step and one generate call of 16; for short sequences);
 * `A+B`: both variants' changes (`no-skip+trim`: every micro-batch runs, trimmed);
@@ -44,6 +47,7 @@ slows everything: benchmarks/cost/cpu_threads.py).
     python benchmarks/cost/real_model_epoch.py --domain alfworld --option mode=episode --epochs 1 --variants baseline --half
     python benchmarks/cost/real_model_epoch.py --domain arithmetic --epochs 2 --variants baseline --cold-start --profile
     python benchmarks/cost/real_model_epoch.py --domain arithmetic --epochs 2 --variants baseline,fast --cold-start --profile
+    python benchmarks/cost/real_model_epoch.py --domain bfcl --epochs 1 --variants no-skip,no-skip+shared-loss --half --profile
 
 `--half` uses the held-out table's sizes (benchmarks/effect/real_model.py: 4 generated tasks and a
 mixture of 8 an epoch, 32 rollouts); every finished run folder is checked with
@@ -97,6 +101,8 @@ def variant(name: str, config):  # noqa: ANN001, ANN201
         )
     if name == "trim":
         return dataclasses.replace(config, agent=dataclasses.replace(agent, steps_per_generation=None, trim_padding=True))
+    if name == "shared-loss":
+        return dataclasses.replace(config, agent=dataclasses.replace(agent, shared_prompt_loss=True))
     if name == "micro8":
         return dataclasses.replace(config, agent=dataclasses.replace(agent, per_device_batch_size=8, gradient_accumulation_steps=2,
                                                                      steps_per_generation=None))

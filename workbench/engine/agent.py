@@ -169,6 +169,7 @@ class GRPOAgent:
             packed_decode=settings.model.packed_decode and not settings.use_vllm,
             share_prompt_prefill=settings.share_prompt_prefill and not settings.use_vllm,
             trim_padding=settings.trim_padding,
+            shared_prompt_loss=settings.shared_prompt_loss,
             episodes=self.episodes,
         )
         self.trainer.model_accepts_loss_kwargs = False

@@ -9,6 +9,11 @@ to it, and each is off unless asked for:
   `agent.skip_zero_advantage`), which also counts the micro-batches;
 * `compute_loss`, with `trim_padding`: a micro-batch runs without the prompt and completion
   columns that are padding in all of its rows (`workbench.engine.trim_padding`, `agent.trim_padding`);
+* `_get_per_token_logps_and_entropies`, with `shared_prompt_loss`: each group's prompt is computed
+  once in the loss's forward and backward (and in the old/reference log-probs), not once per
+  completion (`workbench.engine.shared_prompt_loss`, `agent.shared_prompt_loss`); `_prepare_inputs`,
+  with it: TRL's buffering of a generation batch, its rows shuffled a group at a time so that a
+  micro-batch holds rows of one prompt;
 * `_generate_single_turn`: the rollouts are sampled with the LoRA adapters merged
   (`workbench.engine.lora_merge`, `lora.merge_for_generation` on the transformers backend;
   TRL's vLLM path merges adapters itself). TRL 1.16 samples every rollout there, the episode
@@ -35,6 +40,7 @@ from trl import GRPOTrainer
 
 from workbench.engine.episodes import EpisodeRollout
 from workbench.engine.sampling_paths import SamplingPaths
+from workbench.engine.shared_prompt_loss import per_token_logps_sharing_prompts, shuffle_keeping_groups
 from workbench.engine.trim_padding import trim_padding
 from workbench.engine.zero_advantage import ZeroAdvantageSkip
 
@@ -44,13 +50,15 @@ class AgentGRPOTrainer(GRPOTrainer):
     adapters and plays episodes, each as asked (module doc); TRL's arguments otherwise."""
 
     def __init__(self, *args: Any, skip_zero_advantage: bool = False, merge_lora: bool = False, packed_decode: bool = False,
-                 share_prompt_prefill: bool = False, trim_padding: bool = False, episodes: EpisodeRollout | None = None,
-                 **kwargs: Any):
+                 share_prompt_prefill: bool = False, trim_padding: bool = False, shared_prompt_loss: bool = False,
+                 episodes: EpisodeRollout | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         # one process only: under DDP a rank that skips leaves the gradient reducer unprepared
         self.zero_advantage = ZeroAdvantageSkip(enabled=skip_zero_advantage and self.accelerator.num_processes == 1)
         self.paths = SamplingPaths(merge_lora, packed_decode, share_prompt_prefill)
         self.trim_padding = trim_padding
+        # gradient checkpointing drops the key/value cache in training, which the shared prompt is passed in
+        self.shared_prompt_loss = shared_prompt_loss and not self.args.gradient_checkpointing
         self.episodes = episodes
         if episodes is not None:
             self.rollout_func = episodes
@@ -62,6 +70,35 @@ class AgentGRPOTrainer(GRPOTrainer):
         if self.trim_padding and model.training:
             inputs = trim_padding(inputs)
         return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
+
+    def _prepare_inputs(self, generation_batch: Any) -> Any:
+        """TRL 1.16's `_prepare_inputs` in training (generate every `steps_per_generation x
+        num_iterations` micro-steps, buffer the batch cut into micro-batches), with the rows
+        shuffled a group at a time when the loss shares prompts; TRL's own otherwise."""
+        if not (self.shared_prompt_loss and self.model.training):
+            return super()._prepare_inputs(generation_batch)
+        from trl.trainer.utils import split_tensor_dict
+
+        if self._step % (self.args.steps_per_generation * self.num_iterations) == 0 or self._buffered_inputs is None:
+            batch = self._generate_and_score_completions(generation_batch)
+            if batch.get("pixel_values") is not None:  # images are cut by TRL's own helpers: its path
+                from trl.trainer.utils import shuffle_sequence_dict, split_pixel_values_by_grid, unsplit_pixel_values_by_grid
+
+                parts = split_tensor_dict(shuffle_sequence_dict(split_pixel_values_by_grid(batch)), self.args.steps_per_generation)
+                self._buffered_inputs = [unsplit_pixel_values_by_grid(part) for part in parts]
+            else:
+                self._buffered_inputs = split_tensor_dict(shuffle_keeping_groups(batch), self.args.steps_per_generation)
+        return self._buffered_inputs[self._step % self.args.steps_per_generation]
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,  # noqa: ANN001
+                                           compute_entropy=False, compute_aux_loss=False, **inputs: Any):
+        if self.shared_prompt_loss and not compute_aux_loss and all(v is None for v in inputs.values()):
+            shared = per_token_logps_sharing_prompts(model, input_ids, attention_mask, logits_to_keep, compute_entropy,
+                                                     self.accelerator.autocast)
+            if shared is not None:
+                return shared[0], shared[1], None
+        return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep, batch_size,
+                                                          compute_entropy, compute_aux_loss, **inputs)
 
     def _generate_single_turn(self, *args: Any, **kwargs: Any) -> Any:
         with self.paths.around(self.model, self.accelerator.unwrap_model(self.model_wrapped)):
