@@ -21,6 +21,8 @@ the same invocation:
 * `shared-loss`: each group's prompt computed once in the GRPO loss's forward and backward, the
   generation batch shuffled a group at a time (`agent.shared_prompt_loss`:
   `workbench.engine.shared_prompt_loss`);
+* `static`: the environment samples with a static key/value cache
+  (`env.generation.cache_implementation: static`: no copying of the dynamic cache at every step);
 * `micro8`: GRPO micro-batches of 8 sequences x 2 accumulation steps instead of the demo's 2 x 8
   (the same 16 completions an optimizer step and one generate call of 16; for short sequences);
 * `A+B`: both variants' changes (`no-skip+trim`: every micro-batch runs, trimmed);
@@ -48,6 +50,7 @@ slows everything: benchmarks/cost/cpu_threads.py).
     python benchmarks/cost/real_model_epoch.py --domain arithmetic --epochs 2 --variants baseline --cold-start --profile
     python benchmarks/cost/real_model_epoch.py --domain arithmetic --epochs 2 --variants baseline,fast --cold-start --profile
     python benchmarks/cost/real_model_epoch.py --domain bfcl --epochs 1 --variants no-skip,no-skip+shared-loss --half --profile
+    python benchmarks/cost/real_model_epoch.py --domain bfcl --epochs 1 --half --cold-start --variants baseline,fast+trim+shared-loss+static
 
 `--half` uses the held-out table's sizes (benchmarks/effect/real_model.py: 4 generated tasks and a
 mixture of 8 an epoch, 32 rollouts); every finished run folder is checked with
@@ -101,6 +104,9 @@ def variant(name: str, config):  # noqa: ANN001, ANN201
         )
     if name == "trim":
         return dataclasses.replace(config, agent=dataclasses.replace(agent, steps_per_generation=None, trim_padding=True))
+    if name == "static":
+        generation = dataclasses.replace(config.env.generation, cache_implementation="static")
+        return dataclasses.replace(config, env=dataclasses.replace(config.env, generation=generation))
     if name == "shared-loss":
         return dataclasses.replace(config, agent=dataclasses.replace(agent, shared_prompt_loss=True))
     if name == "micro8":
