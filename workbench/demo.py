@@ -741,3 +741,21 @@ def real_model_config(
         # (at least 2 passes, and at least COLD_START_EXAMPLES examples: the demo's 8 seeds get 8 passes)
         cold_start=ColdStartSettings(passes=max(2, math.ceil(COLD_START_EXAMPLES / len(chosen))), cache=True) if cold_start else None,
     )
+
+
+def faster_cpu_settings(config: RunConfig) -> RunConfig:
+    """`config` with the settings that make a real-model run faster on a CPU, each measured in
+    docs/real-model.md: each task's prompt prefilled once for its rollouts
+    (`agent.share_prompt_prefill`) and computed once in the loss (`agent.shared_prompt_loss`),
+    micro-batches without the generation batch's padding (`agent.trim_padding`), the
+    environment's static key/value cache (`env.generation.cache_implementation`), and MKL-packed
+    weights for sampling (`model.packed_decode`: float32 weights on a CPU, about 2.5 GiB more a
+    135M model; other dtypes and devices sample as before). Not yet `demo --model`'s default: the held-out tables in flight sample the plain way
+    (every cell of a table samples one way); `benchmarks/effect/real_model.py --fast` measures a
+    table with them."""
+    agent, env = config.agent, config.env
+    agent = dataclasses.replace(agent, share_prompt_prefill=True, shared_prompt_loss=True, trim_padding=True,
+                                model=dataclasses.replace(agent.model, packed_decode=True))
+    env = dataclasses.replace(env, generation=dataclasses.replace(env.generation, cache_implementation="static"),
+                              model=dataclasses.replace(env.model, packed_decode=True))
+    return dataclasses.replace(config, agent=agent, env=env)

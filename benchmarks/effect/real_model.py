@@ -40,6 +40,13 @@ gathers the cells.
     python benchmarks/effect/real_model.py --benchmark arithmetic --seeds 5 --gather --out runs/real-model  # the cells so far
     python benchmarks/effect/real_model.py --figures runs/real-model --to docs/figures
 
+`--fast` measures a table with the settings that make a run faster on a CPU
+(`workbench.demo.faster_cpu_settings`: each prompt prefilled once for its rollouts and computed
+once in the loss, micro-batches without the batch's padding, the environment's static cache,
+packed float32 weights) on every trained row; its cells are a table of their own (the identity
+says `settings: fast`, so give it its own `--out`), to set against the plain table's cells of the
+same seeds.
+
 `--table` prints, per benchmark: mean +/- sd over seeds per row, the paired differences genenv -
 random and genenv - static (mean +/- sd of the per-seed differences), wall time and peak memory per
 row, the held-out success per rung, and the training dynamics (p_hat of the valid generated tasks,
@@ -157,6 +164,10 @@ def train_config(args: argparse.Namespace, row: str, seed: int, seed_ids: list[s
     mode, changes = VARIANTS.get(row, (row if row in TRAINED else "genenv", {}))
     config = real_model_config(args.model, args.benchmark, mode=mode, epochs=epochs,
                                seed=seed, options=dict(spec["options"]), seed_ids=seed_ids)
+    if getattr(args, "fast", False):
+        from workbench.demo import faster_cpu_settings
+
+        config = faster_cpu_settings(config)
     pool = dataclasses.replace(config.pool, base_per_epoch=spec["base"], history_per_epoch=spec["history"], max_new_per_epoch=spec["tasks"])
     if row == "seeds":  # no generated tasks: the agent's mixture is as many seeds as the others' whole mixture
         pool = dataclasses.replace(pool, base_per_epoch=spec["base"] + spec["history"] + spec["tasks"], history_per_epoch=0)
@@ -436,11 +447,13 @@ def _identity(args: argparse.Namespace, train: list[Any], heldout: list[Any]) ->
     for key in ("cold_start", "env"):  # a benchmark's own settings (the others take the run's): without them, another table
         if key in spec:
             identity[key] = spec[key]
+    if getattr(args, "fast", False):  # the faster CPU settings sample other bits: a table of their own
+        identity["settings"] = "fast"
     return identity
 
 
 def _size_flags(args: argparse.Namespace) -> list[str]:
-    flags = []
+    flags = ["--fast"] if getattr(args, "fast", False) else []
     for flag in ("epochs", "train", "heldout", "max_prompt_chars"):
         if getattr(args, flag):
             flags += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
@@ -720,6 +733,8 @@ def main() -> None:
     parser.add_argument("--flop-bound", action="store_true",
                         help="trained cells also measure this CPU's roofline (matrix-product rate and memory bandwidth) before the "
                              "run and each epoch phase against it (benchmarks/frame.py), kept in the cell as `flops`; run on a quiet machine")
+    parser.add_argument("--fast", action="store_true",
+                        help="the trained rows with workbench.demo.faster_cpu_settings: a table of its own (give it its own --out)")
     parser.add_argument("--gather", action="store_true",
                         help="gather the cells measured so far into OUT/result-BENCHMARK.json and print the table, measuring nothing "
                              "(a table measured over several sittings, read while it is incomplete)")
