@@ -282,17 +282,20 @@ class ModelFacts:
 
 
 def sampling_work(prompts: float, prompt_mean: float, generated: float, rows_per_call: int, calls: float,
-                  fpt_prompt: float, fpt_reply: float, facts: ModelFacts) -> list[dict[str, float]]:
+                  fpt_prompt: float, fpt_reply: float, facts: ModelFacts, distinct: float | None = None) -> list[dict[str, float]]:
     """The two parts of sampling `generated` tokens after `prompts` prompts of `prompt_mean` tokens
-    in `calls` generate calls of at most `rows_per_call` rows: the prefill (compute: one forward
-    over the prompts; the weights read once a call) and the decode. The decode's bound assumes rows
-    that never wait: generated / rows_per_call steps, each reading the weights once, and every new
-    token reading its row's keys and values so far (prompt + on average half its reply)."""
+    (`distinct` of them different: a GRPO group's n rows share one) in `calls` generate calls of at
+    most `rows_per_call` rows: the prefill (compute: one forward over each distinct prompt, since a
+    repeated one need not be computed again; the weights read once a call) and the decode. The
+    decode's bound assumes rows that never wait: generated / rows_per_call steps, each reading the
+    weights once, and every new token reading its row's keys and values so far (prompt + on
+    average half its reply)."""
     reply_mean = generated / prompts if prompts else 0.0
     steps = generated / max(1, rows_per_call)
     kv = generated * facts.kv_bytes_per_token * (prompt_mean + reply_mean / 2)
     return [
-        {"part": "prefill", "flops": prompts * prompt_mean * fpt_prompt, "bytes": calls * facts.weight_bytes},
+        {"part": "prefill", "flops": (prompts if distinct is None else distinct) * prompt_mean * fpt_prompt,
+         "bytes": calls * facts.weight_bytes},
         {"part": "decode", "flops": generated * fpt_reply, "bytes": steps * facts.weight_bytes + kv},
     ]
 
@@ -302,7 +305,10 @@ def phase_work(record: Any, prompt_mean: float, settings: Any, facts: dict[str, 
     """Each phase of one epoch (`record`, an EpochRecord) as parts of work, each with its FLOPs and
     the bytes it must move: generate (prefill, decode), agent (the rollouts' prefill and decode,
     then the GRPO forward and backward of the micro-batches not skipped), env_update (the RWR or pg
-    training and the KL cap's forwards). `prompt_mean`: the environment's mean prompt tokens;
+    training and the KL cap's forwards). The agent's work counts each task's prompt once for its
+    n rollouts, in sampling and in the update: the least a path that shares it must do
+    (`agent.share_prompt_prefill`, `agent.shared_prompt_loss`), so a path that repeats it is below
+    its bound by the repeats. `prompt_mean`: the environment's mean prompt tokens;
     `settings`: the RunConfig; `facts`: ModelFacts of "agent" and "env"; `fpt(role, length)`: the
     forward FLOPs per token of that role's model at a sequence length."""
     lora = settings.agent.model.lora is not None
@@ -326,9 +332,12 @@ def phase_work(record: Any, prompt_mean: float, settings: Any, facts: dict[str, 
     trained = (micro.get("micro_batches") or 0) - (micro.get("skipped_zero_advantage") or 0)
     share = trained / micro["micro_batches"] if micro.get("micro_batches") else 1.0
     length = rollout / sequences
+    tasks = max(1, record.agent_tasks or 0)
     work["agent"] = sampling_work(sequences, prompt_tokens / sequences, completion, rows, -(-sequences // max(1, rows)),
-                                  fpt("agent", prompt_tokens / sequences), fpt("agent", length), facts["agent"])
-    work["agent"].append({"part": "train", "flops": rollout * share * train_passes * fpt("agent", length),
+                                  fpt("agent", prompt_tokens / sequences), fpt("agent", length), facts["agent"], distinct=tasks)
+    # the least the update must run: each task's prompt once for its n completions (agent.shared_prompt_loss does)
+    needed = prompt_tokens / n + completion
+    work["agent"].append({"part": "train", "flops": needed * share * train_passes * fpt("agent", length),
                           "bytes": trained * train_passes * facts["agent"].weight_bytes})
     examples = (record.env_update or {}).get("examples") or 0
     steps = (record.env_update or {}).get("steps") or 0

@@ -28,6 +28,9 @@ def test_decode_reads_the_weights_once_a_step_and_each_rows_keys_and_values():
     # half the rows a call: twice the steps, so twice the weight reads
     _, narrow = frame.sampling_work(8, 100, 400, 4, 2, 2e6, 3e6, FACTS)
     assert narrow["bytes"] - kv == pytest.approx(2 * steps * 1e8)
+    # 8 rows of 2 distinct prompts (groups of 4): the prefill computes each prompt once
+    shared, same_decode = frame.sampling_work(8, 100, 400, 8, 1, 2e6, 3e6, FACTS, distinct=2)
+    assert shared["flops"] == pytest.approx(2 * 100 * 2e6) and same_decode == decode
 
 
 def _record(**fields):
@@ -46,6 +49,10 @@ def test_phase_work_counts_what_each_phase_did(make_config):
     skipped = frame.phase_work(_record(agent_micro_batches={"micro_batches": 4, "skipped_zero_advantage": 2}), 100.0, settings, facts,
                                lambda role, length: 1e6)
     assert skipped["agent"][2]["flops"] == pytest.approx(work["agent"][2]["flops"] / 2), "a skipped micro-batch trains nothing"
+    # 4 tasks x 4 rollouts of 150 tokens, 50 of them completion: the update needs each prompt once
+    train_tokens = 4 * 100 + 16 * 50
+    assert work["agent"][2]["flops"] == pytest.approx(train_tokens * 2 * 1e6 if settings.agent.model.lora else train_tokens * 3 * 1e6)
+    assert work["agent"][0]["flops"] == pytest.approx(4 * 100 * 1e6), "the rollouts' prefill: each task's prompt once"
     updated = frame.phase_work(_record(env_update={"examples": 3, "steps": 2}), 100.0, settings, facts, lambda role, length: 1e6)
     assert updated["env_update"][0]["flops"] > 0 and updated["env_update"][0]["bytes"] > 0
 
