@@ -1,14 +1,18 @@
 """The faster CPU settings as one set (workbench.demo.faster_cpu_settings) and the held-out table's
 `--fast` (benchmarks/effect/real_model.py).
 
-The set turns on every measured faster path and changes nothing else; an epoch of the tiny models with all of them together keeps the loop's
-invariants (they compose); and a `--fast` table's cells carry another identity and pass the flag
+The set turns on every measured faster path and changes nothing else; a run of the tiny models
+with all of them together keeps the loop's invariants, and killed inside its second epoch it
+resumes to the uninterrupted run's records and weights, bit for bit (they change how a run
+samples and computes, not whether it is reproducible); and a `--fast` table's cells carry another identity and pass the flag
 to their child processes, so they never mix with a plain table's cells."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+
+import torch
 
 from benchmarks.effect import real_model
 from workbench.demo import faster_cpu_settings
@@ -31,13 +35,32 @@ def test_the_set_turns_on_each_faster_path_and_nothing_else(make_config):
     assert undone == plain, "only the faster paths change"
 
 
-def test_an_epoch_with_every_faster_path_keeps_the_loops_invariants(make_config, tmp_path):
-    config = faster_cpu_settings(make_config(epochs=1, agent__skip_zero_advantage=False, agent__per_device_batch_size=2,
-                                             agent__gradient_accumulation_steps=8))
-    run = CoEvolution(config, tmp_path / "run")
-    record = run.step()
-    assert record.agent_steps >= 1 and record.agent_micro_batches["micro_batches"] >= 8
-    assert check_run_folder(tmp_path / "run", n=config.agent.num_generations)
+def test_a_run_with_every_faster_path_keeps_its_invariants_and_resumes_to_the_same_bits(make_config, tmp_path, monkeypatch):
+    from engine_support import run_killed_in_epoch_then_resumed
+    from safetensors.torch import load_file
+
+    from workbench.contract.files import read_jsonl
+    from workbench.engine import packed_decode
+
+    monkeypatch.setattr(packed_decode, "MIN_WEIGHT_ELEMENTS", 1024)  # the tiny models' layers are packed too
+    config = faster_cpu_settings(make_config(epochs=2, agent__skip_zero_advantage=False, agent__per_device_batch_size=2,
+                                             agent__gradient_accumulation_steps=8))  # micro-batches of half a group
+    CoEvolution(config, tmp_path / "whole").run()
+    assert check_run_folder(tmp_path / "whole", n=config.agent.num_generations)
+    run_killed_in_epoch_then_resumed(config, tmp_path / "killed", monkeypatch)
+    timings = {"time", "gen_tokens_per_s", "checkpoint_write", "threads"}  # what two runs with the same bits may differ in
+
+    def records(run: str) -> list[dict]:
+        return [{k: v for k, v in r.items() if k not in timings} for r in read_jsonl(tmp_path / run / "metrics.jsonl")]
+
+    whole = records("whole")
+    assert records("killed") == whole and len(whole) == 2
+    assert all(r["agent_micro_batches"]["micro_batches"] >= 8 for r in whole), "every micro-batch ran, so the loss's path did"
+    final = sorted((tmp_path / "whole" / "checkpoints").glob("epoch_0002/*/model.safetensors"))
+    assert final, "no final weights to compare"
+    for path in final:
+        a, b = load_file(path), load_file(tmp_path / "killed" / path.relative_to(tmp_path / "whole"))
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), f"{path.parent.name}'s weights differ"
 
 
 def test_a_fast_table_is_a_table_of_its_own():

@@ -93,33 +93,6 @@ def test_an_epoch_samples_its_rollouts_with_each_prompt_computed_once(make_confi
     assert all(distinct is not None and distinct * n == rows for rows, distinct in calls), calls
 
 
-def test_a_run_with_both_faster_paths_killed_in_its_second_epoch_resumes_to_the_same_bits(make_config, tmp_path, monkeypatch):
-    """agent.share_prompt_prefill and model.packed_decode change how rollouts and tasks are
-    sampled, not whether a run is reproducible: a run killed inside epoch 2 and resumed ends with
-    the uninterrupted run's records and weights, bit for bit."""
-    from engine_support import run_killed_in_epoch_then_resumed
-    from safetensors.torch import load_file
-
-    from workbench.contract.files import read_jsonl
-    from workbench.engine import packed_decode
-
-    monkeypatch.setattr(packed_decode, "MIN_WEIGHT_ELEMENTS", 1024)  # the tiny models' layers are packed too
-    config = make_config(epochs=2, agent__share_prompt_prefill=True, agent__model__packed_decode=True, env__model__packed_decode=True)
-    CoEvolution(config, tmp_path / "whole").run()
-    run_killed_in_epoch_then_resumed(config, tmp_path / "killed", monkeypatch)
-    timings = {"time", "gen_tokens_per_s", "checkpoint_write", "threads"}  # what two runs with the same bits may differ in
-
-    def records(run: str) -> list[dict]:
-        return [{k: v for k, v in r.items() if k not in timings} for r in read_jsonl(tmp_path / run / "metrics.jsonl")]
-
-    assert records("killed") == records("whole") and len(records("whole")) == 2
-    final = sorted((tmp_path / "whole" / "checkpoints").glob("epoch_0002/*/model.safetensors"))
-    assert final, "no final weights to compare"
-    for path in final:
-        a, b = load_file(path), load_file(tmp_path / "killed" / path.relative_to(tmp_path / "whole"))
-        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), f"{path.parent.name}'s weights differ"
-
-
 def test_the_generator_computes_each_prompt_once_for_its_n_answers_and_samples_what_the_plain_path_samples(tiny_models):
     """TransformersGenerator(share_prompt_prefill=True), as the held-out table's several-answer
     evaluation uses it: n answers of each prompt from one prefill; on the tiny model the same
