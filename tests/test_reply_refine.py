@@ -4,7 +4,8 @@ named key, its value is decoded under the declared format and the one the plugin
 what that reply wrote, together.
 
 Checked on the tiny environment model's own sampling: with refine, every reply that ends picks one
-of the names it listed itself, and (two refined keys) a second name other than its first pick;
+of the names it listed itself, and (two refined keys) a second name other than its first pick,
+each refined grammar dropped once its value is written (it allows anything after);
 without it (the declared format alone) some reply picks another, so the test shows something.
 BFCL's refine: a function's `required` list may only name its own parameters, and a gold call
 only a declared function with its declared parameters, the required ones present, values of the
@@ -74,8 +75,15 @@ def test_every_reply_that_ends_picks_a_name_it_wrote_itself(env_model):
     assert any(r["pick"] not in r["names"] for r in free), "the declared format alone lets a reply pick another name"
 
 
-def test_two_refined_keys_each_keep_to_what_the_reply_wrote_before_them(env_model):
+def test_two_refined_keys_each_keep_to_what_the_reply_wrote_before_them(env_model, monkeypatch):
+    from workbench.engine import constrained
+
+    live = []  # refined grammars a row still computes a mask for, at each step
+    mask_row = constrained.GrammarLogitsProcessor._mask_row
+    monkeypatch.setattr(constrained.GrammarLogitsProcessor, "_mask_row",
+                        lambda self, i: live.append(len(self.refined[i])) or mask_row(self, i))
     ended, grammar = _replies(env_model, pick_one_of_the_names, TWO_PICKS)
+    assert max(live) == 1, "a refined grammar whose value is written is dropped before the next key's begins"
     assert len(ended) >= 8, "most replies close within the cap"
     assert all(r["pick"] in r["names"] and r["second"] in r["names"] for r in ended), ended
     assert all(r["second"] != r["pick"] for r in ended if len(set(r["names"])) > 1), ended

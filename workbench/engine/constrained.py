@@ -22,7 +22,8 @@ calls) is refined per reply: when a row has written one of those keys, the proce
 plugin's `workbench_env_reply_refine` the reply so far and, from the format it returns for the
 key's value, compiles a grammar of that prefix, the value, then anything (`ReplyGrammar.refined`),
 replays the row's tokens into it, and from then on allows only the tokens both that grammar and
-the declared one allow. So each `required` list names only its function's own parameters, and
+the declared one allow, until the value is written (the refined grammar then allows anything and
+is dropped). So each `required` list names only its function's own parameters, and
 each gold call only the functions, parameters and types its own reply declared. Should the two
 ever allow no common token, the row drops its refined grammars (counted as declined) and goes on
 under the declared one. vLLM's structured outputs decode under the declared format alone.
@@ -175,6 +176,9 @@ class GrammarLogitsProcessor(LogitsProcessor):
         for matcher in (self.matchers[i], *self.refined[i]):
             if not matcher.consume_token(token):
                 raise ConstrainedDecodingError(f"row {i}: token {token} was sampled outside the reply format: {matcher.get_error()}")
+        # a refined grammar that could end here has written its value and is in its `rest` (anything): from now on it
+        # allows every token, so its mask is no longer computed
+        self.refined[i] = [m for m in self.refined[i] if not m.is_accepting()]
         if not self.compiled.markers:
             return
         piece = self.compiled.ll_tokenizer.decode_bytes([token])
