@@ -15,6 +15,7 @@ import dataclasses
 import torch
 
 from benchmarks.effect import real_model
+from workbench.config import LoraSettings
 from workbench.demo import faster_cpu_settings
 from workbench.engine.invariants import check_run_folder
 from workbench.engine.loop import CoEvolution
@@ -33,6 +34,10 @@ def test_the_set_turns_on_each_faster_path_and_nothing_else(make_config):
         env=dataclasses.replace(fast.env, generation=plain.env.generation, model=plain.env.model),
     )
     assert undone == plain, "only the faster paths change"
+    assert plain.agent.model.lora is None and fast.agent.model.lora is None, "no adapters, nothing to merge"
+    lora = LoraSettings(r=4, alpha=8, dropout=0.0)
+    with_lora = faster_cpu_settings(make_config(agent__model__lora=lora, env__model__lora=lora))
+    assert with_lora.agent.model.lora.merge_for_generation and with_lora.env.model.lora.merge_for_generation
 
 
 def test_a_run_with_every_faster_path_keeps_its_invariants_and_resumes_to_the_same_bits(make_config, tmp_path, monkeypatch):
@@ -43,8 +48,10 @@ def test_a_run_with_every_faster_path_keeps_its_invariants_and_resumes_to_the_sa
     from workbench.engine import packed_decode
 
     monkeypatch.setattr(packed_decode, "MIN_WEIGHT_ELEMENTS", 1024)  # the tiny models' layers are packed too
+    lora = LoraSettings(r=4, alpha=8, dropout=0.0)  # adapters, as the real-model runs have: merged for sampling
     config = faster_cpu_settings(make_config(epochs=2, agent__skip_zero_advantage=False, agent__per_device_batch_size=2,
-                                             agent__gradient_accumulation_steps=8))  # micro-batches of half a group
+                                             agent__gradient_accumulation_steps=8,  # micro-batches of half a group
+                                             agent__model__lora=lora, env__model__lora=lora))
     CoEvolution(config, tmp_path / "whole").run()
     assert check_run_folder(tmp_path / "whole", n=config.agent.num_generations)
     run_killed_in_epoch_then_resumed(config, tmp_path / "killed", monkeypatch)
@@ -56,7 +63,7 @@ def test_a_run_with_every_faster_path_keeps_its_invariants_and_resumes_to_the_sa
     whole = records("whole")
     assert records("killed") == whole and len(whole) == 2
     assert all(r["agent_micro_batches"]["micro_batches"] >= 8 for r in whole), "every micro-batch ran, so the loss's path did"
-    final = sorted((tmp_path / "whole" / "checkpoints").glob("epoch_0002/*/model.safetensors"))
+    final = sorted((tmp_path / "whole" / "checkpoints").glob("epoch_0002/*/*.safetensors"))  # LoRA: the adapters
     assert final, "no final weights to compare"
     for path in final:
         a, b = load_file(path), load_file(tmp_path / "killed" / path.relative_to(tmp_path / "whole"))

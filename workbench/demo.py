@@ -748,14 +748,19 @@ def faster_cpu_settings(config: RunConfig) -> RunConfig:
     docs/real-model.md: each task's prompt prefilled once for its rollouts
     (`agent.share_prompt_prefill`) and computed once in the loss (`agent.shared_prompt_loss`),
     micro-batches without the generation batch's padding (`agent.trim_padding`), the
-    environment's static key/value cache (`env.generation.cache_implementation`), and MKL-packed
-    weights for sampling (`model.packed_decode`: float32 weights on a CPU, about 2.5 GiB more a
-    135M model; other dtypes and devices sample as before). Not yet `demo --model`'s default: the held-out tables in flight sample the plain way
+    environment's static key/value cache (`env.generation.cache_implementation`), LoRA adapters
+    merged into the weights for sampling (`lora.merge_for_generation`: no adapter products at
+    every decode step; the base restored bit for bit after), and MKL-packed weights for sampling
+    (`model.packed_decode`: float32 weights on a CPU, about 2.5 GiB more a 135M model; other
+    dtypes and devices sample as before). Not yet `demo --model`'s default: the held-out tables in flight sample the plain way
     (every cell of a table samples one way); `benchmarks/effect/real_model.py --fast` measures a
     table with them."""
     agent, env = config.agent, config.env
-    agent = dataclasses.replace(agent, share_prompt_prefill=True, shared_prompt_loss=True, trim_padding=True,
-                                model=dataclasses.replace(agent.model, packed_decode=True))
-    env = dataclasses.replace(env, generation=dataclasses.replace(env.generation, cache_implementation="static"),
-                              model=dataclasses.replace(env.model, packed_decode=True))
+
+    def sampling(model: ModelSettings) -> ModelSettings:
+        lora = dataclasses.replace(model.lora, merge_for_generation=True) if model.lora is not None else None
+        return dataclasses.replace(model, packed_decode=True, lora=lora)
+
+    agent = dataclasses.replace(agent, share_prompt_prefill=True, shared_prompt_loss=True, trim_padding=True, model=sampling(agent.model))
+    env = dataclasses.replace(env, generation=dataclasses.replace(env.generation, cache_implementation="static"), model=sampling(env.model))
     return dataclasses.replace(config, agent=agent, env=env)
