@@ -185,6 +185,20 @@ def test_each_role_s_cold_start_is_a_function_of_its_config_and_seed_alone(base_
         assert roles(tmp_path / role)[role]["losses"] == both[role]["losses"], role
 
 
+def test_how_a_run_samples_later_does_not_change_its_cold_start_key(base_config):  # noqa: F811
+    """Merging the adapters for generation and packing weights change how a run samples, not its
+    fine-tuning: a run with them copies the cold start a run without them stored (the key is the
+    same); the adapters' rank is part of the fine-tuning (another key)."""
+    lora = LoraSettings(r=4, alpha=8, dropout=0.0)
+    config = dataclasses.replace(base_config, cold_start=dataclasses.replace(FAST, cache=True))
+    model = dataclasses.replace(config.agent.model, lora=lora)
+    rows = [{"prompt": [{"role": "user", "content": "2+2"}], "completion": [{"role": "assistant", "content": "4"}]}]
+    key = cold_start._cache_key(config, "agent", model, rows)
+    sampling = dataclasses.replace(model, lora=dataclasses.replace(lora, merge_for_generation=True), packed_decode=True)
+    assert cold_start._cache_key(config, "agent", sampling, rows) == key
+    assert cold_start._cache_key(config, "agent", dataclasses.replace(model, lora=dataclasses.replace(lora, r=8)), rows) != key
+
+
 def test_a_run_stopped_during_its_cold_start_already_has_its_config_yaml(base_config, tmp_path, monkeypatch):  # noqa: F811
     """A run (`workbench demo --model` too) stopped during its cold start, before any epoch: the
     run folder's `config.yaml` is there for the resume command the README gives."""

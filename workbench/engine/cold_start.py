@@ -373,7 +373,9 @@ def _cache_key(config: RunConfig, role: str, model: ModelSettings, rows: list[Ro
     weights = sorted((p.name, p.stat().st_size, int(p.stat().st_mtime)) for p in path.glob("*.safetensors")) if path.is_dir() else []
     facts = {
         "v": COLD_START_VERSION, "role": role, "model": str(path), "weights": weights, "dtype": model.dtype,
-        "lora": dataclasses.asdict(model.lora) if model.lora else None, "checkpointing": model.gradient_checkpointing,
+        # how the run samples later (adapters merged for generation) does not change the fine-tuning: one key for both
+        "lora": dataclasses.asdict(dataclasses.replace(model.lora, merge_for_generation=False)) if model.lora else None,
+        "checkpointing": model.gradient_checkpointing,
         # the seeds a role takes are in its rows: max_seeds and env_max_seeds are not part of the key
         "settings": {k: v for k, v in dataclasses.asdict(config.cold_start).items()  # type: ignore[arg-type]
                      if k not in ("cache", "max_seeds", "env_max_seeds")},
