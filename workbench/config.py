@@ -162,7 +162,7 @@ class AgentSettings:
         "Compute each task's prompt once in the GRPO loss's forward and backward for all of its completions in a "
         "micro-batch (a key/value cache with gradients, repeated to the group's rows), and project only completion "
         "tokens onto the vocabulary (workbench.engine.shared_prompt_loss). Same loss and gradient up to float rounding; "
-        "not with gradient checkpointing (TRL's path is kept).",
+        "not with gradient checkpointing nor several processes (TRL's path is kept).",
     )
     temperature: float = _f(1.0, "Rollout sampling temperature.")
     use_vllm: bool = _f(False, "Generate rollouts with vLLM through TRL (GPU, gpu extra).")

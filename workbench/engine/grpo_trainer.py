@@ -57,8 +57,9 @@ class AgentGRPOTrainer(GRPOTrainer):
         self.zero_advantage = ZeroAdvantageSkip(enabled=skip_zero_advantage and self.accelerator.num_processes == 1)
         self.paths = SamplingPaths(merge_lora, packed_decode, share_prompt_prefill)
         self.trim_padding = trim_padding
-        # gradient checkpointing drops the key/value cache in training, which the shared prompt is passed in
-        self.shared_prompt_loss = shared_prompt_loss and not self.args.gradient_checkpointing
+        # gradient checkpointing drops the key/value cache in training, which the shared prompt is passed in; one
+        # process only: two forwards into one backward are not checked under DDP here
+        self.shared_prompt_loss = shared_prompt_loss and not self.args.gradient_checkpointing and self.accelerator.num_processes == 1
         self.episodes = episodes
         if episodes is not None:
             self.rollout_func = episodes

@@ -32,7 +32,8 @@ step than one without, and is reproducible from its seed.
 
 Off by default (`agent.shared_prompt_loss`). The caller keeps TRL's path for micro-batches
 without a repeated prompt, multimodal inputs, MoE auxiliary losses and gradient checkpointing
-(which drops the cache in training).
+(which drops the cache in training), and the trainer keeps TRL's path with several processes
+(two forward passes into one backward are not checked under DDP).
 """
 
 from __future__ import annotations
