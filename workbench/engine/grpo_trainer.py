@@ -76,20 +76,26 @@ class AgentGRPOTrainer(GRPOTrainer):
         """TRL 1.16's `_prepare_inputs` in training (generate every `steps_per_generation x
         num_iterations` micro-steps, buffer the batch cut into micro-batches), with the rows
         shuffled a group at a time when the loss shares prompts; TRL's own otherwise."""
-        if not (self.shared_prompt_loss and self.model.training):
+        model: Any = self.model
+        if not (self.shared_prompt_loss and model.training):
             return super()._prepare_inputs(generation_batch)
-        from trl.trainer.utils import split_tensor_dict
+        from trl.trainer import utils as trl_utils
 
-        if self._step % (self.args.steps_per_generation * self.num_iterations) == 0 or self._buffered_inputs is None:
-            batch = self._generate_and_score_completions(generation_batch)
-            if batch.get("pixel_values") is not None:  # images are cut by TRL's own helpers: its path
-                from trl.trainer.utils import shuffle_sequence_dict, split_pixel_values_by_grid, unsplit_pixel_values_by_grid
-
-                parts = split_tensor_dict(shuffle_sequence_dict(split_pixel_values_by_grid(batch)), self.args.steps_per_generation)
-                self._buffered_inputs = [unsplit_pixel_values_by_grid(part) for part in parts]
+        args: Any = self.args
+        steps = args.steps_per_generation
+        if self._step % (steps * self.num_iterations) == 0 or self._buffered_inputs is None:
+            batch: Any = self._generate_and_score_completions(generation_batch)
+            buffered: Any
+            if batch.get("pixel_values") is not None:  # images are cut by TRL's own helpers: its row shuffle
+                split: Any = trl_utils.split_pixel_values_by_grid(batch)
+                shuffled: Any = trl_utils.shuffle_sequence_dict(split)
+                parts: Any = trl_utils.split_tensor_dict(shuffled, steps)
+                buffered = [trl_utils.unsplit_pixel_values_by_grid(part) for part in parts]
             else:
-                self._buffered_inputs = split_tensor_dict(shuffle_keeping_groups(batch), self.args.steps_per_generation)
-        return self._buffered_inputs[self._step % self.args.steps_per_generation]
+                buffered = trl_utils.split_tensor_dict(shuffle_keeping_groups(batch), steps)
+            self._buffered_inputs = buffered
+        inputs: Any = self._buffered_inputs
+        return inputs[self._step % steps]
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,  # noqa: ANN001
                                            compute_entropy=False, compute_aux_loss=False, **inputs: Any):
