@@ -28,7 +28,9 @@ of one. An optimizer step sums the gradients of the same rows, in other micro-ba
 batch, one step) the update is the same up to float rounding, since TRL's losses normalise by
 the step's token count or a constant. The draw of the order uses the torch generator as TRL's
 does, but draws fewer numbers: a run with the setting samples other rollouts after its first
-step than one without, and is reproducible from its seed.
+step than one without, and is reproducible from its seed. A group whose rollouts all scored alike
+then fills whole micro-batches, which the zero-advantage skip (`agent.skip_zero_advantage`) skips
+outright, where a row shuffle pairs its rows with other groups' and runs them.
 
 Off by default (`agent.shared_prompt_loss`). The caller keeps TRL's path for micro-batches
 without a repeated prompt, multimodal inputs, MoE auxiliary losses and gradient checkpointing
