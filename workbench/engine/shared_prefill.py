@@ -28,11 +28,12 @@ def repeated_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) 
     distinct, inverse = torch.unique(rows, dim=0, return_inverse=True)
     if distinct.shape[0] == rows.shape[0]:
         return None
-    first = torch.full((distinct.shape[0],), rows.shape[0], dtype=torch.long)
-    first.scatter_reduce_(0, inverse, torch.arange(rows.shape[0]), reduce="amin")  # keep the batch's order of prompts
+    device = rows.device  # a GPU batch's indices stay on its device
+    first = torch.full((distinct.shape[0],), rows.shape[0], dtype=torch.long, device=device)
+    first.scatter_reduce_(0, inverse, torch.arange(rows.shape[0], device=device), reduce="amin")  # keep the batch's order of prompts
     order = torch.argsort(first)
     rank = torch.empty_like(order)
-    rank[order] = torch.arange(order.shape[0])
+    rank[order] = torch.arange(order.shape[0], device=device)
     return first[order], rank[inverse]
 
 

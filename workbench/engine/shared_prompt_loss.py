@@ -65,10 +65,12 @@ def per_token_logps_sharing_prompts(
     from transformers import DynamicCache
 
     width = input_ids.shape[1] - logits_to_keep
+    if width < 1:
+        return None
     prompt_ids, prompt_mask = input_ids[:, :width], attention_mask[:, :width]
     completion_ids, completion_mask = input_ids[:, width:], attention_mask[:, width:]
     shared = repeated_rows(prompt_ids, prompt_mask)
-    if shared is None or width < 1:
+    if shared is None:
         return None
     firsts, group_of_row = shared
     used = torch.nonzero(completion_mask.any(dim=0)).flatten()
@@ -101,7 +103,8 @@ def shuffle_keeping_groups(batch: dict[str, Any]) -> dict[str, Any]:
     groups are shuffled, not the rows (module doc)."""
     rows = torch.cat([batch["prompt_ids"], batch["prompt_mask"].to(batch["prompt_ids"].dtype)], dim=1)
     _, group_of_row = torch.unique(rows, dim=0, return_inverse=True)
-    order = torch.randperm(int(group_of_row.max()) + 1)
+    group_of_row = group_of_row.cpu()
+    order = torch.randperm(int(group_of_row.max()) + 1)  # on the CPU's generator, as TRL's shuffle draws
     rank = torch.empty_like(order)
     rank[order] = torch.arange(order.numel())
     count = rows.shape[0]
