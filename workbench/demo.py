@@ -752,9 +752,9 @@ def faster_cpu_settings(config: RunConfig) -> RunConfig:
     merged into the weights for sampling (`lora.merge_for_generation`: no adapter products at
     every decode step; the base restored bit for bit after), and MKL-packed weights for sampling
     (`model.packed_decode`: float32 weights on a CPU, about 2.5 GiB more a 135M model; other
-    dtypes and devices sample as before). Not yet `demo --model`'s default: the held-out tables in flight sample the plain way
-    (every cell of a table samples one way); `benchmarks/effect/real_model.py --fast` measures a
-    table with them."""
+    dtypes and devices sample as before). Not yet `demo --model`'s default: the held-out tables in
+    flight sample the plain way (every cell of a table samples one way);
+    `benchmarks/effect/real_model.py --fast` measures a table with them."""
     agent, env = config.agent, config.env
 
     def sampling(model: ModelSettings) -> ModelSettings:

@@ -41,9 +41,7 @@ gathers the cells.
     python benchmarks/effect/real_model.py --figures runs/real-model --to docs/figures
 
 `--fast` measures a table with the settings that make a run faster on a CPU
-(`workbench.demo.faster_cpu_settings`: each prompt prefilled once for its rollouts and computed
-once in the loss, micro-batches without the batch's padding, the environment's static cache,
-packed float32 weights) on every trained row; its cells are a table of their own (the identity
+(`workbench.demo.faster_cpu_settings`, whose docstring lists them) on every trained row; its cells are a table of their own (the identity
 says `settings: fast`, so give it its own `--out`), to set against the plain table's cells of the
 same seeds.
 

@@ -22,15 +22,21 @@ from typing import Any, Callable, Iterator
 import torch
 
 
+def distinct_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the distinct rows of ids and mask, each row's index among them in their sorted order): the
+    prompts of a batch as its GRPO groups."""
+    rows = input_ids if attention_mask is None else torch.cat([input_ids, attention_mask.to(input_ids.dtype)], dim=1)
+    return torch.unique(rows, dim=0, return_inverse=True)
+
+
 def repeated_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor] | None:
     """(the first row of each distinct prompt, each row's index among them), or None when no row repeats."""
-    rows = input_ids if attention_mask is None else torch.cat([input_ids, attention_mask.to(input_ids.dtype)], dim=1)
-    distinct, inverse = torch.unique(rows, dim=0, return_inverse=True)
-    if distinct.shape[0] == rows.shape[0]:
+    distinct, inverse = distinct_rows(input_ids, attention_mask)
+    count, device = input_ids.shape[0], input_ids.device  # a GPU batch's indices stay on its device
+    if distinct.shape[0] == count:
         return None
-    device = rows.device  # a GPU batch's indices stay on its device
-    first = torch.full((distinct.shape[0],), rows.shape[0], dtype=torch.long, device=device)
-    first.scatter_reduce_(0, inverse, torch.arange(rows.shape[0], device=device), reduce="amin")  # keep the batch's order of prompts
+    first = torch.full((distinct.shape[0],), count, dtype=torch.long, device=device)
+    first.scatter_reduce_(0, inverse, torch.arange(count, device=device), reduce="amin")  # keep the batch's order of prompts
     order = torch.argsort(first)
     rank = torch.empty_like(order)
     rank[order] = torch.arange(order.shape[0], device=device)

@@ -45,7 +45,7 @@ from typing import Any, Callable, ContextManager
 
 import torch
 
-from workbench.engine.shared_prefill import repeated_rows
+from workbench.engine.shared_prefill import distinct_rows, repeated_rows
 
 
 def per_token_logps_sharing_prompts(
@@ -101,13 +101,12 @@ def shuffle_keeping_groups(batch: dict[str, Any]) -> dict[str, Any]:
     """TRL's shuffle of a generation batch (`shuffle_sequence_dict`: every sequence of the batch's
     length permuted in unison), with the rows of each prompt kept together in their order: the
     groups are shuffled, not the rows (module doc)."""
-    rows = torch.cat([batch["prompt_ids"], batch["prompt_mask"].to(batch["prompt_ids"].dtype)], dim=1)
-    _, group_of_row = torch.unique(rows, dim=0, return_inverse=True)
+    _, group_of_row = distinct_rows(batch["prompt_ids"], batch["prompt_mask"])
     group_of_row = group_of_row.cpu()
     order = torch.randperm(int(group_of_row.max()) + 1)  # on the CPU's generator, as TRL's shuffle draws
     rank = torch.empty_like(order)
     rank[order] = torch.arange(order.numel())
-    count = rows.shape[0]
+    count = group_of_row.numel()
     permutation = torch.argsort(rank[group_of_row] * count + torch.arange(count))
 
     def permute(value: Any) -> Any:
