@@ -49,7 +49,8 @@ def test_the_held_out_table_script_runs_end_to_end(tmp_path):
     from benchmarks.effect import real_model
 
     cmd = [sys.executable, real_model.__file__, "--benchmark", "arithmetic", "--epochs", "1", "--seeds", "2",
-           "--train", "4", "--heldout", "4", "--rows", "base,cold,genenv", "--out", str(out), "--workers", "2", "--flop-bound"]
+           "--train", "4", "--heldout", "4", "--rows", "base,cold,genenv", "--out", str(out), "--workers", "2", "--flop-bound",
+           "--answers", "2"]
     unpinned = {k: v for k, v in os.environ.items() if k != "WORKBENCH_THREADS"}  # the workers share the cores out themselves
     proc = run_process_group(cmd, timeout=2400, env=unpinned)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -59,6 +60,10 @@ def test_the_held_out_table_script_runs_end_to_end(tmp_path):
     for row in result["rows"].values():
         assert [c["seed"] for c in row["cells"]] == [0, 1]
         assert all(0.0 <= c["eval"]["score"] <= 1.0 and c["eval"]["by_rung"] for c in row["cells"])
+        for cell in row["cells"]:  # --answers 2: every cell evaluated again with two answers a task, run folder or not
+            samples = cell["eval_samples"]
+            assert samples["samples"] == 2 and sorted(samples["per_task"]) == sorted(result["heldout_ids"])
+            assert all(len(answers) == 2 for answers in samples["per_task"].values())
     assert all(len(c["epochs"]) == 1 for c in result["rows"]["genenv"]["cells"])
     for cell in result["rows"]["genenv"]["cells"]:  # --flop-bound: each epoch phase against the bound measured in the cell
         assert cell["flop_bound_gflops"] > 0 and [e["epoch"] for e in cell["flops"]] == [1]

@@ -79,8 +79,8 @@ def main() -> None:
             result = summary(candidates, run, seconds, args, shots, constrained)
             results.append(result)
             print(json.dumps(result), flush=True)
-    if args.json:
-        frame.write_result(args.json, script=__file__, figures={"runs": results}, settings=args)
+            if args.json:  # after each setting: a run stopped in the second keeps the first
+                frame.write_result(args.json, script=__file__, figures={"runs": results}, settings=args)
 
 
 def summary(candidates: list[Any], run: Any, seconds: float, args: argparse.Namespace, shots: int, constrained: str) -> dict[str, Any]:

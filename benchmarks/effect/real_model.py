@@ -34,6 +34,14 @@ named rows again). `--workers N` measures N cells at once (the cold starts first
 each child with the cores shared out and its output in `OUT/logs/`. `OUT/result-BENCHMARK.json`
 gathers the cells.
 
+A table that takes more than one sitting is kept in the repository: give it `--out
+benchmarks/effect/tables/NAME` (git ignores the `runs/` and `logs/` beneath, the model weights
+and the cells' output) and commit the cell files as they complete, so the next sitting, on this
+machine or a fresh one, measures only the cells still missing. `--answers N` evaluates each new
+cell with N answers a task as well (`eval_samples`, what `--reeval N` adds later from the run
+folders), so such a table never needs its run folders again. A fresh machine computes the cold
+start again (the workbench cache is not in the repository), from the same seed.
+
     python benchmarks/effect/real_model.py --benchmark arithmetic --out runs/real-model
     python benchmarks/effect/real_model.py --benchmark bfcl --rows genenv --seeds 2 --flop-bound --out runs/flops  # phases vs the FLOP bound
     python benchmarks/effect/real_model.py --table runs/real-model
@@ -220,6 +228,7 @@ def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any
             settings = dataclasses.replace(settings, name_or_path=str(models.folders["agent"]))
         model = load_model(settings, "--model", trainable=False)
         cell["eval"] = evaluate(domain, heldout, model, tokenizer, max_new, seed)
+        _evaluate_answers(args, cell, domain, heldout, model, tokenizer, max_new, seed)
     else:
         import shutil
 
@@ -233,6 +242,7 @@ def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any
             run = None
         if run is not None:
             cell["eval"] = evaluate(domain, heldout, run.agent.model, run.agent_tokenizer, max_new, seed)
+            _evaluate_answers(args, cell, domain, heldout, run.agent.model, run.agent_tokenizer, max_new, seed)
             from workbench.engine.invariants import check_run_folder
 
             check_run_folder(run_dir, n=config.agent.num_generations)  # raises on a broken invariant
@@ -247,6 +257,16 @@ def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any
     cell["seconds"] = time.perf_counter() - start
     cell["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     return cell
+
+
+def _evaluate_answers(args: argparse.Namespace, cell: dict[str, Any], domain: Any, heldout: list[Any], model: Any, tokenizer: Any,
+                      max_new: int, seed: int) -> None:
+    """`--answers N` (N > 1): the cell's final agent evaluated again with N answers a task while it
+    is in memory, kept as `eval_samples` (what `--reeval N` would add later from the run folder)."""
+    if args.answers > 1:
+        start = time.perf_counter()
+        cell["eval_samples"] = evaluate(domain, heldout, model, tokenizer, max_new, seed, args.answers)
+        cell["eval_samples"]["seconds"] = time.perf_counter() - start
 
 
 # The fields of each epoch record a cell keeps (its `epochs`): `cell_epochs` reads them back as `EpochRecord`s.
@@ -364,7 +384,7 @@ def run_cells(args: argparse.Namespace, cells: list[tuple[str, int]], workers: i
             row, seed = queue.pop(0)
             name = f"{args.benchmark}-{row}-s{seed}"
             cmd = [sys.executable, __file__, "--cell", row, str(seed), "--benchmark", args.benchmark, "--out", str(out),
-                   "--model", args.model] + _size_flags(args) + (["--flop-bound"] if args.flop_bound else [])
+                   "--model", args.model, "--answers", str(args.answers)] + _size_flags(args) + (["--flop-bound"] if args.flop_bound else [])
             log = open(out / "logs" / f"{name}.log", "w") if workers > 1 else None  # closed when the cell ends
             proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT if log else None)
             running.append((row, seed, name, proc, log, time.perf_counter()))
@@ -726,6 +746,9 @@ def main() -> None:
                         help="cells measured at once, each in its own process with the cores shared out (the cold starts run first, "
                              "one at a time)")
     parser.add_argument("--max-prompt-chars", type=int, help="leave out records with longer prompts (CPU time; default 1600, API-Bank 2400)")
+    parser.add_argument("--answers", type=int, default=1, metavar="N",
+                        help="each new cell also evaluates its final agent with N answers a task (as --reeval N would), "
+                             "so the table needs no run folder afterwards")
     parser.add_argument("--reeval", type=int, metavar="N",
                         help="evaluate every measured cell's final agent again with N answers per held-out task (less noise)")
     parser.add_argument("--flop-bound", action="store_true",
@@ -765,6 +788,8 @@ def main() -> None:
         parser.error("--seeds must be at least 2: the table reports a spread")
     if args.workers < 1:
         parser.error("--workers must be at least 1")
+    if args.answers < 1:
+        parser.error("--answers must be at least 1")
     unknown = set(args.rows) - set(ALL_ROWS)
     if unknown:
         parser.error(f"unknown rows {sorted(unknown)}; choose from {','.join(ALL_ROWS)}")
