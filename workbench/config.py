@@ -102,6 +102,14 @@ class GenerationSettings:
         "max_new_tokens. 0 = off. 3 would have ended 19 of 34 runaway BFCL replies of a real model early and none of "
         "218 valid ones (docs/configuration.md).",
     )
+    continuous_batching: bool = _f(
+        False,
+        "transformers backend: sample through transformers' continuous batching (generate_batch, a paged KV cache "
+        "sized for the requests: workbench.engine.continuous_batching): batch_size rows decode at once and a finished "
+        "row's place is refilled from the queue at the next step, instead of each batch waiting for its longest reply. "
+        "Other random draws than generate() (same seed, other replies, same distribution). Not with a domain's reply "
+        "format (env.constrained), stop_repeats or cache_implementation.",
+    )
     compile_static_cache: bool = _f(
         False,
         "With cache_implementation 'static': let generate() compile the decode step with torch.compile (CUDA). "
@@ -517,6 +525,15 @@ def validate(cfg: RunConfig) -> None:
         raise _err("env.generation.temperature", cfg.env.generation.temperature, "use a temperature > 0")
     if not 0 < cfg.env.generation.top_p <= 1:
         raise _err("env.generation.top_p", cfg.env.generation.top_p, "use top_p in (0, 1]")
+    g = cfg.env.generation
+    if g.continuous_batching:
+        clashes = [(cfg.env.constrained, "env.constrained: false (a reply format is a logits processor continuous batching does not run)"),
+                   (g.stop_repeats > 0, "env.generation.stop_repeats: 0 (a stopping criterion continuous batching does not run)"),
+                   (g.cache_implementation is not None, "no env.generation.cache_implementation (continuous batching has its own paged cache)"),
+                   (g.backend != "transformers", "env.generation.backend: transformers")]
+        needed = [fix for clash, fix in clashes if clash]
+        if needed:
+            raise _err("env.generation.continuous_batching", True, f"with it set {'; '.join(needed)}, or turn it off")
     if cfg.mode not in modes.MODES:
         raise _err("mode", cfg.mode, f"use one of {', '.join(modes.MODES)}{_suggest(cfg.mode, list(modes.MODES))}")
     if modes.MODES[cfg.mode].generator == "teacher" and (cfg.teacher is None or not cfg.teacher.name_or_path):

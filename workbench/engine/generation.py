@@ -102,7 +102,10 @@ class TransformersGenerator:
         device = next(self.model.parameters()).device
         try:
             with self.paths.around(self.model, repeats=n > 1):
-                outputs, new_tokens, cut = self._sample(texts, device)
+                if self.settings.continuous_batching:
+                    outputs, new_tokens, cut = self._sample_continuously(texts[::n], n, seed)
+                else:
+                    outputs, new_tokens, cut = self._sample(texts, device)
         finally:
             self.model.train(was_training)
         self.stats = GenerationStats(time.perf_counter() - start, len(prompts), len(outputs), new_tokens)
@@ -135,6 +138,27 @@ class TransformersGenerator:
             new_tokens += int((completion_ids != self.tokenizer.pad_token_id).sum())
             outputs += [clean_text(t) for t in self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)]
             cut += cut_at_cap(completion_ids, self.settings.max_new_tokens, end_token_ids(self.tokenizer))
+        return outputs, new_tokens, cut
+
+
+    def _sample_continuously(self, texts: list[str], n: int, seed: int | None) -> tuple[list[str], int, list[bool]]:
+        """As `_sample`, through transformers' continuous batching (`workbench.engine.continuous_batching`):
+        `batch_size` sequences decode at once, a prompt's n samples fork from one prefill."""
+        from workbench.engine import continuous_batching
+
+        if self.grammar is not None or self.settings.stop_repeats:
+            raise GenerationError("continuous batching runs neither a reply format nor stop_repeats; turn it off for this generator")
+        prompt_ids = [self.tokenizer(t)["input_ids"] for t in texts]  # as the plain path tokenizes them
+        completions = continuous_batching.sample(
+            self.model, prompt_ids, n, max_new_tokens=self.settings.max_new_tokens, temperature=self.settings.temperature,
+            top_p=self.settings.top_p, slots=self.settings.batch_size,
+            seed=seed if seed is not None else int(torch.randint(0, 2**31 - 1, ()).item()),
+            eos_token_id=self.tokenizer.eos_token_id, pad_token_id=self.tokenizer.pad_token_id)
+        ends = end_token_ids(self.tokenizer)
+        flat = [ids for outs in completions for ids in outs]
+        outputs = [clean_text(self.tokenizer.decode(ids, skip_special_tokens=True)) for ids in flat]
+        new_tokens = sum(sum(1 for t in ids if t != self.tokenizer.pad_token_id) for ids in flat)
+        cut = [len(ids) >= self.settings.max_new_tokens and not ends.intersection(ids) for ids in flat]
         return outputs, new_tokens, cut
 
 

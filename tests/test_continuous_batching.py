@@ -1,0 +1,74 @@
+"""generation.continuous_batching: sampling through transformers' continuous batching
+(workbench.engine.continuous_batching) on the tiny model.
+
+Near-greedy sampling gives the plain path's replies; sampled replies are reproducible from the
+seed and their lengths follow the plain path's distribution; a prompt's n samples come back in
+order; a reply cut by the cap is flagged; the config refuses what the path does not run."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+import pytest
+import torch
+
+from workbench.config import ConfigError, GenerationSettings, validate
+from workbench.engine.generation import TransformersGenerator
+
+PROMPTS = [f"What is {a} + {b}?" for a, b in [(3, 4), (12, 9), (5, 50), (7, 1), (40, 2), (8, 8)]]
+
+
+def _generators(tiny_models, **changes):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models[1])
+    tokenizer.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(tiny_models[1], dtype=torch.float32).eval()
+    settings = GenerationSettings(**{"max_new_tokens": 24, "temperature": 1.0, "batch_size": 4, **changes})
+    plain = TransformersGenerator(settings, model, tokenizer)
+    continuous = TransformersGenerator(dataclasses.replace(settings, continuous_batching=True), model, tokenizer)
+    return plain, continuous
+
+
+def test_near_greedy_replies_are_the_plain_paths(tiny_models):
+    plain, continuous = _generators(tiny_models, temperature=1e-4)
+    assert continuous.generate(PROMPTS, n=1, seed=0) == plain.generate(PROMPTS, n=1, seed=0)
+    assert continuous.last_cut == plain.last_cut
+
+
+def test_sampled_replies_are_reproducible_and_their_lengths_follow_the_plain_paths(tiny_models):
+    plain, continuous = _generators(tiny_models)
+    first = continuous.generate(PROMPTS, n=4, seed=1)
+    assert continuous.generate(PROMPTS, n=4, seed=1) == first, "the same seed gives the same replies"
+    assert continuous.generate(PROMPTS, n=4, seed=2) != first
+    assert [len(outs) for outs in first] == [4] * len(PROMPTS)
+    assert continuous.stats.completions == 4 * len(PROMPTS) and continuous.stats.new_tokens > 0
+    lengths = {"plain": [], "continuous": []}
+    for seed in range(6):
+        for name, generator in (("plain", plain), ("continuous", continuous)):
+            generator.generate(PROMPTS, n=4, seed=seed)
+            lengths[name].append(generator.stats.new_tokens / generator.stats.completions)
+    means = {k: statistics.fmean(v) for k, v in lengths.items()}
+    spread = max(statistics.stdev(v) for v in lengths.values()) + 0.5
+    assert abs(means["plain"] - means["continuous"]) < 3 * spread, (means, lengths)
+
+
+def test_a_reply_cut_by_the_cap_is_flagged(tiny_models):
+    _, continuous = _generators(tiny_models, max_new_tokens=3)
+    outputs = continuous.generate(PROMPTS, n=2, seed=0)
+    assert len(outputs) == len(PROMPTS) and any(any(c) for c in continuous.last_cut)
+
+
+@pytest.mark.parametrize("change, fix", [
+    ({"constrained": True}, "env.constrained: false"),
+    ({"generation": {"stop_repeats": 3}}, "stop_repeats: 0"),
+    ({"generation": {"cache_implementation": "static"}}, "cache_implementation"),
+])
+def test_the_config_refuses_what_continuous_batching_does_not_run(make_config, change, fix):
+    config = make_config()
+    generation = dataclasses.replace(config.env.generation, continuous_batching=True, **change.get("generation", {}))
+    env = dataclasses.replace(config.env, generation=generation, **{k: v for k, v in change.items() if k != "generation"})
+    with pytest.raises(ConfigError, match="continuous_batching") as error:
+        validate(dataclasses.replace(config, env=env))
+    assert fix in str(error.value)
