@@ -72,3 +72,38 @@ def test_the_config_refuses_what_continuous_batching_does_not_run(make_config, c
     with pytest.raises(ConfigError, match="continuous_batching") as error:
         validate(dataclasses.replace(config, env=env))
     assert fix in str(error.value)
+
+
+def test_a_run_sampling_both_models_continuously_keeps_its_invariants_and_resumes_to_the_same_bits(make_config, tmp_path,
+                                                                                                    monkeypatch):
+    """agent.continuous_batching and env.generation.continuous_batching together: every rollout
+    and every task comes through generate_batch, and a run killed in its second epoch resumes
+    to the uninterrupted run's records (the sampling seeds come from the run's random state)."""
+    from engine_support import run_killed_in_epoch_then_resumed
+    from transformers.generation.continuous_batching.continuous_api import ContinuousMixin
+
+    from workbench.contract.files import read_jsonl
+    from workbench.engine.invariants import check_run_folder
+    from workbench.engine.loop import CoEvolution
+
+    calls = []
+    real = ContinuousMixin.generate_batch
+
+    def spied(model, inputs, *args, **kwargs):
+        calls.append(len(inputs))
+        return real(model, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(ContinuousMixin, "generate_batch", spied)
+    config = make_config(epochs=2, agent__continuous_batching=True, env__generation__continuous_batching=True)
+    plain_calls = []
+    monkeypatch.setattr("transformers.GenerationMixin.generate", lambda *a, **k: plain_calls.append(1))  # never reached
+    CoEvolution(config, tmp_path / "whole").run()
+    assert check_run_folder(tmp_path / "whole", n=config.agent.num_generations)
+    assert calls and not plain_calls, "every task and rollout was sampled continuously"
+    run_killed_in_epoch_then_resumed(config, tmp_path / "killed", monkeypatch)
+    timings = {"time", "gen_tokens_per_s", "checkpoint_write", "threads"}
+
+    def records(run: str) -> list[dict]:
+        return [{k: v for k, v in r.items() if k not in timings} for r in read_jsonl(tmp_path / run / "metrics.jsonl")]
+
+    assert records("killed") == records("whole") and len(records("whole")) == 2

@@ -102,6 +102,13 @@ class GenerationSettings:
         "max_new_tokens. 0 = off. 3 would have ended 19 of 34 runaway BFCL replies of a real model early and none of "
         "218 valid ones (docs/configuration.md).",
     )
+    drop_finished_rows: bool = _f(
+        False,
+        "transformers backend: a reply that has ended (its end token) leaves the batch's later decode steps instead of "
+        "being computed as padding until the longest reply ends (workbench.engine.finished_rows); generate's own loop and "
+        "random draws otherwise, so the replies are the plain path's up to float rounding. With the dynamic cache only "
+        "(a static cache keeps the plain path).",
+    )
     continuous_batching: bool = _f(
         False,
         "transformers backend: sample through transformers' continuous batching (generate_batch, a paged KV cache "
@@ -158,6 +165,12 @@ class AgentSettings:
         "copied to the group's rows) instead of once a rollout (workbench.engine.shared_prefill). Replies may differ "
         "from the plain path's in rare tokens (the rounding of a product over fewer rows), still reproducible from the seed.",
     )
+    drop_finished_rows: bool = _f(
+        False,
+        "Rollouts without vLLM: a rollout that has ended leaves the batch's later decode steps instead of being computed "
+        "as padding until the longest ends (workbench.engine.finished_rows); the same random draws as the plain path, "
+        "replies equal up to float rounding. With the dynamic cache only.",
+    )
     trim_padding: bool = _f(
         False,
         "Run each GRPO micro-batch without the prompt and completion columns that are padding in all of its rows "
@@ -183,6 +196,14 @@ class AgentSettings:
         None,
         "Rollouts without vLLM: the KV cache kind TRL passes to generate (e.g. 'static'); None = transformers' "
         "default dynamic cache.",
+    )
+    continuous_batching: bool = _f(
+        False,
+        "Rollouts without vLLM through TRL's transformers continuous-batching path (generate_batch), with a paged cache "
+        "sized from each generation batch (workbench.engine.continuous_batching): a finished rollout leaves the batch "
+        "instead of decoding padding until the longest ends. Other random draws than generate(), still reproducible "
+        "from the run's seed. Not with cache_implementation nor share_prompt_prefill (the paged cache shares a "
+        "repeated prompt's full pages itself).",
     )
 
 
@@ -525,6 +546,12 @@ def validate(cfg: RunConfig) -> None:
         raise _err("env.generation.temperature", cfg.env.generation.temperature, "use a temperature > 0")
     if not 0 < cfg.env.generation.top_p <= 1:
         raise _err("env.generation.top_p", cfg.env.generation.top_p, "use top_p in (0, 1]")
+    if a.continuous_batching:
+        clashes = [(a.cache_implementation is not None, "no agent.cache_implementation"),
+                   (a.share_prompt_prefill, "agent.share_prompt_prefill: false"), (a.use_vllm, "agent.use_vllm: false")]
+        needed = [fix for clash, fix in clashes if clash]
+        if needed:
+            raise _err("agent.continuous_batching", True, f"with it set {'; '.join(needed)}, or turn it off")
     g = cfg.env.generation
     if g.continuous_batching:
         clashes = [(cfg.env.constrained, "env.constrained: false (a reply format is a logits processor continuous batching does not run)"),

@@ -23,6 +23,10 @@ the same invocation:
   `workbench.engine.shared_prompt_loss`);
 * `static`: the environment samples with a static key/value cache
   (`env.generation.cache_implementation: static`: no copying of the dynamic cache at every step);
+* `continuous`: both models sample through transformers' continuous batching
+  (`agent.continuous_batching`, `env.generation.continuous_batching` unless the environment is
+  constrained; `workbench.engine.continuous_batching`): a finished reply leaves its batch, the
+  environment's queue refills its place; `stop_repeats` off, which it cannot run;
 * `micro8`: GRPO micro-batches of 8 sequences x 2 accumulation steps instead of the demo's 2 x 8
   (the same 16 completions an optimizer step and one generate call of 16; for short sequences);
 * `A+B`: both variants' changes (`no-skip+trim`: every micro-batch runs, trimmed);
@@ -107,6 +111,13 @@ def variant(name: str, config):  # noqa: ANN001, ANN201
     if name == "static":
         generation = dataclasses.replace(config.env.generation, cache_implementation="static")
         return dataclasses.replace(config, env=dataclasses.replace(config.env, generation=generation))
+    if name == "continuous":  # transformers' continuous batching for the rollouts, and for the environment unless constrained
+        agent = dataclasses.replace(agent, continuous_batching=True, share_prompt_prefill=False, cache_implementation=None)
+        env = config.env
+        if not env.constrained:
+            env = dataclasses.replace(env, generation=dataclasses.replace(env.generation, continuous_batching=True, stop_repeats=0,
+                                                                          cache_implementation=None))
+        return dataclasses.replace(config, agent=agent, env=env)
     if name == "shared-loss":
         return dataclasses.replace(config, agent=dataclasses.replace(agent, shared_prompt_loss=True))
     if name == "micro8":

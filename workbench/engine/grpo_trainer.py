@@ -20,6 +20,9 @@ to it, and each is off unless asked for:
   turns of `workbench.engine.episodes` included;
   With `packed_decode`, they are sampled with MKL-packed weights (`workbench.engine.packed_decode`);
   with `share_prompt_prefill`, each group's prompt is computed once (`workbench.engine.shared_prefill`);
+  with `drop_finished_rows`, a rollout that has ended leaves later decode steps (`workbench.engine.finished_rows`);
+  with TRL's continuous batching (`agent.continuous_batching`), each batch gets a paged cache sized
+  from its prompts and a seed from the run's random state (`workbench.engine.continuous_batching`);
 * `tokenize_prompts`, `generate_turn`: TRL's prompt rendering and single-turn sampling as the
   episode rollout calls them, so no module but this one calls TRL's private methods;
 * `_generate_and_score_completions`: with an `EpisodeRollout` (a multi-turn domain), each
@@ -36,8 +39,10 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+import torch
 from trl import GRPOTrainer
 
+from workbench.engine import continuous_batching
 from workbench.engine.episodes import EpisodeRollout
 from workbench.engine.sampling_paths import SamplingPaths
 from workbench.engine.shared_prompt_loss import per_token_logps_sharing_prompts, shuffle_keeping_groups
@@ -50,12 +55,13 @@ class AgentGRPOTrainer(GRPOTrainer):
     adapters and plays episodes, each as asked (module doc); TRL's arguments otherwise."""
 
     def __init__(self, *args: Any, skip_zero_advantage: bool = False, merge_lora: bool = False, packed_decode: bool = False,
-                 share_prompt_prefill: bool = False, trim_padding: bool = False, shared_prompt_loss: bool = False,
+                 share_prompt_prefill: bool = False, drop_finished_rows: bool = False, trim_padding: bool = False,
+                 shared_prompt_loss: bool = False,
                  episodes: EpisodeRollout | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         # one process only: under DDP a rank that skips leaves the gradient reducer unprepared
         self.zero_advantage = ZeroAdvantageSkip(enabled=skip_zero_advantage and self.accelerator.num_processes == 1)
-        self.paths = SamplingPaths(merge_lora, packed_decode, share_prompt_prefill)
+        self.paths = SamplingPaths(merge_lora, packed_decode, share_prompt_prefill, drop_finished_rows)
         self.trim_padding = trim_padding
         # gradient checkpointing drops the key/value cache in training, which the shared prompt is passed in; one
         # process only: two forwards into one backward are not checked under DDP here
@@ -107,9 +113,15 @@ class AgentGRPOTrainer(GRPOTrainer):
         return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep, batch_size,
                                                           compute_entropy, compute_aux_loss, **inputs)
 
-    def _generate_single_turn(self, *args: Any, **kwargs: Any) -> Any:
+    def _generate_single_turn(self, prompt_ids: list[list[int]], *args: Any, **kwargs: Any) -> Any:
+        if self.use_transformers_continuous_batching and not self.use_vllm:
+            # a paged cache for this batch (TRL's sizing is from free GPU memory; workbench.engine.continuous_batching),
+            # seeded from the run's random state so a resumed run draws the same rollouts
+            self.continuous_batching_config = continuous_batching.cache_config(
+                [len(p) for p in prompt_ids], self.generation_config.max_new_tokens, slots=len(prompt_ids), n=1,
+                seed=int(torch.randint(0, 2**31 - 1, ()).item()))
         with self.paths.around(self.model, self.accelerator.unwrap_model(self.model_wrapped)):
-            return super()._generate_single_turn(*args, **kwargs)
+            return super()._generate_single_turn(prompt_ids, *args, **kwargs)
 
     def tokenize_prompts(self, prompts: list[Any]) -> list[list[int]]:
         """The prompts' token ids as TRL renders them for generation (its chat template and kwargs)."""

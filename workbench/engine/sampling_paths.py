@@ -1,13 +1,15 @@
 """How a model samples, in one place for the environment's generator and the agent's trainer:
 with its LoRA adapters merged (`workbench.engine.lora_merge`), with MKL-packed weights
-(`workbench.engine.packed_decode`), and with a repeated prompt prefilled once
-(`workbench.engine.shared_prefill`), each as asked."""
+(`workbench.engine.packed_decode`), with a repeated prompt prefilled once
+(`workbench.engine.shared_prefill`), and with ended rows left out of later decode steps
+(`workbench.engine.finished_rows`), each as asked."""
 
 from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
 from typing import Any, Iterator
 
+from workbench.engine.finished_rows import finished_rows_leave
 from workbench.engine.lora_merge import LoraMerge
 from workbench.engine.packed_decode import PackedDecode
 from workbench.engine.shared_prefill import prompts_prefilled_once
@@ -16,10 +18,12 @@ from workbench.engine.shared_prefill import prompts_prefilled_once
 class SamplingPaths:
     """`with paths.around(model): model.generate(...)`: the asked-for paths around one sampling call."""
 
-    def __init__(self, merge_lora: bool = False, packed_decode: bool = False, share_prompt_prefill: bool = False):
+    def __init__(self, merge_lora: bool = False, packed_decode: bool = False, share_prompt_prefill: bool = False,
+                 drop_finished_rows: bool = False):
         self.lora_merge = LoraMerge() if merge_lora else None
         self.packed = PackedDecode() if packed_decode else None  # kept across calls: a frozen weight is packed once a run
         self.share_prompt_prefill = share_prompt_prefill
+        self.drop_finished_rows = drop_finished_rows
 
     @contextmanager
     def around(self, model: Any, *same_model: Any, repeats: bool = True) -> Iterator[None]:
@@ -32,4 +36,6 @@ class SamplingPaths:
                 stack.enter_context(self.packed.active(model))
             if self.share_prompt_prefill and repeats:
                 stack.enter_context(prompts_prefilled_once(model, *same_model))
+            if self.drop_finished_rows:  # outermost: its generate sees the prompts, the shared prefill runs inside it
+                stack.enter_context(finished_rows_leave(model, *same_model))
             yield
