@@ -747,8 +747,10 @@ def faster_cpu_settings(config: RunConfig) -> RunConfig:
     """`config` with the settings that make a real-model run faster on a CPU, each measured in
     docs/real-model.md: each task's prompt prefilled once for its rollouts
     (`agent.share_prompt_prefill`) and computed once in the loss (`agent.shared_prompt_loss`),
-    micro-batches without the generation batch's padding (`agent.trim_padding`), the
-    environment's static key/value cache (`env.generation.cache_implementation`), LoRA adapters
+    micro-batches without the generation batch's padding (`agent.trim_padding`), an ended reply
+    left out of its batch's later decode steps, the environment's and the rollouts'
+    (`drop_finished_rows`: on BFCL's environment 0.77x the time of the static key/value cache this
+    set had before, the same replies), LoRA adapters
     merged into the weights for sampling (`lora.merge_for_generation`: no adapter products at
     every decode step; the base restored bit for bit after), and MKL-packed weights for sampling
     (`model.packed_decode`: float32 weights on a CPU, about 2.5 GiB more a 135M model; other
@@ -761,6 +763,7 @@ def faster_cpu_settings(config: RunConfig) -> RunConfig:
         lora = dataclasses.replace(model.lora, merge_for_generation=True) if model.lora is not None else None
         return dataclasses.replace(model, packed_decode=True, lora=lora)
 
-    agent = dataclasses.replace(agent, share_prompt_prefill=True, shared_prompt_loss=True, trim_padding=True, model=sampling(agent.model))
-    env = dataclasses.replace(env, generation=dataclasses.replace(env.generation, cache_implementation="static"), model=sampling(env.model))
+    agent = dataclasses.replace(agent, share_prompt_prefill=True, shared_prompt_loss=True, trim_padding=True, drop_finished_rows=True,
+                                model=sampling(agent.model))
+    env = dataclasses.replace(env, generation=dataclasses.replace(env.generation, drop_finished_rows=True), model=sampling(env.model))
     return dataclasses.replace(config, agent=agent, env=env)

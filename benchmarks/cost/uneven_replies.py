@@ -55,6 +55,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--paths", type=lambda v: v.split(","), default=["plain", "dropped", "continuous"],
                         help=f"of {','.join(PATHS)}; the first is the baseline of the ratios")
+    parser.add_argument("--packed", action="store_true", help="every path samples with MKL-packed weights (model.packed_decode)")
     parser.add_argument("--json", type=Path, help="write the figures to this file")
     args = parser.parse_args()
     unknown = set(args.paths) - set(PATHS)
@@ -79,13 +80,13 @@ def main() -> None:
     else:
         prompts = [domain.agent_messages(t) for t in rng.sample(train, min(args.prompts, len(train)))]
     settings = GenerationSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature, batch_size=args.slots)
-    machine = {"cpu": frame.cpu_model(), "threads": torch.get_num_threads(), "load_1min": os.getloadavg()[0]}
+    machine = {"cpu": frame.cpu_model(), "threads": torch.get_num_threads(), "load_1min": os.getloadavg()[0], "packed": args.packed}
     print(f"{args.benchmark}, {args.role}: {len(prompts)} prompts x {args.n}, {args.slots} rows at once, up to "
           f"{args.max_new_tokens} new tokens; {machine}", flush=True)
     results: dict[str, dict] = {}
     replies: dict[str, list[list[str]]] = {}
     for name in args.paths:
-        generator = TransformersGenerator(dataclasses.replace(settings, **PATHS[name]), model, tokenizer)
+        generator = TransformersGenerator(dataclasses.replace(settings, **PATHS[name]), model, tokenizer, packed_decode=args.packed)
         start = time.perf_counter()
         outputs = generator.generate(prompts, n=args.n, seed=args.seed)
         seconds = time.perf_counter() - start
