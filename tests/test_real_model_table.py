@@ -46,8 +46,10 @@ def test_a_cell_s_identity_holds_its_benchmark_s_environment_settings_only_where
         return real_model._identity(args, tasks[:1], tasks[1:])
 
     assert identity("bfcl")["env"] == SPEC_ENV
-    # a benchmark without settings of its own keeps the identity its cells were measured with
-    assert set(identity("bamboogle")) == {"benchmark", "model", "epochs", "train_ids", "heldout_ids"}
+    # a benchmark without settings of its own: the identity every table has (the models' dtype, pinned whatever the
+    # CPU, and the evaluation's batch, which decides the answers drawn)
+    assert set(identity("bamboogle")) == {"benchmark", "model", "epochs", "train_ids", "heldout_ids", "dtype", "eval_batch"}
+    assert identity("bamboogle")["dtype"] == "float32" and identity("bamboogle")["eval_batch"] == real_model.EVAL_BATCH
 
 
 def test_every_benchmark_s_own_environment_settings_pass_the_config_check():
@@ -121,3 +123,16 @@ def test_a_table_result_reads_back_in_the_frame_s_shape_and_in_the_bare_one_writ
     old.parent.mkdir()
     old.write_text(json.dumps(result))
     assert real_model.read_result(old) == result
+
+
+def test_every_cell_runs_both_models_in_the_table_s_dtype_whatever_the_cpu():
+    from workbench.contract.registry import load_registry
+
+    args = argparse.Namespace(benchmark="arithmetic", model="smollm2-135m-instruct", epochs=None, fast=False, train=None, heldout=None,
+                              max_prompt_chars=None)
+    train, _ = real_model.benchmark_split(args, load_registry().domain("arithmetic"))
+    ids = [t.id for t in train]
+    for dtype in ("float32", "bfloat16"):
+        config = real_model.train_config(argparse.Namespace(**vars(args), dtype=dtype), "genenv", 0, ids)
+        assert config.agent.model.dtype == dtype and config.env.model.dtype == dtype
+    assert real_model.train_config(args, "seeds", 0, ids).agent.model.dtype == "float32", "no --dtype: float32"

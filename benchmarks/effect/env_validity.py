@@ -96,6 +96,7 @@ def summary(candidates: list[Any], run: Any, seconds: float, args: argparse.Name
         "new_tokens": stats.new_tokens, "tokens_per_reply": round(stats.new_tokens / max(1, stats.completions), 1),
         "seconds": round(seconds, 1), "seconds_per_token": round(seconds / max(1, stats.new_tokens), 4),
         "max_new_tokens": run.config.env.generation.max_new_tokens, "threads": torch.get_num_threads(),
+        "dtype": run.config.env.model.dtype,
         # replies whose last part was decoded under the format refined from their own first parts (refine_after), or not
         "refines": dict(grammar.refines) if (grammar := getattr(run.models.env_generator, "grammar", None)) is not None else None,
     }

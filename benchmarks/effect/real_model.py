@@ -98,6 +98,7 @@ VARIANTS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
     "genenv-pg-over": ("genenv", {"env": {"constrained": True, "update": "pg", "candidates_per_task": 2}}),
 }
 ALL_ROWS = ROWS + list(VARIANTS)
+EVAL_BATCH = 64  # held-out answers sampled at once (part of a cell's identity: another batch draws other answers)
 
 
 # ---------------------------------------------------------------------------- one cell
@@ -110,8 +111,10 @@ def evaluate(domain: Any, tasks: list[Any], model: Any, tokenizer: Any, max_new_
     from workbench.engine.generation import TransformersGenerator
 
     # several answers a task (--reeval): each prompt computed once for its answers (workbench.engine.shared_prefill)
-    generator = TransformersGenerator(GenerationSettings(max_new_tokens=max_new_tokens, temperature=0.7, batch_size=16), model, tokenizer,
-                                      share_prompt_prefill=samples > 1)
+    # EVAL_BATCH rows at once, an ended answer leaving the batch (workbench.engine.finished_rows): the same answers as
+    # without, 1.8x the tokens a second of batches of 16 on the base model (benchmarks/cost/uneven_replies.py)
+    settings = GenerationSettings(max_new_tokens=max_new_tokens, temperature=0.7, batch_size=EVAL_BATCH, drop_finished_rows=True)
+    generator = TransformersGenerator(settings, model, tokenizer, share_prompt_prefill=samples > 1)
     outputs = generator.generate([domain.agent_messages(t) for t in tasks], n=samples, seed=seed)
     pairs = [(t, o) for t, outs in zip(tasks, outputs) for o in outs]
     scores = [domain.score(t, o) for t, o in pairs]
@@ -170,6 +173,11 @@ def train_config(args: argparse.Namespace, row: str, seed: int, seed_ids: list[s
     mode, changes = VARIANTS.get(row, (row if row in TRAINED else "genenv", {}))
     config = real_model_config(args.model, args.benchmark, mode=mode, epochs=epochs,
                                seed=seed, options=dict(spec["options"]), seed_ids=seed_ids)
+    dtype = getattr(args, "dtype", "float32")
+    # one dtype whatever the CPU (the demo takes bfloat16 where it is in hardware): a table measured over sittings on
+    # different machines keeps every cell's numbers alike
+    config = dataclasses.replace(config, agent=dataclasses.replace(config.agent, model=dataclasses.replace(config.agent.model, dtype=dtype)),
+                                 env=dataclasses.replace(config.env, model=dataclasses.replace(config.env.model, dtype=dtype)))
     if getattr(args, "fast", False):
         from workbench.demo import faster_cpu_settings
 
@@ -461,7 +469,8 @@ def eval_cell(args: argparse.Namespace, row: str, seed: int, samples: int) -> No
 def _identity(args: argparse.Namespace, train: list[Any], heldout: list[Any]) -> dict[str, Any]:
     spec = frame.BENCHMARKS[args.benchmark]
     identity = {"benchmark": args.benchmark, "model": args.model, "epochs": args.epochs or spec["epochs"],
-                "train_ids": [t.id for t in train], "heldout_ids": [t.id for t in heldout]}
+                "train_ids": [t.id for t in train], "heldout_ids": [t.id for t in heldout],
+                "dtype": getattr(args, "dtype", "float32"), "eval_batch": EVAL_BATCH}
     for key in ("cold_start", "env"):  # a benchmark's own settings (the others take the run's): without them, another table
         if key in spec:
             identity[key] = spec[key]
@@ -472,8 +481,8 @@ def _identity(args: argparse.Namespace, train: list[Any], heldout: list[Any]) ->
 
 def _size_flags(args: argparse.Namespace) -> list[str]:
     flags = ["--fast"] if getattr(args, "fast", False) else []
-    for flag in ("epochs", "train", "heldout", "max_prompt_chars"):
-        if getattr(args, flag):
+    for flag in ("epochs", "train", "heldout", "max_prompt_chars", "dtype"):
+        if getattr(args, flag, None):
             flags += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
     return flags
 
@@ -746,6 +755,8 @@ def main() -> None:
                         help="cells measured at once, each in its own process with the cores shared out (the cold starts run first, "
                              "one at a time)")
     parser.add_argument("--max-prompt-chars", type=int, help="leave out records with longer prompts (CPU time; default 1600, API-Bank 2400)")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                        help="both models' base weights in every cell, whatever the CPU (part of the cells' identity)")
     parser.add_argument("--answers", type=int, default=1, metavar="N",
                         help="each new cell also evaluates its final agent with N answers a task (as --reeval N would), "
                              "so the table needs no run folder afterwards")
