@@ -23,6 +23,9 @@ the same invocation:
   `workbench.engine.shared_prompt_loss`);
 * `static`: the environment samples with a static key/value cache
   (`env.generation.cache_implementation: static`: no copying of the dynamic cache at every step);
+* `drop`: an ended reply leaves its batch's later decode steps, both models
+  (`drop_finished_rows`: `workbench.engine.finished_rows`);
+* `faster`: every setting of `workbench.demo.faster_cpu_settings` (what `real_model.py --fast` runs);
 * `continuous`: both models sample through transformers' continuous batching
   (`agent.continuous_batching`, `env.generation.continuous_batching` unless the environment is
   constrained; `workbench.engine.continuous_batching`): a finished reply leaves its batch, the
@@ -111,6 +114,14 @@ def variant(name: str, config):  # noqa: ANN001, ANN201
     if name == "static":
         generation = dataclasses.replace(config.env.generation, cache_implementation="static")
         return dataclasses.replace(config, env=dataclasses.replace(config.env, generation=generation))
+    if name == "drop":  # an ended reply leaves its batch's later decode steps, both models
+        generation = dataclasses.replace(config.env.generation, drop_finished_rows=True)
+        return dataclasses.replace(config, agent=dataclasses.replace(agent, drop_finished_rows=True),
+                                   env=dataclasses.replace(config.env, generation=generation))
+    if name == "faster":
+        from workbench.demo import faster_cpu_settings
+
+        return faster_cpu_settings(config)
     if name == "continuous":  # transformers' continuous batching for the rollouts, and for the environment unless constrained
         agent = dataclasses.replace(agent, continuous_batching=True, share_prompt_prefill=False, cache_implementation=None)
         env = config.env
