@@ -72,3 +72,16 @@ def test_a_run_with_both_settings_writes_the_plain_runs_records(make_config, tmp
         assert check_run_folder(tmp_path / name, n=config.agent.num_generations)
         records[name] = [{k: v for k, v in r.items() if k not in timings} for r in read_jsonl(tmp_path / name / "metrics.jsonl")]
     assert records["dropped"] == records["plain"] and len(records["plain"]) == 2
+
+
+def test_on_a_static_cache_the_replies_are_that_paths_and_ended_rows_skip_their_steps(env_model):
+    model, tokenizer, batch = env_model
+    kwargs = {"max_new_tokens": 40, "do_sample": True, "pad_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.eos_token_id,
+              "cache_implementation": "static", "disable_compile": True}
+    with torch.no_grad():
+        torch.manual_seed(4)
+        plain = model.generate(**batch, **kwargs)
+        with finished_rows_leave(model) as calls:
+            torch.manual_seed(4)
+            left = model.generate(**batch, **kwargs)
+    assert torch.equal(left, plain) and calls[0].skipped_row_steps > 0

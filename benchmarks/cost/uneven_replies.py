@@ -8,7 +8,7 @@ own random draws (the plain path's replies, up to float rounding); `continuous`
 (`generation.continuous_batching`: workbench.engine.continuous_batching) samples through
 transformers' continuous batching, which refills an ended row from the queue (other random draws:
 other replies from the same distribution, so compare its seconds a token); `static` is the plain
-path on a static key/value cache (`generation.cache_implementation: static`).
+path on a static key/value cache (`generation.cache_implementation: static`), `static-dropped` both.
 
 `--role env` samples one reply to each of `--prompts` environment prompts of the benchmark (its
 instruction and two rendered training seeds as few-shot turns, as a run's epoch builds them);
@@ -39,7 +39,7 @@ if __name__ == "__main__":  # run as a script: the repository and plugins/ first
 from benchmarks import frame
 
 PATHS = {"plain": {}, "dropped": {"drop_finished_rows": True}, "continuous": {"continuous_batching": True},
-         "static": {"cache_implementation": "static"}}
+         "static": {"cache_implementation": "static"}, "static-dropped": {"cache_implementation": "static", "drop_finished_rows": True}}
 
 
 def main() -> None:
