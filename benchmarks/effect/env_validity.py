@@ -49,6 +49,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="the run seed (the prompts' examples and the sampling)")
     parser.add_argument("--constrained", nargs="+", choices=["off", "on"], default=["off"], help="env.constrained, one run each")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="env.generation.max_new_tokens (default: the table's)")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                        help="both models' base weights (the table's --dtype; the cold start is cached per dtype)")
     parser.add_argument("--json", type=Path, default=None, help="write the figures to this file")
     args = parser.parse_args()
 
@@ -59,7 +61,7 @@ def main() -> None:
     apply_threads(None)
     domain = load_registry().domain(args.benchmark)
     table = argparse.Namespace(benchmark=args.benchmark, model=args.model, epochs=None, train=None, heldout=None,
-                               max_prompt_chars=None)
+                               max_prompt_chars=None, dtype=args.dtype)
     train, _ = frame.benchmark_split(args.benchmark, domain)
     results = []
     for shots in args.shots:
