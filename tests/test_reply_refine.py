@@ -10,7 +10,9 @@ without it (the declared format alone) some reply picks another, so the test sho
 BFCL's refine: a function's `required` list may only name its own parameters, and a gold call
 only a declared function with its declared parameters, the required ones present, values of the
 declared types, an optional one never only ""; every rendered seed matches the formats refined
-from its own prefixes (check-plugin checks all of them). A hook that raises or returns a
+from its own prefixes (check-plugin checks all of them). API-Bank's refine: a gold call names a tool
+its reply declared, with only that tool's parameters and every one it requires; every embedded seed
+matches its own. A hook that raises or returns a
 non-format is contained and counted, and decoding goes on as declared."""
 
 from __future__ import annotations
@@ -228,3 +230,43 @@ def test_the_key_is_found_whatever_token_ends_it():
     assert ends_within(bytearray(b'{"names": ["ab"], "pick": "a'), 12, marker) == 26, "one long token holds all of it and more"
     assert ends_within(bytearray(b'{"names": ["ab"], "pick": "a'), 2, marker) is None, "found before this token: not again"
     assert ends_within(bytearray(b'{"names": ["pi'), 3, marker) is None and ends_within(bytearray(b"x"), 1, b"") is None
+
+
+@pytest.fixture(scope="module")
+def api_bank():
+    domain = load_registry().domain("api_bank")
+    seeds = domain.seed_tasks({})
+    return domain, seeds, domain.env_reply_format(seeds)
+
+
+API_PREFIX = ('{"tools": [{"name": "GetWeather", "description": "Weather.", "parameters": {"city": {"type": "str", "description": "c"}, '
+              '"day": {"type": "str", "description": "d"}}, "required": ["city"]}, {"name": "AddAlarm", "description": "Alarm.", '
+              '"parameters": {"time": {"type": "str", "description": "t"}}}], "dialogue": "User: weather in Oslo?", "gold_calls": ')
+
+
+@pytest.mark.parametrize("gold,problem", [
+    ('[{"name": "GetWeather", "parameters": {"city": "Oslo"}}]', None),
+    ('[{"name": "GetWeather", "parameters": {"city": "Oslo", "day": "mon"}}]', None),
+    ('[{"name": "AddAlarm", "parameters": {}}]', None),
+    ('[{"name": "GetNews", "parameters": {}}]', "unknown_api"),
+    ('[{"name": "GetWeather", "parameters": {"city": "Oslo", "country": "NO"}}]', "unknown_parameter"),
+    ('[{"name": "GetWeather", "parameters": {"day": "mon"}}]', "missing_required"),
+])
+def test_api_bank_gold_calls_keep_to_the_tools_their_reply_declared(api_bank, gold, problem):
+    domain, _, declared = api_bank
+    assert declared["refine_after"] == ["gold_calls"]
+    refined = domain.env_reply_refine(API_PREFIX, declared)
+    found = refined_problem(API_PREFIX + gold + "}", API_PREFIX, refined)
+    assert (found is None) == (problem is None), (problem, found)
+
+
+def test_api_bank_refine_declines_what_it_cannot_read_and_every_seed_matches_its_own(api_bank):
+    domain, seeds, declared = api_bank
+    assert domain.env_reply_refine('{"tools": [{"name": ', declared) is None
+    assert domain.env_reply_refine('{"tools": [], "dialogue": "d", "gold_calls": ', declared) is None, "no tool: the declared format"
+    texts = [(task.id, text) for task in seeds if (text := domain.render_task(task)) is not None]
+    assert len(texts) >= 16
+    for task_id, text in texts:
+        prefixes = refine_prefixes(declared, text)
+        assert len(prefixes) == 1, "each seed writes its gold calls once"
+        assert refined_problem(text, prefixes[0], domain.env_reply_refine(prefixes[0], declared)) is None, task_id

@@ -4,14 +4,15 @@ run's seeds with `longest`: tools and gold calls per task, parameters per tool, 
 the dialogue, names, descriptions and argument values. A parameter's `type` is one of the
 validator's type names or one the seeds use (such as `list(str)`). What the schema cannot say
 (a gold call names a listed tool, passes only declared parameters and every required one, with
-values of the declared types) stays with `generation.validate`."""
+values of the declared types) stays with `generation.validate`, except what `refine_schema` decodes
+per reply: the gold calls under a format built from the tools that reply declared (`refine_after`)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from workbench import Task, longest
+from workbench import Task, longest, position
 
 from .generation import _IDENT, _SCALARS, render_task
 
@@ -101,3 +102,40 @@ def reply_schema(seeds: list[Task]) -> dict[str, Any] | None:
         "required": ["tools", "dialogue", "gold_calls"],
         "additionalProperties": False,
     }
+
+
+GOLD = "gold_calls"  # refined per reply (workbench_env_reply_refine): the gold calls, against the tools the reply declared
+
+
+def refine_schema(prefix: str, declared: dict[str, Any]) -> dict[str, Any] | None:
+    """The format of the gold calls a reply is about to write after `prefix` (which ends at
+    `"gold_calls": `), under the run's `declared` format: each call names a tool the reply
+    declared and passes only that tool's parameters, every one it lists as required; None for a
+    prefix that does not read as JSON, or a reply that declared no usable tool (the declared
+    format stays). The values keep the declared format's bounds (API-Bank writes them as strings;
+    their types stay with `generation.validate`)."""
+    where = position(prefix)
+    if where.members is None or where.path != [GOLD]:
+        return None
+    schema = declared["json_schema"]
+    gold = schema["properties"][GOLD]
+    calls = []
+    for tool in where.members.get("tools") or []:
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or not isinstance(tool.get("parameters"), dict):
+            continue
+        params = list(tool["parameters"])
+        required = [r for r in tool.get("required") or [] if r in params] if isinstance(tool.get("required"), list) else []
+        calls.append({
+            "type": "object",
+            "properties": {
+                "name": {"const": tool["name"]},
+                "parameters": {"type": "object", "properties": {p: {"$ref": "#/$defs/value"} for p in params},
+                               "required": required, "additionalProperties": False},
+            },
+            "required": ["name", "parameters"],
+            "additionalProperties": False,
+        })
+    if not calls:
+        return None
+    items = calls[0] if len(calls) == 1 else {"anyOf": calls}
+    return {"json_schema": {"$defs": schema["$defs"], "type": "array", "minItems": 1, "maxItems": gold["maxItems"], "items": items}}
