@@ -26,17 +26,23 @@ def env_model(tiny_models):
     return model, tokenizer, tokenizer(texts, return_tensors="pt", padding=True)
 
 
+def _plain_and_leaving(model, batch, kwargs, seed):
+    """The batch sampled by plain `generate`, then with ended rows leaving, from the same seed."""
+    with torch.no_grad():
+        torch.manual_seed(seed)
+        plain = model.generate(**batch, **kwargs)
+        with finished_rows_leave(model) as calls:
+            torch.manual_seed(seed)
+            left = model.generate(**batch, **kwargs)
+    return plain, left, calls
+
+
 @pytest.mark.parametrize("sample", [False, True])
 def test_the_replies_are_the_plain_paths_and_ended_rows_skip_their_steps(env_model, sample):
     model, tokenizer, batch = env_model
     kwargs = {"max_new_tokens": 40, "do_sample": sample, "temperature": 1.0, "pad_token_id": tokenizer.pad_token_id,
               "eos_token_id": tokenizer.eos_token_id}
-    with torch.no_grad():
-        torch.manual_seed(3)
-        plain = model.generate(**batch, **kwargs)
-        with finished_rows_leave(model) as calls:
-            torch.manual_seed(3)
-            left = model.generate(**batch, **kwargs)
+    plain, left, calls = _plain_and_leaving(model, batch, kwargs, seed=3)
     assert torch.equal(left, plain)
     assert "generate" not in model.__dict__ and "forward" not in model.__dict__, "the model's own methods are back"
     lengths = (plain[:, batch["input_ids"].shape[1]:] != tokenizer.pad_token_id).sum(1)
@@ -78,10 +84,5 @@ def test_on_a_static_cache_the_replies_are_that_paths_and_ended_rows_skip_their_
     model, tokenizer, batch = env_model
     kwargs = {"max_new_tokens": 40, "do_sample": True, "pad_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.eos_token_id,
               "cache_implementation": "static", "disable_compile": True}
-    with torch.no_grad():
-        torch.manual_seed(4)
-        plain = model.generate(**batch, **kwargs)
-        with finished_rows_leave(model) as calls:
-            torch.manual_seed(4)
-            left = model.generate(**batch, **kwargs)
+    plain, left, calls = _plain_and_leaving(model, batch, kwargs, seed=4)
     assert torch.equal(left, plain) and calls[0].skipped_row_steps > 0
