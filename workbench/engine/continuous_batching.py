@@ -16,7 +16,8 @@ Sampling is reproducible from `seed` (continuous batching seeds its own generato
 draws other random numbers than `generate` does: the same seed gives other replies than the plain
 path, from the same distribution (tests/test_continuous_batching.py). Logits processors other than
 temperature, top-k and top-p (a grammar) and stopping criteria do not run under it:
-`check_settings` refuses those combinations.
+`workbench.config.validate` refuses those combinations (and the generator refuses a grammar or
+`stop_repeats` given to it directly).
 """
 
 from __future__ import annotations
