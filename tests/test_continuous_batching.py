@@ -107,3 +107,27 @@ def test_a_run_sampling_both_models_continuously_keeps_its_invariants_and_resume
         return [{k: v for k, v in r.items() if k not in timings} for r in read_jsonl(tmp_path / run / "metrics.jsonl")]
 
     assert records("killed") == records("whole") and len(records("whole")) == 2
+
+
+def test_rollouts_under_bf16_autocast_leave_the_fp32_master_weights_in_fp32(tiny_models, tmp_path):
+    """TRL's continuous-batching path casts the model to bfloat16 before `generate_batch` whenever
+    `bf16` is set, and never back: on a GPU (fp32 master weights, bf16 autocast) the agent would
+    train on in bf16 from its first rollout. The engine samples those rollouts without the cast."""
+    from workbench.config import AgentSettings, ModelSettings
+    from workbench.contract.tasks import Score, Task
+    from workbench.engine.agent import GRPOAgent
+    from workbench.engine.models import load_model, load_tokenizer
+
+    settings = ModelSettings(name_or_path=str(tiny_models[0]), device="cpu", dtype="float32")
+    agent = GRPOAgent(
+        AgentSettings(model=settings, num_generations=4, per_device_batch_size=4, gradient_accumulation_steps=2,
+                      max_completion_length=8, learning_rate=1e-3, continuous_batching=True),
+        load_model(settings, "agent.model"), load_tokenizer(settings, "agent.model"),
+        lambda task, out: Score(float(len(out) % 2), bool(len(out) % 2)), str(tmp_path / "agent"), seed=0, bf16=True)
+    tasks = [Task(domain="d", prompt=f"Say a word about {w}.", spec={}, id=f"t{k}") for k, w in enumerate(["cats", "rain"])]
+    result = agent.train_epoch(tasks, lambda task: [{"role": "user", "content": task.prompt}])
+    assert result.attempts
+    assert {p.dtype for p in agent.model.parameters()} == {torch.float32}
+    assert agent.trainer.args.bf16, "bf16 is back on for the training steps"
+    assert getattr(agent.trainer.model, "_original_forward", None) is not None, "accelerate's autocast forward is back"
+    assert agent.trainer.model.forward != agent.trainer.model._original_forward

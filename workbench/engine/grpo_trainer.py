@@ -22,7 +22,8 @@ to it, and each is off unless asked for:
   with `share_prompt_prefill`, each group's prompt is computed once (`workbench.engine.shared_prefill`);
   with `drop_finished_rows`, a rollout that has ended leaves later decode steps (`workbench.engine.finished_rows`);
   with TRL's continuous batching (`agent.continuous_batching`), each batch gets a paged cache sized
-  from its prompts and a seed from the run's random state (`workbench.engine.continuous_batching`);
+  from its prompts and a seed from the run's random state (`workbench.engine.continuous_batching`),
+  and the model is sampled in its own dtype (TRL would cast fp32 master weights to bf16 for good);
 * `tokenize_prompts`, `generate_turn`: TRL's prompt rendering and single-turn sampling as the
   episode rollout calls them, so no module but this one calls TRL's private methods;
 * `_generate_and_score_completions`: with an `EpisodeRollout` (a multi-turn domain), each
@@ -120,6 +121,9 @@ class AgentGRPOTrainer(GRPOTrainer):
             self.continuous_batching_config = continuous_batching.cache_config(
                 [len(p) for p in prompt_ids], self.generation_config.max_new_tokens, slots=len(prompt_ids), n=1,
                 seed=int(torch.randint(0, 2**31 - 1, ()).item()))
+            unwrapped = self.accelerator.unwrap_model(self.model_wrapped)
+            with _sampled_in_own_dtype(self.args, unwrapped), self.paths.around(self.model, unwrapped):
+                return super()._generate_single_turn(prompt_ids, *args, **kwargs)
         with self.paths.around(self.model, self.accelerator.unwrap_model(self.model_wrapped)):
             return super()._generate_single_turn(prompt_ids, *args, **kwargs)
 
@@ -140,6 +144,28 @@ class AgentGRPOTrainer(GRPOTrainer):
             return super()._generate_and_score_completions(inputs)
         with self.episodes.batch(inputs):
             return super()._generate_and_score_completions(inputs)
+
+
+@contextmanager
+def _sampled_in_own_dtype(args: Any, model: Any) -> Iterator[None]:
+    """TRL 1.16's continuous-batching rollout casts the model to bfloat16 (fp16) in place before
+    `generate_batch` whenever `args.bf16` (`fp16`) is set, and never casts it back: fp32 master
+    weights trained under autocast would train on in half precision from the first rollout. For
+    the call both flags are off, and the model's forward is its own, not accelerate's autocast
+    wrapper (the paged cache takes the model's dtype; keys and values computed under autocast
+    would not fit it): the model samples in its own dtype. Everything is restored after it
+    (tests/test_continuous_batching.py)."""
+    saved = args.bf16, args.fp16
+    wrapped = model.__dict__.get("forward") if "_original_forward" in model.__dict__ else None
+    args.bf16 = args.fp16 = False
+    if wrapped is not None:
+        model.forward = model._original_forward
+    try:
+        yield
+    finally:
+        args.bf16, args.fp16 = saved
+        if wrapped is not None:
+            model.forward = wrapped
 
 
 @contextmanager
