@@ -52,6 +52,7 @@ def test_a_nan_gradient_stops_the_agent_before_its_optimizer_step_with_the_weigh
     assert message.startswith("agent: the gradient of optimizer step 1 holds inf/NaN")
     assert f"in {trainable} of {trainable} trainable tensors" in message
     assert "Gradient clipping multiplies every gradient" in message and "not taken" in message
+    assert "agent.model.attn_implementation: eager" in message, "the remedy the H200 run found is named"
     for name, param in agent.model.named_parameters():
         assert torch.equal(param.detach(), before[name]), f"{name} changed: the refused step was taken"
 
@@ -81,3 +82,12 @@ def test_non_finite_gradients_names_each_tensor_and_counts_its_values():
     frozen = torch.nn.Linear(2, 2)
     frozen.requires_grad_(False)
     assert non_finite_gradients(frozen) == []  # no gradient at all: nothing to refuse
+
+
+def test_a_model_s_attention_kernels_are_the_ones_its_settings_name(tiny_models):
+    """model.attn_implementation reaches from_pretrained: eager attention is the way round the SDPA
+    gradient that went NaN on the H200; None keeps transformers' default."""
+    default = load_model(ModelSettings(name_or_path=str(tiny_models[0]), device="cpu"), "agent.model")
+    eager = load_model(ModelSettings(name_or_path=str(tiny_models[0]), device="cpu", attn_implementation="eager"), "agent.model")
+    assert default.config._attn_implementation == "sdpa"
+    assert eager.config._attn_implementation == "eager"

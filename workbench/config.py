@@ -66,6 +66,12 @@ class ModelSettings:
     device: Literal["auto", "cpu", "cuda"] = _f("auto", "auto = cuda when available, else cpu.")
     lora: LoraSettings | None = _f(None, "Train LoRA adapters instead of all weights (needs peft).")
     gradient_checkpointing: bool = _f(False, "Trade compute for memory during training.")
+    attn_implementation: Literal["sdpa", "eager"] | None = _f(
+        None,
+        "The attention kernels, from_pretrained's attn_implementation; None = transformers' default (sdpa). On a lent "
+        "H200 the tiny agent's GRPO gradient went NaN under sdpa and stayed finite under eager (docs/scale-out.md, "
+        "section 6.1): eager is the setting to try when a CUDA run stops with NonFiniteGradientError.",
+    )
     offload_when_idle: bool = _f(False, "Move this model to CPU while the other model's phase runs.")
     packed_decode: bool = _f(
         False,

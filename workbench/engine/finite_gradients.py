@@ -73,8 +73,9 @@ class FiniteGradientGuard(TrainerCallback):
                 f"{self.role}: the gradient of optimizer step {int(state.global_step) + 1} holds inf/NaN in "
                 f"{len(bad)} of {trainable} trainable tensors ({shown}{more} values non-finite).{spread} The step was not taken, so the "
                 "weights are still the last good step's; nothing of this epoch was saved. Resume the run from its "
-                "last checkpoint; if it recurs, try a lower learning rate (docs/scale-out.md, section 6, says what "
-                "is known of where such gradients came from)."
+                "last checkpoint; if it recurs, try a lower learning rate, and on a GPU eager attention "
+                f"({self.role.split()[0]}.model.attn_implementation: eager; docs/scale-out.md, section 6.1, says what is known "
+                "of where such gradients came from)."
             )
         return control
 

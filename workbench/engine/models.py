@@ -122,7 +122,8 @@ def load_model(settings: ModelSettings, field: str, trainable: bool = True, adap
     device = resolve_device(settings.device)
     dtype = resolve_dtype(settings.dtype, device, trainable=trainable, lora=settings.lora is not None)
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        attention = {"attn_implementation": settings.attn_implementation} if settings.attn_implementation else {}
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **attention)
     except (OSError, ValueError) as exc:
         raise ModelLoadError(
             f"{field}.name_or_path = {settings.name_or_path!r}: the model could not be loaded ({exc}). "
