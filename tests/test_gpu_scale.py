@@ -163,3 +163,19 @@ def test_find_nonfinite_names_where_a_backward_pass_first_makes_a_nan():
     script.watch_nonfinite(model, "agent")
     with pytest.raises(script.NonFiniteOutput, match=r"agent: the gradient of model\.layers\.0\.self_attn\.q_proj\.weight holds 4096 non-finite"):
         model(input_ids=ids, labels=ids).loss.backward()
+
+
+def test_the_decode_table_with_lora_has_merged_static_and_continuous_rows(tmp_path, monkeypatch):
+    """The H200 run's decode rows with adapters: merged for the call on the dynamic and the static
+    cache, and through continuous batching, each a rate of the tokens it decoded, against the same
+    bandwidth limit."""
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
+    script = load_script()
+    result = script.main(["--shape", "tiny", "--device", "cpu", "--workdir", str(tmp_path / "work"), "--epochs", "0", "--lora",
+                          "--decode-bench", "--decode-batch", "4", "--decode-tokens", "8"])
+    decode = result["decode"]
+    for name in ("dynamic", "dynamic_lora_merged", "dynamic_lora_off", "static", "static_lora_merged", "continuous_lora_merged"):
+        assert "error" not in decode[name], decode[name]
+        assert decode[name]["tokens"] == 4 * 8, f"{name}: every sequence decodes its 8 tokens (random weights, eos off)"
+        assert decode[name]["tokens_per_s"] > 0 and 0 < decode[name]["frac_of_bw_limit"] < 1
+    assert "continuous_lora_merged_cuda" not in decode, "transformers' CUDA choices only on a GPU"

@@ -443,6 +443,11 @@ def decode_bench(model: Any, tokenizer: Any, device: torch.device, batch: int, n
     # "static" without torch.compile: generate() compiles a static-cache decode on its own, which on a
     # lent H100 took over a minute at the 1.5B shape (the run ran out of time); --decode-compile adds it
     variants["static"] = {"use_cache": True, "cache_implementation": "static", "disable_compile": True}
+    if lora_layers(model):  # merged adapters with the static cache, and through continuous batching
+        variants["static_lora_merged"] = {"use_cache": True, "cache_implementation": "static", "disable_compile": True}
+        variants["continuous_lora_merged"] = {"continuous": "engine"}  # the engine's paged cache (continuous_batching.py)
+        if device.type == "cuda":  # the same sizes with transformers' own CUDA choices (graphs, async batching)
+            variants["continuous_lora_merged_cuda"] = {"continuous": "cuda"}
     if compile_static:
         variants["static_compiled"] = {"use_cache": True, "cache_implementation": "static"}
     if compare_no_cache:
@@ -452,21 +457,26 @@ def decode_bench(model: Any, tokenizer: Any, device: torch.device, batch: int, n
     out: dict[str, Any] = {"batch": batch, "new_tokens": new_tokens, "bw_limit_tokens_per_s": limit}
     try:
         for name, kwargs in variants.items():
-            merged = {"dynamic_lora_merged": merger.merged, "dynamic_lora_off": lambda m: m.disable_adapter()}.get(
-                name, lambda _: contextlib.nullcontext())
+            merged = merger.merged if name.endswith("_lora_merged") or "_lora_merged_" in name else (
+                (lambda m: m.disable_adapter()) if name == "dynamic_lora_off" else (lambda _: contextlib.nullcontext()))
             with torch.no_grad():
-                # min_new_tokens: every sequence decodes exactly new_tokens (eos suppressed)
-                gen = dict(do_sample=True, max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=tokenizer.pad_token_id, **kwargs)
-                with merged(model):
-                    model.generate(**inputs, **dict(gen, max_new_tokens=2, min_new_tokens=2))  # warm-up
-                _sync(device)
-                start = time.perf_counter()
-                with merged(model):
-                    model.generate(**inputs, **gen)
-                _sync(device)
+                try:
+                    with merged(model):
+                        _decode(model, tokenizer, inputs, batch, 2, kwargs)  # warm-up
+                    _sync(device)
+                    start = time.perf_counter()
+                    with merged(model):
+                        decoded = _decode(model, tokenizer, inputs, batch, new_tokens, kwargs)
+                    _sync(device)
+                except Exception as exc:  # one variant failing (continuous batching on a new device) is a figure too
+                    out[name] = {"error": f"{type(exc).__name__}: {exc}"[:400]}
+                    print(f"  decode={name} failed: {out[name]['error']}", flush=True)
+                    if progress is not None:
+                        progress(out)
+                    continue
                 seconds = time.perf_counter() - start
-            tps = batch * new_tokens / seconds
-            out[name] = {"seconds": seconds, "tokens_per_s": tps, "frac_of_bw_limit": tps / limit}
+            tps = decoded / seconds
+            out[name] = {"seconds": seconds, "tokens": decoded, "tokens_per_s": tps, "frac_of_bw_limit": tps / limit}
             if progress is not None:
                 progress(out)
     finally:
@@ -487,6 +497,41 @@ def decode_bench(model: Any, tokenizer: Any, device: torch.device, batch: int, n
     if "no_cache" in out:
         out["cache_speedup"] = out["dynamic"]["tokens_per_s"] / out["no_cache"]["tokens_per_s"]
     return out
+
+
+def _decode(model: Any, tokenizer: Any, inputs: Any, batch: int, tokens: int, variant: dict[str, Any]) -> int:
+    """One timed decode of a `decode_bench` variant: `generate` with the variant's arguments (every
+    sequence exactly `tokens` long: eos suppressed), or continuous batching. Returns the tokens decoded."""
+    if "continuous" in variant:
+        return _continuous_decode(model, inputs, tokens, batch, variant["continuous"])
+    model.generate(**inputs, do_sample=True, pad_token_id=tokenizer.pad_token_id, max_new_tokens=tokens, min_new_tokens=tokens,
+                   **variant)
+    return batch * tokens
+
+
+def _continuous_decode(model: Any, inputs: Any, new_tokens: int, batch: int, choices: str) -> int:
+    """`batch` prompts through `model.generate_batch` (continuous batching, paged cache) with all
+    `batch` sequences in flight: the engine's cache sizes (workbench.engine.continuous_batching), with
+    its CPU choices ("engine": no CUDA graphs, no async batching) or transformers' own ("cuda").
+    Returns the tokens decoded (an end token can stop a sequence early: the rate counts what ran)."""
+    import dataclasses
+
+    from transformers import GenerationConfig
+
+    from workbench.engine import continuous_batching
+
+    prompt_ids = [row[mask.bool()].tolist() for row, mask in zip(inputs["input_ids"], inputs["attention_mask"])]
+    cache = continuous_batching.cache_config([len(p) for p in prompt_ids], new_tokens, batch, 1, seed=0)
+    if choices == "cuda":
+        cache = dataclasses.replace(cache, use_cuda_graph=None, use_async_batching=None, max_blocks_per_request=None)
+    config = GenerationConfig(do_sample=True, max_new_tokens=new_tokens, eos_token_id=None, pad_token_id=None)
+    results = model.generate_batch(prompt_ids, generation_config=config, continuous_batching_config=cache,
+                                   warmup=False, progress_bar=False)
+    failed = [r for r in results.values() if r.error is not None or not r.is_finished()]
+    if failed or len(results) != batch:
+        raise RuntimeError(f"continuous batching returned {len(results)} of {batch} requests, {len(failed)} failed: "
+                           f"{failed[0].error if failed else ''}")
+    return sum(len(r.generated_tokens) for r in results.values())
 
 
 def profile_generate(run: Any, device: torch.device, out: Path) -> dict[str, Any]:
@@ -738,9 +783,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             bench = decode_bench(run.env_updater.model, run.env_tokenizer, device, batch, tokens, hw["copy_bandwidth"], args.compare_no_cache,
                                  args.decode_compile, progress=lambda so_far: save({**result, "decode": so_far}))
             result["decode"] = bench
-            for name in ("dynamic", "static", "static_compiled", "no_cache", "dynamic_lora_merged", "dynamic_lora_off", "dynamic_bf16_copy", "static_bf16_copy",
+            for name in ("dynamic", "static", "static_compiled", "no_cache", "dynamic_lora_merged", "dynamic_lora_off", "static_lora_merged",
+                         "continuous_lora_merged", "continuous_lora_merged_cuda", "dynamic_bf16_copy", "static_bf16_copy",
                          "static_compiled_bf16_copy"):
-                if name in bench:
+                if name in bench and "tokens_per_s" in bench[name]:
                     print(f"  decode={name} batch={batch} tokens_per_s={bench[name]['tokens_per_s']:.1f} "
                           f"frac_of_bw_limit={bench[name]['frac_of_bw_limit']:.4f}", flush=True)
             if "cache_speedup" in bench:
