@@ -6,6 +6,7 @@ import importlib
 import json
 
 import pytest
+import torch
 
 
 def load_script():
@@ -179,3 +180,46 @@ def test_the_decode_table_with_lora_has_merged_static_and_continuous_rows(tmp_pa
         assert decode[name]["tokens"] == 4 * 8, f"{name}: every sequence decodes its 8 tokens (random weights, eos off)"
         assert decode[name]["tokens_per_s"] > 0 and 0 < decode[name]["frac_of_bw_limit"] < 1
     assert "continuous_lora_merged_cuda" not in decode, "transformers' CUDA choices only on a GPU"
+
+
+def test_a_nan_out_of_sdpa_s_backward_is_named_with_its_inputs_and_replayed_per_backend(tmp_path, monkeypatch):
+    """--find-nonfinite's SDPA watch: where the kernel's backward turns a finite output gradient
+    into a NaN query gradient (faked here: the H200's kernel cannot run on a CPU), the error names
+    the call's shapes and its mask's empty rows, the inputs are saved, and the probe replays them
+    through the real backends (finite here: the fake is gone)."""
+    import torch.nn.functional as F
+
+    probe = importlib.import_module("benchmarks.cost.sdpa_padding_probe")
+    script = load_script()
+    real = F.scaled_dot_product_attention
+
+    class NanQueryGradient(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, query):  # noqa: ANN001, ANN205
+            return query.view_as(query)
+
+        @staticmethod
+        def backward(ctx, grad):  # noqa: ANN001, ANN205
+            return grad * float("nan")
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention",
+                        lambda q, k, v, attn_mask=None, *a, **kw: real(NanQueryGradient.apply(q), k, v, attn_mask, *a, **kw))
+    dump = tmp_path / "sdpa.pt"
+    restore = script.watch_sdpa(dump)
+    try:
+        q, k, v = (torch.randn(2, 4, 8, 16, requires_grad=True) for _ in range(3))
+        mask = torch.tril(torch.ones(8, 8, dtype=torch.bool))[None, None].repeat(2, 1, 1, 1)
+        mask[0, :, :, :3] = False  # row 0 left-padded by 3: its first 3 queries attend to nothing
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.25)
+        with pytest.raises(script.NonFiniteOutput) as caught:
+            out.sum().backward()
+    finally:
+        restore()
+    message = str(caught.value)
+    assert "finite output gradient into 1024 non-finite query-gradient values" in message
+    assert "3 query rows attending to nothing" in message and "(2, 4, 8, 16)" in message and "'scale': 0.25" in message
+    assert F.scaled_dot_product_attention is not real, "the watch put back what it wrapped: the fake"
+    monkeypatch.undo()
+    replayed = probe.replay(str(dump), torch.device("cpu"))
+    math = next(r for r in replayed if r["backend"] == "math")
+    assert math["out_finite"] and math["q_grad_finite"] and math["mask"] == "[2, 1, 8, 8] bool"

@@ -7,11 +7,15 @@
 #   bash benchmarks/cost/gpu_run.sh OUT_DIR                       # on the lent H100 / H200 (run from the repository root)
 #   GPU_RUN_SHAPE=tiny bash benchmarks/cost/gpu_run.sh OUT_DIR    # every part at the tiny shape on the CPU: the end-to-end check
 #
-# The parts (GPU_RUN_PARTS="a a2 d b e c" picks some; that is the default order):
+# The parts (GPU_RUN_PARTS="a a3 e a2 b d" picks some; that is the default order; c runs only when named):
 #   a   tiny-nan        the tiny shape on CUDA with --find-nonfinite: forward hooks on every module, and backward
 #                       hooks naming the first module (or weight) whose gradient goes inf/NaN. Run 1 (2026-11-28,
 #                       H200) found the agent's embedding weights already NaN at a rollout: a backward made them so;
-#                       run 2 (2026-11-29) named the first: a q_proj weight's gradient, out of SDPA's backward  cap 75 s
+#                       run 2 (2026-11-29) named the first: a q_proj weight's gradient, out of SDPA's backward. Now
+#                       SDPA itself is watched too (gpu_scale.py watch_sdpa): where its backward first turns a finite
+#                       gradient non-finite, its inputs are saved to OUT_DIR/a_sdpa.pt                          cap 75 s
+#   a3  sdpa-replay     if part a saved a_sdpa.pt: sdpa_padding_probe.py --replay runs that one call again under each
+#                       backend (math, efficient, cuDNN, flash), and its padding probes: which kernel, which input  cap 60 s
 #   a2  tiny-nan-eager  the same with eager attention instead of SDPA: if a2 stays finite where a does not, the SDPA
 #                       kernel's backward is the cause                                                          cap 75 s
 #   d   7b-memory       the 7B recipe's agent micro-batch (LoRA r64, gradient checkpointing, TRL's fused LM head) at
@@ -31,8 +35,8 @@
 # A part that fails or runs out of time is recorded in OUT_DIR/status.json (rc, seconds, budget) and the next
 # one runs. At the end status.json holds a summary of every part's figures, and the same is printed.
 # OUT_DIR holds at most 8 files (what a device call brings back): status.json, run.log (all output, progress
-# bars dropped), a_tiny_nan.json, a2_tiny_nan_eager.json, d_7b_memory.json, b_7b_decode.json, c_fg.json, c_bg.json;
-# part e's figures go into status.json's summary (e_constrained).
+# bars dropped), a_tiny_nan.json, a_sdpa.pt, d_7b_memory.json, b_7b_decode.json, c_fg.json, c_bg.json;
+# parts a2, a3 and e keep their figures in status.json's summary alone.
 #
 # Wheels: if .whl/ holds wheels (benchmarks/cost/gpu_wheels.sh makes them: trl, datasets, dacite, jsonschema, ...),
 # they are installed first with pip --target into a folder named site-packages (dill, which datasets hashes
@@ -48,7 +52,7 @@ mkdir -p "$out"; out=$(cd "$out" && pwd)
 total=${GPU_RUN_SECONDS:-540}
 deadline=$((SECONDS + total - 5))
 mode=${GPU_RUN_SHAPE:-gpu}
-parts=" ${GPU_RUN_PARTS:-a a2 d b e c} "
+parts=" ${GPU_RUN_PARTS:-a a3 e a2 b d} "
 work=${GPU_SCALE_WORKDIR:-/tmp/gpu-scale}       # built models (cached between calls on a warm machine) and the run folder
 state=$(mktemp -d /tmp/gpu-run-state.XXXXXX)    # per-part records, out of OUT_DIR (its 8 files)
 log=$out/run.log
@@ -129,7 +133,7 @@ for line in (state / "parts.tsv").read_text().splitlines() if (state / "parts.ts
     parts[name] = {"rc": rc, "seconds": int(seconds or 0), "budget_s": int(budget or 0), "outcome": outcome}
 summary = {}
 for tag in ("a_tiny_nan", "a2_tiny_nan_eager"):
-    a = load(out / f"{tag}.json")
+    a = load(out / f"{tag}.json") or load(state / f"{tag}.json")
     if a:
         summary[tag] = {"complete": a.get("complete"), "nonfinite": a.get("nonfinite", "(not reached)"), "error": a.get("error"),
                         "epochs": len(a.get("epochs", []))}
@@ -172,6 +176,11 @@ if fg and bg and fg.get("epochs") and bg.get("epochs"):
                                 "background_over_foreground": {k: round(g[k] / f[k], 4) for k in ("epoch_seconds", "checkpoint_seconds", "training_seconds") if f[k]}}
     except (KeyError, ZeroDivisionError) as exc:
         summary["c_overlap"] = f"not computed: {exc!r}"
+replay = load(state / "a3_sdpa_replay.json")
+if replay:
+    summary["a3_sdpa_replay"] = {"device": replay.get("device"), "replay": replay.get("replay"),
+                                 "raw_nonfinite": [r for r in replay.get("raw", []) if False in r.values()],
+                                 "model": replay.get("model")}
 e = load(state / "e_constrained.json")
 if e:
     base = (e.get("rows") or [{}])[0].get("s_per_token")
@@ -210,7 +219,9 @@ run() {  # name seconds json-name gpu_scale.py arguments...: one bounded gpu_sca
   local t0=$SECONDS
   rm -rf "$work/run"
   say "=== $name (limit ${limit} s): gpu_scale.py $*"
-  timeout --kill-after=10 "$limit" "$python" -u benchmarks/cost/gpu_scale.py --workdir "$work" --json "$out/$json" "$@" 2>&1 \
+  local dest=$out/$json
+  case $json in state/*) dest=$state/${json#state/} ;; esac  # figures kept for the summary alone (OUT_DIR's 8 files)
+  timeout --kill-after=10 "$limit" "$python" -u benchmarks/cost/gpu_scale.py --workdir "$work" --json "$dest" "$@" 2>&1 \
       | grep --line-buffered -v -E 'it/s\]|s/it\]' | grep --line-buffered -v '^RESULT ' | tee -a "$log"
   local rc=${PIPESTATUS[0]}
   [ "$rc" -eq 0 ] || say "=== $name: rc $rc after $((SECONDS - t0)) s$([ "$rc" -eq 124 ] && echo ' (its time limit)')"
@@ -219,7 +230,7 @@ run() {  # name seconds json-name gpu_scale.py arguments...: one bounded gpu_sca
 
 if [ "$mode" = tiny ]; then
   dev="--device ${GPU_RUN_DEVICE:-cpu}"
-  a_args="--shape tiny --epochs 1 --find-nonfinite $dev"
+  a_args="--shape tiny --epochs 1 --find-nonfinite --dump-nonfinite $out/a_sdpa.pt $dev"
   a2_args="--shape tiny --epochs 1 --find-nonfinite --attn-implementation eager $dev"
   b_args="--shape tiny --epochs 0 --lora --decode-bench --decode-batch 8 --decode-tokens 16 $dev"
   c_args="--shape tiny --epochs 2 --checkpoint-every 1 --completion-length 16 --tasks 8 --max-new 2 --pool-base 0 --pool-history 0 $dev"
@@ -227,7 +238,7 @@ if [ "$mode" = tiny ]; then
   e_args="--domain bfcl --option categories=[\"simple_python\",\"multiple\"] --shape tiny --device ${GPU_RUN_DEVICE:-cpu} --count 4 --batch 4 --max-new-tokens 48"
 else
   c_shape=${GPU_RUN_C_SHAPE:-0.5b}  # 1.5b: a full fine-tuning checkpoint is ~37 GB and three do not fit the 64 GB disk
-  a_args="--shape tiny --epochs 1 --find-nonfinite"
+  a_args="--shape tiny --epochs 1 --find-nonfinite --dump-nonfinite $out/a_sdpa.pt"
   a2_args="--shape tiny --epochs 1 --find-nonfinite --attn-implementation eager"
   b_args="--shape 7b --vocab-size 152064 --epochs 0 --lora --decode-bench"
   c_args="--shape $c_shape --vocab-size 151936 --epochs 2 --checkpoint-every 1 --completion-length 128 --tasks 16 --max-new 4 --pool-base 0 --pool-history 0"
@@ -241,7 +252,19 @@ say "gpu_run: mode $mode, parts${parts}, ends by $total s; output $out"
 # shellcheck disable=SC2086  # the argument strings split into words on purpose
 {
 case $parts in *" a "*) run a_tiny_nan "$(budget 75)" a_tiny_nan.json $a_args ;; esac
-case $parts in *" a2 "*) run a2_tiny_nan_eager "$(budget 75)" a2_tiny_nan_eager.json $a2_args ;; esac
+case $parts in *" a3 "*)
+  if [ ! -f "$out/a_sdpa.pt" ]; then
+    record a3_sdpa_replay "" 0 0 "skipped: part a saved no SDPA call (it stayed finite, or did not run)"
+  else
+    limit=$(budget 60); t0=$SECONDS
+    say "=== a3_sdpa_replay (limit ${limit} s): sdpa_padding_probe.py --replay $out/a_sdpa.pt"
+    timeout --kill-after=10 "$limit" "$python" -u benchmarks/cost/sdpa_padding_probe.py --replay "$out/a_sdpa.pt" \
+        --json "$state/a3_sdpa_replay.json" 2>&1 | grep --line-buffered -v Warning | tee -a "$log"
+    record a3_sdpa_replay "${PIPESTATUS[0]}" $((SECONDS - t0)) "$limit"
+  fi
+  ;;
+esac
+case $parts in *" a2 "*) run a2_tiny_nan_eager "$(budget 75)" state/a2_tiny_nan_eager.json $a2_args ;; esac
 case $parts in *" d "*) run d_7b_memory "$(budget 150)" d_7b_memory.json $d_args ;; esac
 case $parts in *" b "*) run b_7b_decode "$(budget 220)" b_7b_decode.json $b_args ;; esac
 case $parts in *" e "*)

@@ -350,6 +350,70 @@ def watch_nonfinite(model: Any, role: str) -> None:
             param.register_hook(lambda grad, name=name: gradient_hook(name, grad))
 
 
+def watch_sdpa(dump: Path | None = None) -> Callable[[], None]:
+    """Wrap `torch.nn.functional.scaled_dot_product_attention` (transformers' SDPA attention calls it
+    by that name) so that, where its backward turns a finite output gradient into a non-finite
+    query, key or value gradient, NonFiniteOutput names the call's inputs: shapes, dtypes, the mask
+    (query rows that attend to nothing), and with `dump` set, the tensors themselves (q, k, v, mask,
+    output gradient, on the CPU) saved there with `torch.save` for `sdpa_padding_probe.py --replay`.
+    The H200's second run found the tiny agent's first non-finite gradient just behind this kernel
+    (docs/scale-out.md, section 6.1). Returns a function that puts the real one back."""
+    import torch.nn.functional as F
+
+    real = F.scaled_dot_product_attention
+
+    def describe(t: torch.Tensor | None) -> str:
+        if t is None:
+            return "None"
+        finite = bool(torch.isfinite(t).all()) if t.is_floating_point() else True
+        size = f" max |x| {t.detach().float().abs().max().item():.3g}" if t.is_floating_point() and finite else ""
+        return f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')} finite {finite}{size}"
+
+    def watched(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: torch.Tensor | None = None,
+                *args: Any, **kwargs: Any) -> torch.Tensor:
+        out = real(query, key, value, attn_mask, *args, **kwargs)
+        if not (torch.is_grad_enabled() and out.requires_grad):
+            return out
+        upstream: dict[str, torch.Tensor] = {}
+
+        def keep_upstream(grad: torch.Tensor) -> None:
+            upstream["grad"] = grad.detach()
+
+        def check(which: str, grad: torch.Tensor) -> None:
+            if bool(torch.isfinite(grad).all()) or "grad" not in upstream or not bool(torch.isfinite(upstream["grad"]).all()):
+                return
+            mask = attn_mask
+            if mask is not None:
+                attends = mask if mask.dtype == torch.bool else torch.isfinite(mask) & (mask > torch.finfo(mask.dtype).min)
+                empty_rows = int((~attends.any(dim=-1)).sum())
+                mask_note = f"mask {describe(mask)}, {empty_rows} query rows attending to nothing"
+            else:
+                mask_note = "no mask"
+            saved = ""
+            if dump is not None:
+                torch.save({"query": query.detach().cpu(), "key": key.detach().cpu(), "value": value.detach().cpu(),
+                            "attn_mask": None if mask is None else mask.detach().cpu(), "grad_out": upstream["grad"].cpu(),
+                            "args": args, "kwargs": {k: v for k, v in kwargs.items() if not isinstance(v, torch.Tensor)},
+                            "device": str(query.device)}, dump)
+                saved = f"; its inputs saved to {dump} (sdpa_padding_probe.py --replay)"
+            raise NonFiniteOutput(
+                f"scaled_dot_product_attention's backward turned a finite output gradient into {int((~torch.isfinite(grad)).sum())} "
+                f"non-finite {which}-gradient values: query {describe(query)}, key {describe(key)}, value {describe(value)}, "
+                f"{mask_note}, arguments {args} {kwargs}{saved}")
+
+        out.register_hook(keep_upstream)
+        for which, tensor in (("query", query), ("key", key), ("value", value)):
+            if tensor.requires_grad:
+                tensor.register_hook(lambda grad, which=which: check(which, grad))
+        return out
+
+    F.scaled_dot_product_attention = watched
+
+    def restore() -> None:
+        F.scaled_dot_product_attention = real
+    return restore
+
+
 class PhaseMemory:
     """Listens to the loop's phase events and records peak CUDA memory per phase."""
 
@@ -666,6 +730,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="set both models' attention (default: the model's own, sdpa): compare where a kernel is suspect")
     parser.add_argument("--find-nonfinite", action="store_true",
                         help="hook every module of both models: stop at the first inf/NaN output, naming the module (slow)")
+    parser.add_argument("--dump-nonfinite", type=Path, default=None,
+                        help="with --find-nonfinite: where SDPA's backward first goes non-finite, save its inputs to this file "
+                             "(torch.save; replay with benchmarks/cost/sdpa_padding_probe.py --replay)")
     parser.add_argument("--workdir", type=Path, default=None, help="models and the run folder (default: a temporary folder)")
     parser.add_argument("--json", type=Path, default=None, help="also write the RESULT object here")
     args = parser.parse_args(argv)
@@ -718,6 +785,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for model in (run.agent.model, run.env_updater.model):
             (model.get_base_model() if hasattr(model, "get_base_model") else model).set_attn_implementation(args.attn_implementation)
     if args.find_nonfinite:
+        watch_sdpa(args.dump_nonfinite)
         watch_nonfinite(run.agent.model, "agent")
         watch_nonfinite(run.env_updater.model, "env")
     env_total, env_trainable = count_params(run.env_updater.model)

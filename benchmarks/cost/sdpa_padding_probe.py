@@ -12,7 +12,11 @@ narrows it down on whatever device it runs on, with nothing but torch and transf
    forward and backward under bf16 autocast on the same left-padded batch: are the weight
    gradients finite?
 
-    python benchmarks/cost/sdpa_padding_probe.py [--device cuda] [--json OUT.json]
+3. with `--replay DUMP`: the inputs `gpu_scale.py --find-nonfinite --dump-nonfinite DUMP` saved
+   where SDPA's backward went non-finite in a real step (query, key, value, mask, output gradient),
+   through each backend again: which kernel makes the NaN, on this device, from those inputs.
+
+    python benchmarks/cost/sdpa_padding_probe.py [--device cuda] [--replay DUMP] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -30,12 +34,10 @@ def _finite(t: torch.Tensor | None) -> bool | None:
 
 
 def raw_probe(device: torch.device) -> list[dict[str, Any]]:
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import sdpa_kernel
 
     rows = []
-    backends = {"math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION}
-    if device.type == "cuda":
-        backends["cudnn"] = SDPBackend.CUDNN_ATTENTION
+    backends = _backends(device)
     batch, heads, length, pad = 2, 4, 32, 8
     keep = torch.ones(batch, length, dtype=torch.bool, device=device)
     keep[0, :pad] = False  # row 0: 8 left-padding tokens
@@ -88,16 +90,53 @@ def model_probe(device: torch.device) -> list[dict[str, Any]]:
     return rows
 
 
+def _backends(device: torch.device) -> dict[str, Any]:
+    from torch.nn.attention import SDPBackend
+
+    backends = {"math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION}
+    if device.type == "cuda":
+        backends.update(cudnn=SDPBackend.CUDNN_ATTENTION, flash=SDPBackend.FLASH_ATTENTION)
+    return backends
+
+
+def replay(dump: str, device: torch.device) -> list[dict[str, Any]]:
+    """The dumped call's forward and backward (its own output gradient) under each backend: are the
+    output and the input gradients finite?"""
+    from torch.nn.attention import sdpa_kernel
+
+    saved = torch.load(dump, map_location="cpu", weights_only=False)
+    mask = saved["attn_mask"]
+    rows = []
+    for name, backend in _backends(device).items():
+        q, k, v = (saved[n].to(device).requires_grad_() for n in ("query", "key", "value"))
+        row: dict[str, Any] = {"replay": dump, "backend": name, "dumped_on": saved["device"], "query": list(q.shape),
+                               "dtype": str(q.dtype).removeprefix("torch."),
+                               "mask": None if mask is None else f"{list(mask.shape)} {str(mask.dtype).removeprefix('torch.')}"}
+        try:
+            with sdpa_kernel([backend]):
+                out = F.scaled_dot_product_attention(q, k, v, None if mask is None else mask.to(device), *saved["args"],
+                                                     **saved["kwargs"])
+                out.backward(saved["grad_out"].to(device))
+            row.update(out_finite=_finite(out), q_grad_finite=_finite(q.grad), k_grad_finite=_finite(k.grad),
+                       v_grad_finite=_finite(v.grad))
+        except RuntimeError as exc:
+            row["error"] = str(exc).splitlines()[0][:160]
+        rows.append(row)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--replay", help="a file gpu_scale.py --dump-nonfinite saved: replay that call alone")
     parser.add_argument("--json", help="write the rows here as well")
     args = parser.parse_args()
     device = torch.device(args.device)
+    replayed = replay(args.replay, device) if args.replay else []
     raw, model = raw_probe(device), model_probe(device)
     result = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "torch": torch.__version__,
-              "raw": raw, "model": model}
-    for row in raw + model:
+              "replay": replayed, "raw": raw, "model": model}
+    for row in replayed + raw + model:
         print(json.dumps(row))
     if args.json:
         with open(args.json, "w") as f:
