@@ -6,6 +6,7 @@ seconds and new tokens the generation took, for each setting asked for.
 
     python benchmarks/effect/env_validity.py --benchmark bfcl --shots 2 1 --batch 32 --stop-repeats 3
     python benchmarks/effect/env_validity.py --benchmark bfcl --constrained off on --json runs/env-validity-bfcl.json
+    python benchmarks/effect/env_validity.py --benchmark travelplanner --max-prompt-chars 60000 --env-cold-start-only --constrained off on
 
 `--constrained off on` writes the same prompts (the same run seed draws the same examples, and the
 same sampling seed) once without and once with `env.constrained` (the domain's reply format,
@@ -51,6 +52,13 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=None, help="env.generation.max_new_tokens (default: the table's)")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
                         help="both models' base weights (the table's --dtype; the cold start is cached per dtype)")
+    parser.add_argument("--max-prompt-chars", type=int, default=None,
+                        help="the split's bound on a record's prompt (default: the table's). TravelPlanner's records carry their "
+                             "reference information in the prompt (4,466-40,000 chars), over the table's bound, while the "
+                             "environment sees only the rendered tasks (446-910 chars): a larger bound gives it seeds")
+    parser.add_argument("--env-cold-start-only", action="store_true",
+                        help="cold-start the environment alone (cold_start.agent off): this script never runs the agent, "
+                             "whose cold start on long prompts is the expensive part")
     parser.add_argument("--json", type=Path, default=None, help="write the figures to this file")
     args = parser.parse_args()
 
@@ -61,8 +69,8 @@ def main() -> None:
     apply_threads(None)
     domain = load_registry().domain(args.benchmark)
     table = argparse.Namespace(benchmark=args.benchmark, model=args.model, epochs=None, train=None, heldout=None,
-                               max_prompt_chars=None, dtype=args.dtype)
-    train, _ = frame.benchmark_split(args.benchmark, domain)
+                               max_prompt_chars=args.max_prompt_chars, dtype=args.dtype)
+    train, _ = frame.benchmark_split(args.benchmark, domain, max_prompt_chars=args.max_prompt_chars)
     results = []
     for shots in args.shots:
         for constrained in args.constrained:
@@ -73,6 +81,8 @@ def main() -> None:
             env = frame.replace_section(config.env, {"examples_per_prompt": shots, "generation": generation,
                                                           "constrained": constrained == "on"})
             config = dataclasses.replace(config, env=env)
+            if args.env_cold_start_only and config.cold_start is not None:
+                config = dataclasses.replace(config, cold_start=dataclasses.replace(config.cold_start, agent=False))
             with tempfile.TemporaryDirectory() as folder:
                 run = CoEvolution(config, Path(folder) / "run")
                 start = time.perf_counter()
