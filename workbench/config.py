@@ -115,6 +115,13 @@ class GenerationSettings:
         "random draws otherwise, so the replies are the plain path's up to float rounding. On a static cache too "
         "(measured no faster than on the dynamic one with it).",
     )
+    share_prefix: bool = _f(
+        False,
+        "transformers backend: the tokens every prompt of a batch begins with (the environment's instruction before its "
+        "few-shot examples: 25-41% of a prompt's tokens on BFCL, arithmetic, API-Bank and Bamboogle) are computed once "
+        "and their key/value cache copied to every row (workbench.engine.shared_prefill); positions and replies are the "
+        "plain path's up to float rounding. A static cache takes the plain path.",
+    )
     continuous_batching: bool = _f(
         False,
         "transformers backend: sample through transformers' continuous batching (generate_batch, a paged KV cache "
