@@ -52,13 +52,18 @@ def repeated_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) 
     return first[order], rank[inverse]
 
 
+def _plain_call(input_ids: torch.Tensor | None, kwargs: dict[str, Any]) -> bool:
+    """Whether a `generate` call must take the plain path: no 2-D ids, a static cache, a cache of
+    the caller's, or no cache at all."""
+    static = getattr(kwargs.get("generation_config"), "cache_implementation", None) or kwargs.get("cache_implementation")
+    return bool(input_ids is None or input_ids.dim() != 2 or static or "cache" in kwargs or "past_key_values" in kwargs
+                or kwargs.get("use_cache", True) is False)
+
+
 def generate_sharing_prompts(generate: Callable[..., Any], model: Any, input_ids: torch.Tensor | None = None,
                              attention_mask: torch.Tensor | None = None, **kwargs: Any) -> Any:
     """`generate(input_ids, attention_mask, **kwargs)` with each distinct prompt prefilled once (module doc)."""
-    config = kwargs.get("generation_config")
-    static = getattr(config, "cache_implementation", None) or kwargs.get("cache_implementation")
-    plain = (input_ids is None or input_ids.dim() != 2 or input_ids.shape[1] < 2 or static or "cache" in kwargs
-             or "past_key_values" in kwargs or kwargs.get("use_cache", True) is False)
+    plain = _plain_call(input_ids, kwargs) or (input_ids is not None and input_ids.shape[1] < 2)
     shared = None if plain or input_ids is None else repeated_rows(input_ids, attention_mask)
     if shared is None or input_ids is None:
         return generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
@@ -92,11 +97,7 @@ def common_prefix_length(rows: list[torch.Tensor]) -> int:
 def generate_sharing_prefix(generate: Callable[..., Any], model: Any, input_ids: torch.Tensor | None = None,
                             attention_mask: torch.Tensor | None = None, **kwargs: Any) -> Any:
     """`generate(input_ids, attention_mask, **kwargs)` with the batch's common prefix prefilled once (module doc)."""
-    config = kwargs.get("generation_config")
-    static = getattr(config, "cache_implementation", None) or kwargs.get("cache_implementation")
-    plain = (input_ids is None or input_ids.dim() != 2 or input_ids.shape[0] < 2 or static or "cache" in kwargs
-             or "past_key_values" in kwargs or kwargs.get("use_cache", True) is False)
-    if plain or input_ids is None:
+    if _plain_call(input_ids, kwargs) or input_ids is None or input_ids.shape[0] < 2:
         return generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
     mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask
     rows = [ids[m.bool()] for ids, m in zip(input_ids, mask)]
@@ -123,30 +124,25 @@ def generate_sharing_prefix(generate: Callable[..., Any], model: Any, input_ids:
 
 
 @contextlib.contextmanager
-def common_prefix_prefilled_once(*models: Any) -> Iterator[None]:
+def _generate_through(wrapper: Callable[..., Any], *models: Any) -> Iterator[None]:
+    """Inside, each model's `generate` is `wrapper(its own generate, the model, ...)`."""
+    patched = []
+    for model in {id(m): m for m in models if m is not None}.values():
+        plain = model.generate
+        model.generate = lambda *a, _plain=plain, _model=model, **k: wrapper(_plain, _model, *a, **k)
+        patched.append(model)
+    try:
+        yield
+    finally:
+        for model in patched:
+            model.__dict__.pop("generate", None)
+
+
+def common_prefix_prefilled_once(*models: Any) -> contextlib.AbstractContextManager[None]:
     """Inside, each model's `generate` prefills the tokens all prompts of a batch begin with once."""
-    patched = []
-    for model in {id(m): m for m in models if m is not None}.values():
-        plain = model.generate
-        model.generate = lambda *a, _plain=plain, _model=model, **k: generate_sharing_prefix(_plain, _model, *a, **k)
-        patched.append(model)
-    try:
-        yield
-    finally:
-        for model in patched:
-            model.__dict__.pop("generate", None)
+    return _generate_through(generate_sharing_prefix, *models)
 
 
-@contextlib.contextmanager
-def prompts_prefilled_once(*models: Any) -> Iterator[None]:
+def prompts_prefilled_once(*models: Any) -> contextlib.AbstractContextManager[None]:
     """Inside, each model's `generate` prefills each distinct prompt of a batch once."""
-    patched = []
-    for model in {id(m): m for m in models if m is not None}.values():
-        plain = model.generate
-        model.generate = lambda *a, _plain=plain, _model=model, **k: generate_sharing_prompts(_plain, _model, *a, **k)
-        patched.append(model)
-    try:
-        yield
-    finally:
-        for model in patched:
-            model.__dict__.pop("generate", None)
+    return _generate_through(generate_sharing_prompts, *models)
