@@ -1,5 +1,6 @@
 """How fast the agent's rollouts are sampled on a CPU: the plain path against packed weights
-(`model.packed_decode`) and a group's prompt prefilled once (`agent.share_prompt_prefill`).
+(`model.packed_decode`), a group's prompt prefilled once (`agent.share_prompt_prefill`) and each
+token drawn from its row's cumulative distribution (`agent.cdf_sampling`: the `cdf` variants).
 
 Takes the held-out table's training seeds of one benchmark (`benchmarks/frame.py`), renders the
 agent's chat prompts of `--tasks` of them as TRL does (chat template, left padding) and samples
@@ -26,7 +27,7 @@ if __name__ == "__main__":  # run as a script: the repository and plugins/ first
 
 from benchmarks import frame
 
-VARIANTS = ["plain", "packed", "shared", "packed+shared"]
+VARIANTS = ["plain", "packed", "shared", "packed+shared", "cdf", "packed+shared+cdf"]
 
 
 def main() -> None:
@@ -42,6 +43,7 @@ def main() -> None:
 
     import torch
 
+    from workbench.engine.cdf_sampling import tokens_drawn_by_cdf
     from workbench.engine.packed_decode import PackedDecode
     from workbench.engine.shared_prefill import prompts_prefilled_once
 
@@ -52,10 +54,11 @@ def main() -> None:
 
     def sample(variant: str, greedy: bool) -> tuple[float, torch.Tensor]:
         contexts = [packed.active(model) if "packed" in variant else contextlib.nullcontext(),
-                    prompts_prefilled_once(model) if "shared" in variant else contextlib.nullcontext()]
+                    prompts_prefilled_once(model) if "shared" in variant else contextlib.nullcontext(),
+                    tokens_drawn_by_cdf() if "cdf" in variant else contextlib.nullcontext()]
         torch.manual_seed(0)
         started = time.perf_counter()
-        with torch.no_grad(), contexts[0], contexts[1]:
+        with torch.no_grad(), contexts[0], contexts[1], contexts[2]:
             out = model.generate(**batch, max_new_tokens=args.tokens, min_new_tokens=args.tokens, do_sample=not greedy,
                                  pad_token_id=tokenizer.pad_token_id)
         return time.perf_counter() - started, out
