@@ -95,3 +95,27 @@ def test_agent_rollouts_use_the_kv_cache_under_gradient_checkpointing(tiny_model
 def test_an_unknown_agent_cache_implementation_is_refused(tiny_models, tmp_path):
     with pytest.raises(GenerationError, match="agent.cache_implementation = 'statik'"):
         _agent(tiny_models, tmp_path, cache_implementation="statik")
+
+
+def test_the_environment_s_top_k_is_passed_to_generate_explicitly(tiny_models):
+    """generation.top_k reaches generate: with 1, sampling is greedy whatever the seed; 50 (the
+    default) is transformers' own default, now given rather than implied."""
+    import dataclasses
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from workbench.engine.generation import TransformersGenerator
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_models[1], dtype=torch.float32).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models[1], padding_side="left")
+    prompts = [f"Write a task about {w}." for w in ("cats", "rain", "sums")]
+    assert GenerationSettings().top_k == 50
+    one = dataclasses.replace(GenerationSettings(max_new_tokens=12, temperature=1.0, batch_size=4), top_k=1)
+    assert (TransformersGenerator(one, model, tokenizer).generate(prompts, seed=1)
+            == TransformersGenerator(one, model, tokenizer).generate(prompts, seed=2))
+    seen = []
+    real = model.generate
+    model.generate = lambda *a, **k: seen.append(k.get("top_k")) or real(*a, **k)
+    TransformersGenerator(GenerationSettings(max_new_tokens=4, batch_size=4), model, tokenizer).generate(prompts, seed=1)
+    assert seen == [50]

@@ -91,6 +91,13 @@ class GenerationSettings:
     max_new_tokens: int = _f(64, "Longest generation in tokens.")
     temperature: float = _f(1.0, "Sampling temperature (> 0).")
     top_p: float = _f(1.0, "Nucleus sampling mass in (0, 1].")
+    top_k: int = _f(
+        50,
+        "Sample among the top_k most likely tokens only; 0 = the whole vocabulary. 50 is what transformers' generate "
+        "applies when no top_k is given, so every run before this setting existed sampled the environment's tasks and "
+        "the held-out answers with it; it is now passed explicitly (vLLM too, which had no cut). The agent's rollouts "
+        "follow TRL's own top_k (0: no cut).",
+    )
     batch_size: int = _f(32, "Prompts per generate() call (transformers backend).")
     vllm_gpu_memory_utilization: float = _f(0.3, "Share of GPU memory vLLM may take (colocated with training).")
     vllm_max_model_length: int | None = _f(None, "vLLM context length (prompt + generation); None = the model's own.")

@@ -53,13 +53,13 @@ def cache_config(prompt_lengths: list[int], max_new_tokens: int, slots: int, n: 
 
 
 def sample(model: Any, prompt_ids: list[list[int]], n: int, *, max_new_tokens: int, temperature: float, top_p: float,
-           slots: int, seed: int, eos_token_id: int | None, pad_token_id: int | None) -> list[list[list[int]]]:
+           slots: int, seed: int, eos_token_id: int | None, pad_token_id: int | None, top_k: int = 50) -> list[list[list[int]]]:
     """For each prompt (token ids), `n` sampled completions' token ids (an end token included
     where the reply ended), through `model.generate_batch` with `slots` sequences at a time."""
     if not prompt_ids:
         return []
     base = model.generation_config.to_dict() if getattr(model, "generation_config", None) is not None else {}
-    config = GenerationConfig(**{**base, "do_sample": True, "temperature": temperature, "top_p": top_p,
+    config = GenerationConfig(**{**base, "do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": top_k,
                                  "max_new_tokens": max_new_tokens, "num_return_sequences": n,
                                  "eos_token_id": eos_token_id, "pad_token_id": pad_token_id})
     cache = cache_config([len(p) for p in prompt_ids], max_new_tokens, slots, n, seed)

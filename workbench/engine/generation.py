@@ -130,6 +130,7 @@ class TransformersGenerator:
                 do_sample=True,
                 temperature=self.settings.temperature,
                 top_p=self.settings.top_p,
+                top_k=self.settings.top_k,
                 max_new_tokens=self.settings.max_new_tokens,
                 pad_token_id=self.tokenizer.pad_token_id,
                 eos_token_id=self.tokenizer.eos_token_id,
@@ -152,7 +153,7 @@ class TransformersGenerator:
         prompt_ids = [self.tokenizer(t)["input_ids"] for t in texts]  # as the plain path tokenizes them
         completions = continuous_batching.sample(
             self.model, prompt_ids, n, max_new_tokens=self.settings.max_new_tokens, temperature=self.settings.temperature,
-            top_p=self.settings.top_p, slots=self.settings.batch_size,
+            top_p=self.settings.top_p, top_k=self.settings.top_k, slots=self.settings.batch_size,
             seed=seed if seed is not None else int(torch.randint(0, 2**31 - 1, ()).item()),
             eos_token_id=self.tokenizer.eos_token_id, pad_token_id=self.tokenizer.pad_token_id)
         ends = end_token_ids(self.tokenizer)
@@ -267,7 +268,7 @@ class VLLMGenerator:
 
             structured["structured_outputs"] = vllm_structured_outputs(self.reply_format.format)  # the declared format: no refine
         params = SamplingParams(
-            n=n, temperature=self.settings.temperature, top_p=self.settings.top_p,
+            n=n, temperature=self.settings.temperature, top_p=self.settings.top_p, top_k=self.settings.top_k or -1,
             max_tokens=self.settings.max_new_tokens, seed=seed, **structured,
         )
         results = self.llm.generate([chat_prompt(self.tokenizer, p) for p in prompts], params, use_tqdm=False)
