@@ -2,7 +2,8 @@
 plain path (transformers' dynamic cache, which copies every layer's keys and values into a longer
 tensor at each decode step) against a static cache (`env.generation.cache_implementation:
 static`, allocated once for prompt + `max_new_tokens`), packed weights (`model.packed_decode`) and the
-prefix the prompts share computed once (`env.generation.share_prefix`: the `+prefix` variants).
+prefix the prompts share computed once (`env.generation.share_prefix`: the `+prefix` variants) and
+each token drawn from its row's cumulative distribution (`env.generation.cdf_sampling`: `+cdf`).
 
 Takes the held-out table's training seeds of one benchmark (`benchmarks/frame.py`), builds
 `--rows` environment prompts as a run's first epoch does (the domain's instruction and `--shots`
@@ -30,7 +31,7 @@ if __name__ == "__main__":  # run as a script: the repository and plugins/ first
 
 from benchmarks import frame
 
-VARIANTS = ["dynamic", "static", "dynamic+packed", "static+packed", "dynamic+prefix"]
+VARIANTS = ["dynamic", "static", "dynamic+packed", "static+packed", "dynamic+prefix", "dynamic+cdf", "dynamic+prefix+cdf"]
 
 
 def main() -> None:
@@ -48,6 +49,7 @@ def main() -> None:
     from transformers import LogitsProcessor, LogitsProcessorList
 
     from workbench import AgentStats
+    from workbench.engine.cdf_sampling import tokens_drawn_by_cdf
     from workbench.engine.env_prompt import few_shot_turns
     from workbench.engine.generation import chat_prompt
     from workbench.engine.packed_decode import PackedDecode
@@ -79,7 +81,8 @@ def main() -> None:
         torch.manual_seed(0)
         started = time.perf_counter()
         with torch.no_grad(), packed.active(model) if "packed" in variant else contextlib.nullcontext(), \
-                common_prefix_prefilled_once(model) if "prefix" in variant else contextlib.nullcontext():
+                common_prefix_prefilled_once(model) if "prefix" in variant else contextlib.nullcontext(), \
+                tokens_drawn_by_cdf() if "cdf" in variant else contextlib.nullcontext():
             sampling = {} if greedy else {"do_sample": True, "temperature": 0.8, "top_k": 0}
             out = model.generate(**batch, max_new_tokens=args.tokens, min_new_tokens=args.tokens, pad_token_id=tokenizer.pad_token_id,
                                  use_cache=True, logits_processor=LogitsProcessorList([first]), **sampling, **cache)
