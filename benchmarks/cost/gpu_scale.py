@@ -575,27 +575,18 @@ def _decode(model: Any, tokenizer: Any, inputs: Any, batch: int, tokens: int, va
 
 def _continuous_decode(model: Any, inputs: Any, new_tokens: int, batch: int, choices: str) -> int:
     """`batch` prompts through `model.generate_batch` (continuous batching, paged cache) with all
-    `batch` sequences in flight: the engine's cache sizes (workbench.engine.continuous_batching), with
-    its CPU choices ("engine": no CUDA graphs, no async batching) or transformers' own ("cuda").
-    Returns the tokens decoded (an end token can stop a sequence early: the rate counts what ran)."""
-    import dataclasses
-
-    from transformers import GenerationConfig
-
+    `batch` sequences in flight: the engine's cache sizes and sampling call
+    (`workbench.engine.continuous_batching.sample`), with its CPU choices ("engine": no CUDA graphs,
+    no async batching) or transformers' own ("cuda"). No end token, as in `generate`'s rows above.
+    Returns the tokens decoded."""
     from workbench.engine import continuous_batching
 
     prompt_ids = [row[mask.bool()].tolist() for row, mask in zip(inputs["input_ids"], inputs["attention_mask"])]
-    cache = continuous_batching.cache_config([len(p) for p in prompt_ids], new_tokens, batch, 1, seed=0)
-    if choices == "cuda":
-        cache = dataclasses.replace(cache, use_cuda_graph=None, use_async_batching=None, max_blocks_per_request=None)
-    config = GenerationConfig(do_sample=True, max_new_tokens=new_tokens, eos_token_id=None, pad_token_id=None)
-    results = model.generate_batch(prompt_ids, generation_config=config, continuous_batching_config=cache,
-                                   warmup=False, progress_bar=False)
-    failed = [r for r in results.values() if r.error is not None or not r.is_finished()]
-    if failed or len(results) != batch:
-        raise RuntimeError(f"continuous batching returned {len(results)} of {batch} requests, {len(failed)} failed: "
-                           f"{failed[0].error if failed else ''}")
-    return sum(len(r.generated_tokens) for r in results.values())
+    overrides = {"use_cuda_graph": None, "use_async_batching": None, "max_blocks_per_request": None} if choices == "cuda" else None
+    completions = continuous_batching.sample(model, prompt_ids, 1, max_new_tokens=new_tokens, temperature=1.0, top_p=1.0,
+                                             top_k=50, slots=batch, seed=0, eos_token_id=None, pad_token_id=None,
+                                             cache_overrides=overrides)
+    return sum(len(outs[0]) for outs in completions)
 
 
 def profile_generate(run: Any, device: torch.device, out: Path) -> dict[str, Any]:

@@ -22,6 +22,7 @@ temperature, top-k and top-p (a grammar) and stopping criteria do not run under 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -53,9 +54,12 @@ def cache_config(prompt_lengths: list[int], max_new_tokens: int, slots: int, n: 
 
 
 def sample(model: Any, prompt_ids: list[list[int]], n: int, *, max_new_tokens: int, temperature: float, top_p: float,
-           slots: int, seed: int, eos_token_id: int | None, pad_token_id: int | None, top_k: int = 50) -> list[list[list[int]]]:
+           top_k: int, slots: int, seed: int, eos_token_id: int | None, pad_token_id: int | None,
+           cache_overrides: dict[str, Any] | None = None) -> list[list[list[int]]]:
     """For each prompt (token ids), `n` sampled completions' token ids (an end token included
-    where the reply ended), through `model.generate_batch` with `slots` sequences at a time."""
+    where the reply ended), through `model.generate_batch` with `slots` sequences at a time.
+    `cache_overrides` replaces fields of `cache_config`'s choices (None for one lets transformers
+    choose, as on CUDA: benchmarks/cost/gpu_scale.py)."""
     if not prompt_ids:
         return []
     base = model.generation_config.to_dict() if getattr(model, "generation_config", None) is not None else {}
@@ -63,6 +67,8 @@ def sample(model: Any, prompt_ids: list[list[int]], n: int, *, max_new_tokens: i
                                  "max_new_tokens": max_new_tokens, "num_return_sequences": n,
                                  "eos_token_id": eos_token_id, "pad_token_id": pad_token_id})
     cache = cache_config([len(p) for p in prompt_ids], max_new_tokens, slots, n, seed)
+    if cache_overrides:
+        cache = dataclasses.replace(cache, **cache_overrides)
     with torch.no_grad():
         results = model.generate_batch(prompt_ids, generation_config=config, continuous_batching_config=cache,
                                        warmup=False, progress_bar=False)
