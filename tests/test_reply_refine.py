@@ -270,3 +270,54 @@ def test_api_bank_refine_declines_what_it_cannot_read_and_every_seed_matches_its
         prefixes = refine_prefixes(declared, text)
         assert len(prefixes) == 1, "each seed writes its gold calls once"
         assert refined_problem(text, prefixes[0], domain.env_reply_refine(prefixes[0], declared)) is None, task_id
+
+
+@pytest.fixture(scope="module")
+def alfworld():
+    domain = load_registry().domain("alfworld")
+    seeds = domain.seed_tasks({})
+    return domain, seeds, domain.env_reply_format(seeds)
+
+
+ALF_PREFIX = ('{"task_type": "pick_and_place_simple", "goal": "put a mug in coffeemachine.", "history": [], '
+              '"observation": "You are in the middle of a room.", "admissible_actions": ["go to countertop 1", '
+              '"go to cabinet 2", "inventory", "look"], "next_action": ')
+
+
+@pytest.mark.parametrize("action,ok", [('"go to cabinet 2"', True), ('"look"', True), ('"go to cabinet 3"', False),
+                                       ('"take mug 1 from countertop 1"', False), ('"Go to cabinet 2"', False)])
+def test_alfworld_next_action_is_one_its_reply_listed_as_admissible(alfworld, action, ok):
+    domain, _, declared = alfworld
+    assert declared["refine_after"] == ["next_action"]
+    refined = domain.env_reply_refine(ALF_PREFIX, declared)
+    assert (refined_problem(ALF_PREFIX + action + "}", ALF_PREFIX, refined) is None) == ok, action
+
+
+@pytest.mark.parametrize("action,ok", [("go to countertop 1", True), ("take mug 1 from countertop 1", True),
+                                       ("put mug 1 in/on bed 1", True), ("inventory", True),
+                                       ("walk to countertop 1", False), ("Go to countertop 1", False), ("take mug 1", False),
+                                       ("go to  countertop 1", False)])  # single-spaced: stricter than validation, never looser
+def test_alfworld_declared_format_admits_only_alfworld_commands_as_actions(alfworld, action, ok):
+    """Each action of a step record is an ALFWorld command (what the plugin's validation calls
+    `bad_action` otherwise); the declared format alone, before any refine."""
+    from workbench_alfworld.actions import action_verb
+
+    domain, seeds, declared = alfworld
+    record = json.loads(next(text for task in seeds if (text := domain.render_task(task)) and '"next_action"' in text))
+    record["admissible_actions"] = [action] + record["admissible_actions"][1:]
+    assert (text_problem(declared, json.dumps(record)) is None) == ok, action
+    if ok:
+        assert action_verb(action) is not None, "what the format admits, validation reads as a command"
+
+
+def test_alfworld_refine_declines_what_it_cannot_read_and_every_seed_matches_its_own(alfworld):
+    domain, seeds, declared = alfworld
+    assert domain.env_reply_refine('{"task_type": "pick_and_place_simple", "goal": ', declared) is None
+    assert domain.env_reply_refine(ALF_PREFIX.replace('["go to countertop 1", "go to cabinet 2", "inventory", "look"]', "[]"),
+                                   declared) is None, "no admissible action listed: the declared format"
+    texts = [(task.id, text) for task in seeds if (text := domain.render_task(task)) is not None]
+    assert len(texts) >= 16
+    for task_id, text in texts:
+        prefixes = refine_prefixes(declared, text)
+        assert len(prefixes) == 1, "each step record writes its next action once"
+        assert refined_problem(text, prefixes[0], domain.env_reply_refine(prefixes[0], declared)) is None, task_id

@@ -108,8 +108,12 @@ def workbench_render_task(task: Task) -> str | None:
 
 @hookimpl
 def workbench_env_reply_format(seeds: list[Task]) -> dict | None:
-    schema = reply_format.reply_schema(seeds)
-    return None if schema is None else {"json_schema": schema}
+    return reply_format.env_reply_format(seeds)
+
+
+@hookimpl
+def workbench_env_reply_refine(prefix: str, declared: dict) -> dict | None:
+    return reply_format.refine_schema(prefix, declared)
 
 
 @hookimpl

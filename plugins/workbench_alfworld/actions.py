@@ -55,6 +55,10 @@ ACTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     )
 )
 VERBS = tuple(verb for verb, _ in ACTION_PATTERNS)
+# Every command in one regex without lazy quantifiers, for the environment's reply format
+# (reply_format.py: a JSON Schema `pattern` compiled by llguidance): a string it matches is
+# lower-case and single-spaced between its words, so its normalised form matches ACTION_PATTERNS too.
+COMMAND_REGEX = "^(?:" + "|".join(pattern.pattern[1:-1].replace("*?", "*") for _, pattern in ACTION_PATTERNS) + ")$"
 
 # Anchored at the start of one stripped line, so a failed match costs at most the line's
 # leading run of blanks, once.
