@@ -53,7 +53,7 @@ rank = dist.process_index()
 (out / f"rank{rank}.json").write_text(json.dumps({
     "rank": rank, "world": dist.num_processes(), "calls": calls, "wrapped": wrapped,
     "agent": digest(run.agent.model), "env": digest(run.env_updater.model),
-    "epochs": [m["epoch"] for m in run.metrics], "env_steps": [(m["env_update"] or {}).get("steps") for m in run.metrics],
+    "epochs": [m.epoch for m in run.metrics], "env_steps": [(m.env_update or {}).get("steps") for m in run.metrics],
 }))
 '''
 
