@@ -17,6 +17,7 @@ non-format is contained and counted, and decoding goes on as declared."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
@@ -232,11 +233,22 @@ def test_the_key_is_found_whatever_token_ends_it():
     assert ends_within(bytearray(b'{"names": ["pi'), 3, marker) is None and ends_within(bytearray(b"x"), 1, b"") is None
 
 
-@pytest.fixture(scope="module")
-def api_bank():
-    domain = load_registry().domain("api_bank")
+@functools.cache
+def domain_with_format(name: str) -> tuple:
+    """(the built-in domain, its seed tasks, the reply format it declares for them)."""
+    domain = load_registry().domain(name)
     seeds = domain.seed_tasks({})
     return domain, seeds, domain.env_reply_format(seeds)
+
+
+def each_seed_matches_its_one_refined_value(domain, seeds, declared, why: str) -> None:
+    """Every rendered seed (at least 16) refines exactly one value, which matches the format its own prefix gives."""
+    texts = [(task.id, text) for task in seeds if (text := domain.render_task(task)) is not None]
+    assert len(texts) >= 16
+    for task_id, text in texts:
+        prefixes = refine_prefixes(declared, text)
+        assert len(prefixes) == 1, why
+        assert refined_problem(text, prefixes[0], domain.env_reply_refine(prefixes[0], declared)) is None, task_id
 
 
 API_PREFIX = ('{"tools": [{"name": "GetWeather", "description": "Weather.", "parameters": {"city": {"type": "str", "description": "c"}, '
@@ -252,31 +264,19 @@ API_PREFIX = ('{"tools": [{"name": "GetWeather", "description": "Weather.", "par
     ('[{"name": "GetWeather", "parameters": {"city": "Oslo", "country": "NO"}}]', "unknown_parameter"),
     ('[{"name": "GetWeather", "parameters": {"day": "mon"}}]', "missing_required"),
 ])
-def test_api_bank_gold_calls_keep_to_the_tools_their_reply_declared(api_bank, gold, problem):
-    domain, _, declared = api_bank
+def test_api_bank_gold_calls_keep_to_the_tools_their_reply_declared(gold, problem):
+    domain, _, declared = domain_with_format("api_bank")
     assert declared["refine_after"] == ["gold_calls"]
     refined = domain.env_reply_refine(API_PREFIX, declared)
     found = refined_problem(API_PREFIX + gold + "}", API_PREFIX, refined)
     assert (found is None) == (problem is None), (problem, found)
 
 
-def test_api_bank_refine_declines_what_it_cannot_read_and_every_seed_matches_its_own(api_bank):
-    domain, seeds, declared = api_bank
+def test_api_bank_refine_declines_what_it_cannot_read_and_every_seed_matches_its_own():
+    domain, seeds, declared = domain_with_format("api_bank")
     assert domain.env_reply_refine('{"tools": [{"name": ', declared) is None
     assert domain.env_reply_refine('{"tools": [], "dialogue": "d", "gold_calls": ', declared) is None, "no tool: the declared format"
-    texts = [(task.id, text) for task in seeds if (text := domain.render_task(task)) is not None]
-    assert len(texts) >= 16
-    for task_id, text in texts:
-        prefixes = refine_prefixes(declared, text)
-        assert len(prefixes) == 1, "each seed writes its gold calls once"
-        assert refined_problem(text, prefixes[0], domain.env_reply_refine(prefixes[0], declared)) is None, task_id
-
-
-@pytest.fixture(scope="module")
-def alfworld():
-    domain = load_registry().domain("alfworld")
-    seeds = domain.seed_tasks({})
-    return domain, seeds, domain.env_reply_format(seeds)
+    each_seed_matches_its_one_refined_value(domain, seeds, declared, "each seed writes its gold calls once")
 
 
 ALF_PREFIX = ('{"task_type": "pick_and_place_simple", "goal": "put a mug in coffeemachine.", "history": [], '
@@ -286,8 +286,8 @@ ALF_PREFIX = ('{"task_type": "pick_and_place_simple", "goal": "put a mug in coff
 
 @pytest.mark.parametrize("action,ok", [('"go to cabinet 2"', True), ('"look"', True), ('"go to cabinet 3"', False),
                                        ('"take mug 1 from countertop 1"', False), ('"Go to cabinet 2"', False)])
-def test_alfworld_next_action_is_one_its_reply_listed_as_admissible(alfworld, action, ok):
-    domain, _, declared = alfworld
+def test_alfworld_next_action_is_one_its_reply_listed_as_admissible(action, ok):
+    domain, _, declared = domain_with_format("alfworld")
     assert declared["refine_after"] == ["next_action"]
     refined = domain.env_reply_refine(ALF_PREFIX, declared)
     assert (refined_problem(ALF_PREFIX + action + "}", ALF_PREFIX, refined) is None) == ok, action
@@ -297,12 +297,12 @@ def test_alfworld_next_action_is_one_its_reply_listed_as_admissible(alfworld, ac
                                        ("put mug 1 in/on bed 1", True), ("inventory", True),
                                        ("walk to countertop 1", False), ("Go to countertop 1", False), ("take mug 1", False),
                                        ("go to  countertop 1", False)])  # single-spaced: stricter than validation, never looser
-def test_alfworld_declared_format_admits_only_alfworld_commands_as_actions(alfworld, action, ok):
+def test_alfworld_declared_format_admits_only_alfworld_commands_as_actions(action, ok):
     """Each action of a step record is an ALFWorld command (what the plugin's validation calls
     `bad_action` otherwise); the declared format alone, before any refine."""
     from workbench_alfworld.actions import action_verb
 
-    domain, seeds, declared = alfworld
+    domain, seeds, declared = domain_with_format("alfworld")
     record = json.loads(next(text for task in seeds if (text := domain.render_task(task)) and '"next_action"' in text))
     record["admissible_actions"] = [action] + record["admissible_actions"][1:]
     assert (text_problem(declared, json.dumps(record)) is None) == ok, action
@@ -310,14 +310,9 @@ def test_alfworld_declared_format_admits_only_alfworld_commands_as_actions(alfwo
         assert action_verb(action) is not None, "what the format admits, validation reads as a command"
 
 
-def test_alfworld_refine_declines_what_it_cannot_read_and_every_seed_matches_its_own(alfworld):
-    domain, seeds, declared = alfworld
+def test_alfworld_refine_declines_what_it_cannot_read_and_every_seed_matches_its_own():
+    domain, seeds, declared = domain_with_format("alfworld")
     assert domain.env_reply_refine('{"task_type": "pick_and_place_simple", "goal": ', declared) is None
     assert domain.env_reply_refine(ALF_PREFIX.replace('["go to countertop 1", "go to cabinet 2", "inventory", "look"]', "[]"),
                                    declared) is None, "no admissible action listed: the declared format"
-    texts = [(task.id, text) for task in seeds if (text := domain.render_task(task)) is not None]
-    assert len(texts) >= 16
-    for task_id, text in texts:
-        prefixes = refine_prefixes(declared, text)
-        assert len(prefixes) == 1, "each step record writes its next action once"
-        assert refined_problem(text, prefixes[0], domain.env_reply_refine(prefixes[0], declared)) is None, task_id
+    each_seed_matches_its_one_refined_value(domain, seeds, declared, "each step record writes its next action once")
