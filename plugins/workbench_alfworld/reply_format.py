@@ -92,23 +92,15 @@ def refine_schema(prefix: str, declared: dict[str, Any]) -> dict[str, Any] | Non
     return {"json_schema": {"enum": actions}} if actions else None
 
 
-def reply_schema(seeds: list[Task]) -> dict[str, Any] | None:
-    """The JSON Schema of one reply, bounded by what `seeds` show (None without a seed that renders)."""
+def env_reply_format(seeds: list[Task]) -> dict[str, Any] | None:
+    """The plugin's reply format (`workbench_env_reply_format`): the JSON Schema of one reply, bounded
+    by what `seeds` show, with the next action refined per reply where the seeds render step records
+    (None without a seed that renders)."""
     records = [json.loads(text) for text in map(render_task, seeds) if text is not None]
     steps = [r for r in records if "problem" not in r]
     games = [r for r in records if "problem" in r]
     kinds = ([step_schema(steps)] if steps else []) + ([game_schema(games)] if games else [])
     if not kinds:
         return None
-    return kinds[0] if len(kinds) == 1 else {"anyOf": kinds}
-
-
-def env_reply_format(seeds: list[Task]) -> dict[str, Any] | None:
-    """The plugin's reply format (`workbench_env_reply_format`): `reply_schema`, with the next action
-    refined per reply where the seeds render step records."""
-    schema = reply_schema(seeds)
-    if schema is None:
-        return None
-    kinds = schema.get("anyOf", [schema])
-    steps = any(NEXT in kind.get("properties", {}) for kind in kinds)
+    schema = kinds[0] if len(kinds) == 1 else {"anyOf": kinds}
     return {"json_schema": schema, "refine_after": [NEXT]} if steps else {"json_schema": schema}
