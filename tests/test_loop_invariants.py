@@ -151,21 +151,6 @@ def test_prompts_longer_than_the_models_context_are_refused_up_front(make_config
         CoEvolution(cfg, tmp_path / "run")
 
 
-def test_the_validity_script_skips_only_the_agents_context_check(make_config, tmp_path):
-    """benchmarks/effect/env_validity.py never runs the agent, so it lets TravelPlanner's long
-    agent prompts through; the environment's own context check must still refuse."""
-    from benchmarks.effect.env_validity import agent_context_unchecked
-
-    cfg = make_config(domain="bfcl", domain_options={})
-    with agent_context_unchecked(True), pytest.raises(RunError, match="environment prompt .* context of 1024 tokens"):
-        CoEvolution(cfg, tmp_path / "run")
-    cfg = make_config(agent__max_completion_length=1024)  # the demo domain's environment fits; its agent would not
-    with agent_context_unchecked(True):
-        CoEvolution(cfg, tmp_path / "run2")
-    with pytest.raises(RunError, match="seed prompt .* context of 1024 tokens"):
-        CoEvolution(cfg, tmp_path / "run3")
-
-
 def test_generated_tasks_too_long_for_the_agent_are_rejected_and_counted(make_config, tmp_path):
     cfg = make_config(curriculum__k_min=1.0)
     run = CoEvolution(cfg, tmp_path / "run")

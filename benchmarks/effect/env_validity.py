@@ -21,17 +21,14 @@ cold-started environment comes from the cache the table filled (or is made once)
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import torch
 
@@ -60,9 +57,8 @@ def main() -> None:
                              "reference information in the prompt (4,466-40,000 chars), over the table's bound, while the "
                              "environment sees only the rendered tasks (446-910 chars): a larger bound gives it seeds")
     parser.add_argument("--env-cold-start-only", action="store_true",
-                        help="cold-start the environment alone (cold_start.agent off), and skip the check that the agent's "
-                             "seed prompts fit its context: this script never runs the agent, whose cold start on long "
-                             "prompts is the expensive part")
+                        help="cold-start the environment alone (cold_start.agent off): this script never runs the agent, "
+                             "whose cold start on long prompts is the expensive part")
     parser.add_argument("--json", type=Path, default=None, help="write the figures to this file")
     args = parser.parse_args()
 
@@ -87,7 +83,7 @@ def main() -> None:
             config = dataclasses.replace(config, env=env)
             if args.env_cold_start_only and config.cold_start is not None:
                 config = dataclasses.replace(config, cold_start=dataclasses.replace(config.cold_start, agent=False))
-            with tempfile.TemporaryDirectory() as folder, agent_context_unchecked(args.env_cold_start_only):
+            with tempfile.TemporaryDirectory() as folder:
                 run = CoEvolution(config, Path(folder) / "run")
                 start = time.perf_counter()
                 candidates = run.task_source.generate(args.count, run.models.env_generator, "static", run.stats)
@@ -97,21 +93,6 @@ def main() -> None:
             print(json.dumps(result), flush=True)
             if args.json:  # after each setting: a run stopped in the second keeps the first
                 frame.write_result(args.json, script=__file__, figures={"runs": results}, settings=args)
-
-
-@contextlib.contextmanager
-def agent_context_unchecked(unchecked: bool) -> Iterator[None]:
-    """With `unchecked`, the run skips its check that the agent's seed prompts fit the agent's
-    context: this script never runs the agent, and TravelPlanner's prompts (with their reference
-    information) outgrow SmolLM2's 8,192 tokens while the environment's rendered tasks fit. The
-    environment's own context check still runs."""
-    from workbench.engine.candidates import CandidateWriter
-
-    if not unchecked:
-        yield
-        return
-    with mock.patch.object(CandidateWriter, "check_agent_context", lambda self, seeds: None):
-        yield
 
 
 def summary(candidates: list[Any], run: Any, seconds: float, args: argparse.Namespace, shots: int, constrained: str) -> dict[str, Any]:

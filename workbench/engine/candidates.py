@@ -124,13 +124,6 @@ class CandidateWriter:
         generation length, exceed the agent's context, or (`uses_env_model`: the environment
         writes tasks) whose environment prompt over the longest seed examples exceeds the
         environment model's."""
-        self.check_agent_context(seeds)
-        if uses_env_model:
-            self.check_env_context(seeds, stats)
-
-    def check_agent_context(self, seeds: list[Task]) -> None:
-        """Refuse (`RunError`) seeds whose longest agent prompts, with the completion length,
-        exceed the agent model's context."""
         cfg, domain, writer = self.config, self.domain, self
         longest = sorted(seeds, key=lambda t: len(t.prompt) + len(t.system or ""), reverse=True)
         agent_limit = model_context_length(writer.agent_model())
@@ -143,14 +136,8 @@ class CandidateWriter:
                     f"({cfg.agent.model.name_or_path}). Use a model with a longer context, shorter seed tasks "
                     "(domain_options), or a smaller agent.max_completion_length"
                 )
-
-    def check_env_context(self, seeds: list[Task], stats: AgentStats) -> None:
-        """Refuse (`RunError`) an environment prompt over the longest seed examples that, with
-        the generation length, exceeds the environment model's context."""
-        cfg, domain, writer = self.config, self.domain, self
-        longest = sorted(seeds, key=lambda t: len(t.prompt) + len(t.system or ""), reverse=True)
         env_limit = model_context_length(writer.env_model())
-        if env_limit is not None:
+        if env_limit is not None and uses_env_model:
             k = min(cfg.env.examples_per_prompt, len(seeds))
             context = domain.environment_prompt(longest[:k], stats)
             need = prompt_tokens(writer.env_tokenizer, context)
