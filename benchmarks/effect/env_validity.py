@@ -6,7 +6,7 @@ seconds and new tokens the generation took, for each setting asked for.
 
     python benchmarks/effect/env_validity.py --benchmark bfcl --shots 2 1 --batch 32 --stop-repeats 3
     python benchmarks/effect/env_validity.py --benchmark bfcl --constrained off on --json runs/env-validity-bfcl.json
-    python benchmarks/effect/env_validity.py --benchmark travelplanner --max-prompt-chars 60000 --env-cold-start-only --constrained off on
+    WORKBENCH_TRAVELPLANNER_DATA=.../std_travelplanner.jsonl python benchmarks/effect/env_validity.py --benchmark travelplanner --env-cold-start-only --constrained off on
 
 `--constrained off on` writes the same prompts (the same run seed draws the same examples, and the
 same sampling seed) once without and once with `env.constrained` (the domain's reply format,
@@ -53,9 +53,8 @@ def main() -> None:
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
                         help="both models' base weights (the table's --dtype; the cold start is cached per dtype)")
     parser.add_argument("--max-prompt-chars", type=int, default=None,
-                        help="the split's bound on a record's prompt (default: the table's). TravelPlanner's records carry their "
-                             "reference information in the prompt (4,466-40,000 chars), over the table's bound, while the "
-                             "environment sees only the rendered tasks (446-910 chars): a larger bound gives it seeds")
+                        help="the split's bound on a record's prompt (default: the table's; TravelPlanner's, 21,000 characters, "
+                             "keeps the records whose prompts, reference information included, fit SmolLM2's context)")
     parser.add_argument("--env-cold-start-only", action="store_true",
                         help="cold-start the environment alone (cold_start.agent off): this script never runs the agent, "
                              "whose cold start on long prompts is the expensive part")
