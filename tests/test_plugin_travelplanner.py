@@ -369,13 +369,13 @@ def test_render_and_reference_round_trip(samples):
     for task in samples:
         reference = tp.workbench_reference_output(task)
         assert tp.workbench_score(task, reference).correct
-        parsed = tp.workbench_parse_task(tp.workbench_render_task(task), [task])
+        parsed = tp.workbench_parse_task(tp.workbench_render_task(task, None), [task])
         assert parsed.spec["query"] == task.spec["query"] and tp.workbench_validate_task(parsed) == []
         assert parsed.spec["gold_plan"] == task.spec["gold_plan"]  # the example's gold still passes
     # a generated query that the example's plan does not satisfy gets no gold plan
     poor = tp.workbench_parse_task(_generation(samples, budget=10), samples)
     assert poor.spec["gold_plan"] is None and tp.workbench_reference_output(poor) is None
-    assert tp.workbench_render_task(Task(domain="travelplanner", prompt="p", spec={})) is None
+    assert tp.workbench_render_task(Task(domain="travelplanner", prompt="p", spec={}), None) is None
 
 
 def test_seed_tasks_validate(samples):

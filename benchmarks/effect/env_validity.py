@@ -6,7 +6,8 @@ seconds and new tokens the generation took, for each setting asked for.
 
     python benchmarks/effect/env_validity.py --benchmark bfcl --shots 2 1 --batch 32 --stop-repeats 3
     python benchmarks/effect/env_validity.py --benchmark bfcl --constrained off on --json runs/env-validity-bfcl.json
-    WORKBENCH_TRAVELPLANNER_DATA=.../std_travelplanner.jsonl python benchmarks/effect/env_validity.py --benchmark travelplanner --env-cold-start-only --constrained off on
+    WORKBENCH_TRAVELPLANNER_DATA=.../std_travelplanner.jsonl python benchmarks/effect/env_validity.py --benchmark travelplanner \
+        --env-cold-start-only --constrained off on
 
 `--constrained off on` writes the same prompts (the same run seed draws the same examples, and the
 same sampling seed) once without and once with `env.constrained` (the domain's reply format,

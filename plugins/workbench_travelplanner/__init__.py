@@ -99,9 +99,9 @@ def workbench_parse_task(text: str, examples: list[Task]) -> Task | Rejection:
 
 
 @hookimpl
-def workbench_render_task(task: Task) -> str | None:
-    """The environment's format, `{"sandbox": 1, "query": {...}}`."""
-    return generation.render_task(task)
+def workbench_render_task(task: Task, examples: list[Task] | None) -> str | None:
+    """The environment's format, `{"sandbox": k, "query": {...}}`, k the example showing the task's sandbox."""
+    return generation.render_task(task, examples)
 
 
 @hookimpl

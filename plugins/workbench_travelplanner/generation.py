@@ -109,14 +109,23 @@ def _with_example_gold(task: Task, example: Task, city_list: str | None) -> Task
     return make_task(task.spec["query"], task.spec["reference_information"], gold, source="generated", city_list=city_list)
 
 
-def render_task(task: Task) -> str | None:
-    """The environment's format, `{"sandbox": 1, "query": {...}}`: parsed with this task as
-    example 1, it gives back the same query on the same sandbox."""
+def render_task(task: Task, examples: list[Task] | None = None) -> str | None:
+    """The environment's format, `{"sandbox": k, "query": {...}}`, in reply to a prompt showing
+    `examples` (None: the task alone): k is the number `environment_prompt` gives the first
+    example whose sandbox is the task's, so parsed with `examples` it gives back the same query
+    on the same sandbox. None when no shown example has the task's sandbox (a reply cannot
+    point at a sandbox the prompt does not show)."""
     spec = task.spec if isinstance(task.spec, dict) else {}
     if not isinstance(spec.get("query"), dict) or not spec.get("reference_information"):
         return None
+    number = 1
+    if examples is not None:
+        shown = [t for t in examples if isinstance(t.spec, dict) and t.spec.get("reference_information")][:3]
+        number = next((k for k, t in enumerate(shown, 1) if t.spec["reference_information"] == spec["reference_information"]), 0)
+        if not number:
+            return None
     try:
-        return json.dumps({"sandbox": 1, "query": spec["query"]}, ensure_ascii=False)
+        return json.dumps({"sandbox": number, "query": spec["query"]}, ensure_ascii=False)
     except (TypeError, ValueError):
         return None
 

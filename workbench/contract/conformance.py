@@ -493,7 +493,7 @@ def _rendered_example(c: _Checker, implemented: set[str], seeds: list[Task]) -> 
     `env_text`, or the lines where the environment prompt showing only seeds[0] differs from
     the prompt showing only seeds[1]. A render hook that raises is an error."""
     if "workbench_render_task" in implemented:
-        called, text = c.call("render a seed task", "workbench_render_task", task=seeds[0])
+        called, text = c.call("render a seed task", "workbench_render_task", task=seeds[0], examples=None)
         if called and text is not None and not isinstance(text, str):
             c.report.add("render a seed task", "error",
                          f"workbench_render_task returned {type(text).__name__}; return a string or None")
@@ -784,7 +784,7 @@ def _check_reply_format(c: _Checker, implemented: set[str], seeds: list[Task]) -
         return
     wrong, matched, rendered = [], 0, []
     for task in seeds if "workbench_render_task" in implemented else []:
-        ok, text = c.call(name, "workbench_render_task", task=task)
+        ok, text = c.call(name, "workbench_render_task", task=task, examples=None)
         if not ok or not isinstance(text, str):
             continue
         rendered.append((task, text))
@@ -862,9 +862,9 @@ def _check_variations(c: _Checker, implemented: set[str], seeds: list[Task], cou
             continue
         if len(first) > count:
             wrong.append(f"seed {task.id}: {len(first)} variations for count={count}")
-        _, seed_text = c.call(name, "workbench_render_task", task=task)
-        texts = [c.call(name, "workbench_render_task", task=v)[1] for v in first]
-        if [c.call(name, "workbench_render_task", task=v)[1] for v in again if isinstance(v, Task)] != texts:
+        _, seed_text = c.call(name, "workbench_render_task", task=task, examples=None)
+        texts = [c.call(name, "workbench_render_task", task=v, examples=None)[1] for v in first]
+        if [c.call(name, "workbench_render_task", task=v, examples=None)[1] for v in again if isinstance(v, Task)] != texts:
             wrong.append(f"seed {task.id}: two calls with seed=0 gave different variations")
         for i, (variation, text) in enumerate(zip(first, texts)):
             made += 1
@@ -875,7 +875,7 @@ def _check_variations(c: _Checker, implemented: set[str], seeds: list[Task], cou
                 wrong.append(f"seed {task.id} variation {i}: renders to {'nothing' if not isinstance(text, str) else 'the seed itself'}")
             else:
                 _, parsed = c.call(name, "workbench_parse_task", text=text, examples=[task])
-                back = c.call(name, "workbench_render_task", task=parsed)[1] if isinstance(parsed, Task) else None
+                back = c.call(name, "workbench_render_task", task=parsed, examples=None)[1] if isinstance(parsed, Task) else None
                 if back != text:
                     wrong.append(f"seed {task.id} variation {i}: its rendering does not parse back into the same task")
     if wrong:

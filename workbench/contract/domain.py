@@ -273,11 +273,11 @@ class Domain:
             result.error = clean_text(result.error)[: 4 * MAX_MESSAGE]
         return result
 
-    def _optional_text(self, hook: str, task: Task) -> str | None:
+    def _optional_text(self, hook: str, task: Task, **extra: Any) -> str | None:
         """An optional hook answering a str or None for `task`; a fault is None (counted)."""
         if not self.implements(f"workbench_{hook}"):
             return None
-        text = self._contained(hook, task=task)
+        text = self._contained(hook, task=task, **extra)
         if isinstance(text, Fault):
             return None
         if text is not None and not isinstance(text, str):
@@ -289,9 +289,10 @@ class Domain:
             return clean_text(text)
         return text
 
-    def render_task(self, task: Task) -> str | None:
-        """The text an environment model would write for `task` (workbench_render_task), or None."""
-        return self._optional_text("render_task", task)
+    def render_task(self, task: Task, examples: list[Task] | None = None) -> str | None:
+        """The text an environment model would write for `task` (workbench_render_task) in reply
+        to a prompt showing `examples` (None: `task` alone), or None."""
+        return self._optional_text("render_task", task, examples=examples)
 
     def env_reply_format(self, seeds: list[Task]) -> dict[str, Any] | None:
         """The plugin's declared format of the environment's reply (`workbench_env_reply_format`),

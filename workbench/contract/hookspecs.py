@@ -176,14 +176,19 @@ def workbench_parse_task(text: str, examples: list[Task]) -> Task | Rejection:
 
 
 @hookspec(firstresult=True)
-def workbench_render_task(task: Task) -> str | None:
+def workbench_render_task(task: Task, examples: list[Task] | None) -> str | None:
     """Optional: the text an environment model would write for `task`, in the format
-    `workbench_parse_task` reads.
+    `workbench_parse_task` reads, as its reply to a prompt showing `examples` (None: `task`
+    alone). An implementation may leave `examples` out of its signature when its replies never
+    refer to the prompt's examples (pluggy passes only the arguments a hook names).
 
-    Rules: parsing the text with `task` first among `examples` gives back an equivalent
-    task that passes validation; return None for a task that cannot be written that way;
-    never raise for a task of this domain. Used to warm-start a small environment model on
-    the seed tasks (`workbench demo --domain NAME`) and by the conformance checker's round trip.
+    Rules: parsing the text with `examples` (or `[task]`) gives back an equivalent task that
+    passes validation; return None for a task that cannot be written that way (TravelPlanner's
+    reply names the example whose sandbox it reuses, so a task whose sandbox the prompt does not
+    show has no reply); never raise for a task of this domain. Used for the environment's cold
+    start and few-shot turns (each example's reply to the prompt that shows it), to warm-start a
+    small environment model (`workbench demo --domain NAME`) and by the conformance checker's
+    round trip.
     """
 
 
@@ -238,7 +243,9 @@ def workbench_task_variations(task: Task, count: int, seed: int) -> list[Task]:
     model (`workbench demo --domain NAME`): trained on its few seeds alone, such a model learns
     them as strings and copies them (the tiny TravelPlanner demo wrote 3-4 distinct tasks an
     epoch); trained on variations of each seed, it learns the family the prompt asks for. A
-    real model's run never uses them.
+    real model's cold start uses one where the plugin's reply names the example it builds on
+    (`workbench_render_task` gives None for a seed the prompt does not show): the seed is shown,
+    and the environment learns to write a variation of it.
     """
 
 

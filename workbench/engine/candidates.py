@@ -158,7 +158,7 @@ class CandidateWriter:
             instruction = self.domain.environment_prompt(examples, stats)
             prompt: Prompt = instruction
             if self.config.env.prompt_format == "turns":
-                prompt = few_shot_turns(instruction, [self.domain.render_task(t) for t in examples])
+                prompt = few_shot_turns(instruction, [self.domain.render_task(t, examples) for t in examples])
             prompts.append((prompt, examples))
         return prompts
 

@@ -106,25 +106,58 @@ def agent_rows(domain: Domain, seeds: list[Task]) -> tuple[list[Row], int]:
 
 
 def env_rows(domain: Domain, seeds: list[Task], config: RunConfig, rng: random.Random) -> tuple[list[Row], int]:
-    """One pass of the environment's examples: each seed, rendered, as the reply to the
+    """One pass of the environment's examples: each seed, rendered as the reply to the
     environment prompt the run would show it with other seeds as examples; and the number of
-    seeds left out because the plugin cannot render them."""
+    seeds left out (the plugin cannot render them, or their reply does not parse, against its
+    own prompt's examples, to a task that passes validation).
+
+    A domain whose reply names the example it builds on (TravelPlanner's reuses one example's
+    sandbox, `{"sandbox": k, ...}`) has no reply for a seed its prompt does not show: there the
+    prompt shows the seed too, in a random place, and the reply is one of the plugin's variations
+    of it (`workbench_task_variations`; the seed itself without the hook), so the environment
+    learns to build a new task on a shown example, which is what the prompt asks, not to point
+    at one example while writing another's task."""
     rows: list[Row] = []
     missing = 0
     for task in seeds:
-        target = domain.render_task(task)
-        if not target:
+        if not domain.render_task(task):
             missing += 1
             continue
         others = [t for t in seeds if t.id != task.id]
         examples = rng.sample(others, min(config.env.examples_per_prompt, len(others)))
+        reply_task = task
+        target = domain.render_task(task, examples)
+        if target is None:
+            examples, reply_task = built_on_a_shown_example(domain, task, examples, rng)
+            target = domain.render_task(reply_task, examples)
+        if not target or not parses_to_a_valid_task(domain, target, examples):
+            missing += 1
+            continue
         instruction = domain.environment_prompt(examples, varied_stats(rng, config.curriculum.alpha))
         if config.env.prompt_format == "turns":
-            messages = few_shot_turns(instruction, [domain.render_task(t) for t in examples])
+            messages = few_shot_turns(instruction, [domain.render_task(t, examples) for t in examples])
         else:
             messages = [{"role": "user", "content": instruction}]
         rows.append(_row(messages, target))
     return rows, missing
+
+
+def built_on_a_shown_example(domain: Domain, task: Task, examples: list[Task], rng: random.Random) -> tuple[list[Task], Task]:
+    """`examples` with `task` in place of one of them (at a random place; added when there are
+    none), and the task to reply with: one of the plugin's variations of `task`, or `task`."""
+    shown = list(examples)
+    if shown:
+        shown[rng.randrange(len(shown))] = task
+    else:
+        shown = [task]
+    variations, _ = domain.task_variations(task, 1, seed=rng.randrange(2**31))
+    return shown, (variations[0] if variations else task)
+
+
+def parses_to_a_valid_task(domain: Domain, text: str, examples: list[Task]) -> bool:
+    """Whether `text`, parsed as a reply to a prompt showing `examples`, is a task that passes validation."""
+    parsed = domain.parse_task(text, examples)
+    return isinstance(parsed, Task) and not domain.validate(parsed)
 
 
 def varied_stats(rng: random.Random, alpha: float) -> AgentStats:

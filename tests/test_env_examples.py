@@ -1,0 +1,72 @@
+"""The environment's examples say what its prompt asks: every cold-start reply and every
+few-shot reply parses, against the examples its own prompt shows, to a task that passes
+validation (workbench.engine.cold_start.env_rows, CandidateWriter.prompts).
+
+Regression: TravelPlanner's reply names the example whose sandbox it reuses
+(`{"sandbox": k, ...}`), and the seeds were rendered as if each were example 1. The cold start
+trained the environment on a seed its prompt did not show (0 of the 8 table seeds' replies
+valid against their prompt: sandbox_city 16, date_mismatch 8), and the few-shot turns showed
+example 2 under sandbox 1 (8 of 16 replies valid)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from workbench.contract.registry import load_registry
+from workbench.contract.tasks import Task
+from workbench.engine.cold_start import env_rows, parses_to_a_valid_task
+
+DOMAINS = ["arithmetic", "bfcl", "api_bank", "bamboogle", "alfworld", "travelplanner"]
+
+
+def _shown_queries(instruction: str) -> dict[int, dict]:
+    """TravelPlanner's prompt: the example lines `{"sandbox": k, "query": {...}}`, by k."""
+    lines = [json.loads(line) for line in instruction.splitlines() if line.startswith('{"sandbox": ')]
+    return {line["sandbox"]: line["query"] for line in lines}
+
+
+@pytest.mark.parametrize("prompt_format", ["turns", "message"])
+def test_travelplanners_cold_start_replies_reuse_a_sandbox_their_prompt_shows(make_config, prompt_format):
+    domain = load_registry().domain("travelplanner")
+    seeds = domain.seed_tasks({})
+    config = make_config(domain="travelplanner", env__examples_per_prompt=2, env__prompt_format=prompt_format)
+    rows, missing = env_rows(domain, seeds, config, random.Random(0))
+    assert missing == 0 and len(rows) == len(seeds)
+    seed_queries = [json.dumps(t.spec["query"], sort_keys=True) for t in seeds]
+    for row in rows:
+        shown = _shown_queries(row["prompt"][0]["content"])
+        reply = json.loads(row["completion"][0]["content"])
+        example = shown[reply["sandbox"]]
+        for key in ("org", "dest", "days", "visiting_city_number", "date"):
+            assert reply["query"][key] == example[key], (key, reply, example)
+        assert json.dumps(reply["query"], sort_keys=True) not in seed_queries, "the reply varies the seed, not copies it"
+        turns = [json.loads(m["content"]) for m in row["prompt"][1:] if m["role"] == "assistant"]
+        assert [t["sandbox"] for t in turns] == (sorted(shown) if prompt_format == "turns" else [])
+        assert all(t["query"] == shown[t["sandbox"]] for t in turns), "each few-shot reply is its own example's"
+
+
+@pytest.mark.parametrize("name", DOMAINS)
+def test_every_renderable_seed_gives_a_reply_valid_against_its_own_prompt(make_config, name):
+    """The invariant env_rows now checks, on every plugin's embedded seeds: a seed is left out
+    only when the plugin cannot render it, so a plugin whose replies stop parsing against their
+    own prompts shows up here as missing rows."""
+    domain = load_registry().domain(name)
+    seeds = domain.seed_tasks({})[:12]
+    config = make_config(domain=name, env__examples_per_prompt=2, env__prompt_format="turns")
+    rows, missing = env_rows(domain, seeds, config, random.Random(1))
+    unrenderable = sum(domain.render_task(t) is None for t in seeds)
+    assert len(rows) == len(seeds) - unrenderable > 0 and missing == unrenderable
+
+
+def test_a_reply_naming_an_example_the_prompt_does_not_show_is_not_valid():
+    domain = load_registry().domain("travelplanner")
+    a, b, c = domain.seed_tasks({})
+    assert domain.render_task(a, [b, c]) is None, "no reply can point at a sandbox the prompt does not show"
+    assert json.loads(domain.render_task(a, [b, a]))["sandbox"] == 2
+    wrong = json.dumps({"sandbox": 1, "query": a.spec["query"]})  # what every seed was rendered as before
+    assert not parses_to_a_valid_task(domain, wrong, [b, a])
+    assert parses_to_a_valid_task(domain, domain.render_task(a, [b, a]), [b, a])
+    assert isinstance(domain.parse_task(domain.render_task(a), [a]), Task)
