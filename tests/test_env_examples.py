@@ -70,3 +70,30 @@ def test_a_reply_naming_an_example_the_prompt_does_not_show_is_not_valid():
     assert not parses_to_a_valid_task(domain, wrong, [b, a])
     assert parses_to_a_valid_task(domain, domain.render_task(a, [b, a]), [b, a])
     assert isinstance(domain.parse_task(domain.render_task(a), [a]), Task)
+
+
+def test_check_plugin_refuses_a_reply_that_names_an_example_the_prompt_does_not_show_as_its_own():
+    """TravelPlanner as it was (every seed rendered as example 1), as a plugin module: the
+    conformance checker now finds it; the plugin as it is passes."""
+    import types
+
+    import workbench_travelplanner as tp
+
+    from workbench import hookimpl
+    from workbench.contract.conformance import check_plugin
+
+    name = "a seed's reply to a prompt showing other seeds"
+    old = types.ModuleType("travelplanner_as_it_was")
+    for attr in dir(tp):
+        if attr.startswith("workbench_"):
+            setattr(old, attr, getattr(tp, attr))
+
+    @hookimpl
+    def workbench_render_task(task):
+        return json.dumps({"sandbox": 1, "query": task.spec["query"]})
+
+    old.workbench_render_task = workbench_render_task
+    errors = {r.name: r.message for r in check_plugin(old).errors}
+    assert name in errors and "sandbox_city" in errors[name], errors
+    passed = {r.name: r.message for r in check_plugin(tp).results if r.level == "ok"}
+    assert name in passed

@@ -566,6 +566,36 @@ def _check_parse(c: _Checker, implemented: set[str], seeds: list[Task]) -> None:
         c.report.add("parse garbage gives a Rejection", "ok", f"{len(GARBAGE_TEXTS)} garbage texts rejected")
 
 
+def _check_reply_in_context(c: _Checker, implemented: set[str], seeds: list[Task]) -> None:
+    """`workbench_render_task(task, examples)` as the cold start and the few-shot turns use it:
+    a seed's reply to a prompt showing another seed first and it second, and to one showing
+    only the other seed, is None (a reply that must name an example the prompt does not show)
+    or parses against those examples to a task that passes validation."""
+    name = "a seed's reply to a prompt showing other seeds"
+    others = [t for t in seeds[1:] if t.spec != seeds[0].spec]
+    if "workbench_render_task" not in implemented or not others:
+        return
+    task, other = seeds[0], others[0]
+    checked = 0
+    for examples in ([other, task], [other]):
+        called, text = c.call(name, "workbench_render_task", task=task, examples=examples)
+        if not called or not isinstance(text, str) or not text:
+            continue
+        called, parsed = c.call(name, "workbench_parse_task", text=text, examples=examples)
+        if not called:
+            return
+        reasons = [parsed] if isinstance(parsed, Rejection) else c.call(name, "workbench_validate_task", task=parsed)[1] \
+            if isinstance(parsed, Task) else [f"{type(parsed).__name__}, not Task or Rejection"]
+        if reasons:
+            shown = "the other seed first and it second" if len(examples) == 2 else "only another seed"
+            c.report.add(name, "error", f"seed {task.id!r} rendered as the reply to a prompt showing {shown} is {text[:120]!r}, "
+                         f"which parsed against those examples is not a valid task: {reasons[0]}. A reply that names one of "
+                         "the prompt's examples must name the one it builds on (use the `examples` argument), or return None")
+            return
+        checked += 1
+    c.report.add(name, "ok", f"{checked} replies valid against the examples their prompts show")
+
+
 def _check_score(c: _Checker, seeds: list[Task]) -> list[Score]:
     failures, full_marks, scores = [], [], []
     for task in seeds[:5]:
@@ -753,6 +783,7 @@ def check_plugin(target: Any, options: dict[str, Any] | None = None) -> CheckRep
     _check_validate(c, info, seeds)
     _check_env_prompt(c, seeds)
     _check_parse(c, implemented, seeds)
+    _check_reply_in_context(c, implemented, seeds)
     _check_score(c, seeds)
     _check_reference(c, implemented, seeds)
     _check_optional(c, implemented, seeds, info)
