@@ -6,7 +6,6 @@ formats refined from what those replies declared (`refine_after`)."""
 
 from __future__ import annotations
 
-import functools
 import random
 
 import pytest
@@ -48,7 +47,7 @@ def test_the_constrained_real_environment_writes_more_valid_bfcl_tasks_than_unco
 
     free = TransformersGenerator(generation, model, tokenizer)
     unconstrained = [r for (r,) in free.generate(prompts, n=1, seed=0)]
-    grammar = ReplyGrammar(fmt, tokenizer, logits_width(model), refine=functools.partial(domain.env_reply_refine, declared=fmt))
+    grammar = ReplyGrammar(fmt, tokenizer, logits_width(model), refine=lambda prefix, prompt: domain.env_reply_refine(prefix, fmt, prompt))
     constrained_generator = TransformersGenerator(generation, model, tokenizer, grammar=grammar)
     constrained = [r for (r,) in constrained_generator.generate(prompts, n=1, seed=0)]
     cut = [c for (c,) in constrained_generator.last_cut]

@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import functools
 import json
+import types
 
 import pytest
 from engine_support import demo_variant
 
-from workbench import hookimpl
+from workbench import AgentStats, hookimpl
 from workbench.config import GenerationSettings, ModelSettings
 from workbench.contract.registry import load_registry
 from workbench.contract.reply_format import format_problem, position, refine_prefixes, refined_grammar, refined_problem, text_problem
-from workbench.engine.constrained import ReplyGrammar, ends_within
+from workbench.engine.constrained import ReplyGrammar, ends_within, run_reply_format
+from workbench.engine.env_prompt import few_shot_turns
 from workbench.engine.generation import TransformersGenerator, logits_width
 from workbench.engine.models import load_model, load_tokenizer
 
@@ -46,7 +48,7 @@ TWO_PICKS = {"json_schema": {
     "refine_after": ["pick", "second"]}
 
 
-def pick_one_of_the_names(prefix: str) -> dict | None:
+def pick_one_of_the_names(prefix: str, prompt: str = "") -> dict | None:
     written = position(prefix).members
     names = [n for n in written["names"] if n != written.get("pick")]  # the second pick: another name than the first
     return {"json_schema": {"enum": names}} if names else None
@@ -96,7 +98,7 @@ def test_two_refined_keys_each_keep_to_what_the_reply_wrote_before_them(env_mode
 
 
 def test_a_refine_that_declines_keeps_the_declared_format(env_model):
-    ended, grammar = _replies(env_model, lambda prefix: None)
+    ended, grammar = _replies(env_model, lambda prefix, prompt: None)
     assert ended and all(text_problem(NAMES, json.dumps(r)) is None for r in ended)
     assert grammar.refines["refined"] == 0 and grammar.refines["declined"] >= len(ended)
 
@@ -316,3 +318,74 @@ def test_alfworld_refine_declines_what_it_cannot_read_and_every_seed_matches_its
     assert domain.env_reply_refine(ALF_PREFIX.replace('["go to countertop 1", "go to cabinet 2", "inventory", "look"]', "[]"),
                                    declared) is None, "no admissible action listed: the declared format"
     each_seed_matches_its_one_refined_value(domain, seeds, declared, "each step record writes its next action once")
+
+
+def _travelplanner_prompt(domain, examples) -> str:
+    """The environment prompt as the model reads it: the few-shot turns under a chat template."""
+    return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in _travelplanner_turns(domain, examples))
+
+
+def _travelplanner_turns(domain, examples) -> list[dict]:
+    return few_shot_turns(domain.environment_prompt(examples, AgentStats()), [domain.render_task(t, examples) for t in examples])
+
+
+@pytest.mark.parametrize("change,ok", [({}, True), ({"people_number": 7, "budget": 999}, True),
+                                       ({"org": "Atlantis"}, False), ({"date": ["2022-01-01"]}, False), ({"days": 5}, False)])
+def test_travelplanner_query_keeps_the_sandbox_of_the_example_its_reply_names(change, ok):
+    """Once a reply names example k, its origin, destination, days and dates are example k's (the
+    validator's sandbox_city, date_mismatch, dates and city_count); people, budget and
+    constraints stay free."""
+    domain, seeds, declared = domain_with_format("travelplanner")
+    assert declared["refine_after"] == ["sandbox", "query"]
+    a, b = seeds[0], seeds[1]
+    prompt = _travelplanner_prompt(domain, [a, b])
+    prefix = '{"sandbox": 2, "query": '
+    refined = domain.env_reply_refine(prefix, declared, prompt)
+    query = {**b.spec["query"], **change}
+    assert (refined_problem(prefix + json.dumps(query) + "}", prefix, refined) is None) == ok, change
+    if ok:
+        parsed = domain.parse_task(prefix + json.dumps(query) + "}", [a, b])
+        assert not domain.validate(parsed), "what the refined format admits, the validator keeps"
+
+
+def test_travelplanner_refine_declines_what_it_cannot_read_and_every_seed_matches_its_own():
+    domain, seeds, declared = domain_with_format("travelplanner")
+    prompt = _travelplanner_prompt(domain, seeds[:2])
+    assert domain.env_reply_refine('{"sandbox": 3, "query": ', declared, prompt) is None, "an example the prompt does not show"
+    assert domain.env_reply_refine('{"sandbox": 1, "query": ', declared, "no examples here") is None
+    assert domain.env_reply_refine('{"sandbox": ', declared, prompt) == {"json_schema": {"enum": [1, 2]}}, "an example it shows"
+    assert domain.env_reply_refine('{"sandbox": ', declared, "no examples here") is None
+    for task in seeds:
+        text = domain.render_task(task)
+        number, outer, inner = refine_prefixes(declared, text)  # the query's own text is written under a "query" key too
+        alone = _travelplanner_prompt(domain, [task])
+        for prefix in (number, outer):
+            assert refined_problem(text, prefix, domain.env_reply_refine(prefix, declared, alone)) is None
+        assert domain.env_reply_refine(inner, declared, alone) is None, "the query text keeps the declared format"
+
+
+def test_travelplanner_replies_decoded_under_the_refined_format_reuse_their_examples_sandbox(env_model):
+    """On the tiny model (any text the grammar allows): every reply names an example its prompt
+    shows and writes that example's origin, destination, days and dates, read from the prompt.
+    The prompts hold only the two example lines (query texts shortened), to fit the tiny model's
+    1,024 positions."""
+    model, tokenizer = env_model
+    domain, seeds, _ = domain_with_format("travelplanner")
+    config = types.SimpleNamespace(env=types.SimpleNamespace(constrained=True))
+    reply_format = run_reply_format(config, domain, seeds)
+    grammar = ReplyGrammar(reply_format.format, tokenizer, logits_width(model), refine=reply_format.refine)
+    generator = TransformersGenerator(GenerationSettings(max_new_tokens=440, batch_size=6, temperature=1.0), model, tokenizer, grammar=grammar)
+    pairs = [pair for pair in ([seeds[0], seeds[1]], [seeds[2], seeds[0]], [seeds[1], seeds[2]]) for _ in range(2)]
+
+    def prompt(pair):
+        return "\n".join(json.dumps({"sandbox": k, "query": {**t.spec["query"], "query": "a trip"}}) for k, t in enumerate(pair, 1))
+
+    replies = [r for (r,) in generator.generate([prompt(pair) for pair in pairs], n=1, seed=3)]
+    numbers = [int(reply[len('{"sandbox": '):reply.index(",")]) for reply in replies]  # the format's first key
+    assert all(k in (1, 2) for k in numbers), "every reply names an example its prompt shows"
+    named = [(reply, pair[k - 1]) for reply, pair, k in zip(replies, pairs, numbers)]
+    for reply, example in named:  # the tiny model's query texts run to the cap: the sandbox's fields come first
+        query = example.spec["query"]
+        fixed = json.dumps({k: query[k] for k in ("org", "dest", "days", "visiting_city_number", "date")})[:-1]
+        assert reply[reply.index('"query": ') + 9:].startswith(fixed + ", "), reply[:200]
+    assert grammar.refines["refined"] >= len(named), grammar.declined_why

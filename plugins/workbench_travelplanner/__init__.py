@@ -106,8 +106,13 @@ def workbench_render_task(task: Task, examples: list[Task] | None) -> str | None
 
 @hookimpl
 def workbench_env_reply_format(seeds: list[Task]) -> dict | None:
-    schema = reply_format.reply_schema(seeds)
-    return None if schema is None else {"json_schema": schema}
+    return reply_format.env_reply_format(seeds)
+
+
+@hookimpl
+def workbench_env_reply_refine(prefix: str, declared: dict, prompt: str) -> dict | None:
+    """A shown example's number, then a query on that example's sandbox: its origin, destination, days and dates."""
+    return reply_format.refine_schema(prefix, declared, prompt)
 
 
 @hookimpl

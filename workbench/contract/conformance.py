@@ -836,8 +836,8 @@ def _check_reply_format(c: _Checker, implemented: set[str], seeds: list[Task]) -
 def _check_reply_refine(c: _Checker, implemented: set[str], rendered: list[tuple[Task, str]], fmt: dict[str, Any]) -> None:
     """A format naming `refine_after`: `workbench_env_reply_refine` is implemented, and for every
     refined key every `rendered` seed (task, its text) writes, the hook gives, from the seed's own
-    prefix, a format that key's value matches (or declines), which the structured-generation
-    library compiles with that prefix."""
+    prefix and the environment prompt showing the seed alone, a format that key's value matches (or
+    declines), which the structured-generation library compiles with that prefix."""
     name = "environment reply refine"
     if "workbench_env_reply_refine" not in implemented:
         c.report.add(name, "error", f"the format names {REFINE_KEY} {fmt[REFINE_KEY]!r} but the plugin has no "
@@ -846,8 +846,9 @@ def _check_reply_refine(c: _Checker, implemented: set[str], rendered: list[tuple
     wrong, checked, values, compiled = [], 0, 0, False
     for task, text in rendered:
         problems = []
+        _, prompt = c.call(name, "workbench_environment_prompt", examples=[task], stats=AgentStats())  # the seed as its only example
         for prefix in refine_prefixes(fmt, text):
-            called, refined = c.call(name, "workbench_env_reply_refine", prefix=prefix, declared=fmt)
+            called, refined = c.call(name, "workbench_env_reply_refine", prefix=prefix, declared=fmt, prompt=prompt or "")
             if not called:
                 return
             if refined is None:

@@ -310,13 +310,14 @@ class Domain:
             raise PluginError(f"plugin {self.plugin_name!r} (domain {self.name}) hook env_reply_format: {problem}")
         return fmt
 
-    def env_reply_refine(self, prefix: str, declared: dict[str, Any]) -> dict[str, Any] | None:
+    def env_reply_refine(self, prefix: str, declared: dict[str, Any], prompt: str = "") -> dict[str, Any] | None:
         """The format of the value of the refined key `prefix` ends with (`workbench_env_reply_refine`),
-        or None: no hook, the plugin declined, or a fault (counted) or a result that is no
-        `{"json_schema": ...}` format (counted as `bad_format`), so decoding goes on as declared."""
+        in a reply to `prompt`, or None: no hook, the plugin declined, or a fault (counted) or a
+        result that is no `{"json_schema": ...}` format (counted as `bad_format`), so decoding goes
+        on as declared."""
         if not self.implements("workbench_env_reply_refine"):
             return None
-        fmt = self._contained("env_reply_refine", prefix=prefix, declared=declared)
+        fmt = self._contained("env_reply_refine", prefix=prefix, declared=declared, prompt=prompt)
         if fmt is None or isinstance(fmt, Fault):
             return None
         problem = format_problem(fmt, check_schema=False) if isinstance(fmt, dict) and set(fmt) == {"json_schema"} else (

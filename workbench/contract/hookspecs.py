@@ -211,11 +211,15 @@ def workbench_env_reply_format(seeds: list[Task]) -> dict[str, Any] | None:
 
 
 @hookspec(firstresult=True)
-def workbench_env_reply_refine(prefix: str, declared: dict[str, Any]) -> dict[str, Any] | None:
+def workbench_env_reply_refine(prefix: str, declared: dict[str, Any], prompt: str) -> dict[str, Any] | None:
     """Optional, with a format that names keys in `refine_after` (`workbench.contract.reply_format`):
     the format of a refined key's value, given `prefix`, the reply written up to and including
-    that key (`{"question": ..., "functions": [...], "ground_truth": `), and `declared`, the
-    run's format from `workbench_env_reply_format` (whose bounds the refined one keeps).
+    that key (`{"question": ..., "functions": [...], "ground_truth": `), `declared`, the
+    run's format from `workbench_env_reply_format` (whose bounds the refined one keeps), and
+    `prompt`, the environment prompt this reply answers as the model read it (chat template
+    applied, so the plugin's own example lines are in it verbatim; a hook may leave `prompt`
+    out of its signature). TravelPlanner's reply names the example whose sandbox it reuses and
+    reads that example's origin, destination and dates from the prompt.
     `reply_format.position(prefix)` says which key it is (its path) and what the innermost open
     object holds so far. Return `{"json_schema": {...}}` for the value (the engine decodes it
     under that and the declared format together), or None to keep the declared format (a prefix

@@ -36,7 +36,6 @@ marks such replies (`TransformersGenerator.last_cut`) and the candidate writer c
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -56,20 +55,21 @@ class ConstrainedDecodingError(WorkbenchError, RuntimeError):
 @dataclass
 class ReplyFormat:
     """A run's reply format: the plugin's declared `format` and, where it names `refine_after`,
-    `refine` (the domain's `env_reply_refine`: prefix -> the format of the refined key's value, or None)."""
+    `refine` (the domain's `env_reply_refine`: (prefix, prompt) -> the format of the refined key's value, or None)."""
 
     format: dict[str, Any]
-    refine: Callable[[str], dict[str, Any] | None] | None = field(default=None, repr=False)
+    refine: Callable[[str, str], dict[str, Any] | None] | None = field(default=None, repr=False)
 
 
 class ReplyGrammar:
     """A reply format compiled once for one tokenizer and vocabulary size."""
 
     def __init__(self, fmt: dict[str, Any], tokenizer: Any, vocab_size: int,
-                 refine: Callable[[str], dict[str, Any] | None] | None = None):
+                 refine: Callable[[str, str], dict[str, Any] | None] | None = None):
         """Compile `fmt` for `tokenizer` over the model's `vocab_size` logits (a model's embedding
         may be wider than its tokenizer: the extra ids are never allowed). `refine` (with a format
-        naming `refine_after`): prefix ending at a refined key -> the format of its value, or None."""
+        naming `refine_after`): (prefix ending at a refined key, the row's prompt) -> the format of
+        its value, or None."""
         import llguidance
         import llguidance.hf
 
@@ -89,15 +89,15 @@ class ReplyGrammar:
         self.refines = {"refined": 0, "declined": 0}  # refined keys decoded under a refined grammar, or under the declared one alone
         self.declined_why: list[str] = []
 
-    def refined(self, reply_ids: list[int], prefix: str) -> Any | None:
-        """For a row whose reply (`reply_ids`) has just written a refined key, ending `prefix`: a
-        matcher of the refined grammar (`prefix`, the value in the plugin's format, then anything)
-        that has consumed the reply so far, or None (the plugin declined or faulted, or the refined
-        grammar refuses the reply: the declared format alone goes on)."""
+    def refined(self, reply_ids: list[int], prefix: str, prompt: str) -> Any | None:
+        """For a row whose reply (`reply_ids`) to `prompt` has just written a refined key, ending
+        `prefix`: a matcher of the refined grammar (`prefix`, the value in the plugin's format, then
+        anything) that has consumed the reply so far, or None (the plugin declined or faulted, or
+        the refined grammar refuses the reply: the declared format alone goes on)."""
         import llguidance
 
         assert self.refine is not None
-        value_format = self.refine(prefix)
+        value_format = self.refine(prefix, prompt)
         if value_format is None:
             self._declined("the plugin declined", prefix)
             return None
@@ -142,6 +142,7 @@ class GrammarLogitsProcessor(LogitsProcessor):
         self.refined: list[list[Any]] = []  # per row: the matchers of the refined keys it has written
         self.done: list[bool] = []
         self.texts: list[bytearray] = []  # the rows' replies so far, as bytes (kept where the format refines keys)
+        self.prompt_ids: torch.Tensor | None = None  # the rows' left-padded prompts (kept where the format refines keys)
         self.prompt_width = 0
         self.bitmask: torch.Tensor | None = None
         self.scratch: torch.Tensor | None = None
@@ -154,6 +155,7 @@ class GrammarLogitsProcessor(LogitsProcessor):
             self.done = [False] * rows
             self.texts = [bytearray() for _ in range(rows)]
             self.prompt_width = input_ids.shape[1]
+            self.prompt_ids = input_ids.detach().to("cpu", copy=True) if self.compiled.markers else None
             self.bitmask = torch.full((rows, (self.compiled.vocab_size + 31) // 32), -1, dtype=torch.int32)
             self.scratch = torch.empty_like(self.bitmask[0])
         else:
@@ -187,9 +189,14 @@ class GrammarLogitsProcessor(LogitsProcessor):
             at = ends_within(self.texts[i], len(piece), marker)
             if at is not None:
                 prefix = bytes(self.texts[i][:at]).decode("utf-8", "replace")
-                matcher = self.compiled.refined(input_ids[i, self.prompt_width:].tolist(), prefix)
+                matcher = self.compiled.refined(input_ids[i, self.prompt_width:].tolist(), prefix, self._prompt(i))
                 if matcher is not None:
                     self.refined[i].append(matcher)
+
+    def _prompt(self, i: int) -> str:
+        """Row `i`'s prompt as the model read it (its left padding decoded too: the plugin reads its own lines)."""
+        assert self.prompt_ids is not None
+        return self.compiled.ll_tokenizer.decode_bytes(self.prompt_ids[i].tolist()).decode("utf-8", "replace")
 
     def _mask_row(self, i: int) -> None:
         """Row `i`'s allowed tokens into the bitmask: the declared format's, and every refined one's."""
@@ -239,7 +246,11 @@ def run_reply_format(config: Any, domain: Any, seeds: list[Any]) -> ReplyFormat 
         raise ConstrainedDecodingError(
             f"env.constrained is true but domain {domain.name!r} declares no reply format for these seeds (its plugin has no "
             "workbench_env_reply_format hook, or it returned None); set env.constrained: false")
-    return ReplyFormat(fmt, functools.partial(domain.env_reply_refine, declared=fmt))  # used only where fmt names refine_after
+
+    def refine(prefix: str, prompt: str) -> dict[str, Any] | None:  # used only where fmt names refine_after
+        return domain.env_reply_refine(prefix, fmt, prompt)
+
+    return ReplyFormat(fmt, refine)
 
 
 def vllm_structured_outputs(fmt: dict[str, Any]) -> Any:
