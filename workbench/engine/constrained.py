@@ -19,7 +19,8 @@ processor on speed and on the share of replies that parse.
 
 A format that names keys in `refine_after` (BFCL's: each function's `required` list and the gold
 calls) is refined per reply: when a row has written one of those keys, the processor hands the
-plugin's `workbench_env_reply_refine` the reply so far and, from the format it returns for the
+plugin's `workbench_env_reply_refine` the reply so far (and the row's prompt, decoded from the
+first call's input ids: TravelPlanner reads its examples there) and, from the format it returns for the
 key's value, compiles a grammar of that prefix, the value, then anything (`ReplyGrammar.refined`),
 replays the row's tokens into it, and from then on allows only the tokens both that grammar and
 the declared one allow, until the value is written (the refined grammar then allows anything and
