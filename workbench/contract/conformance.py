@@ -584,8 +584,10 @@ def _check_reply_in_context(c: _Checker, implemented: set[str], seeds: list[Task
         called, parsed = c.call(name, "workbench_parse_task", text=text, examples=examples)
         if not called:
             return
-        reasons = [parsed] if isinstance(parsed, Rejection) else c.call(name, "workbench_validate_task", task=parsed)[1] \
-            if isinstance(parsed, Task) else [f"{type(parsed).__name__}, not Task or Rejection"]
+        if isinstance(parsed, Task):
+            reasons = c.call(name, "workbench_validate_task", task=parsed)[1]
+        else:
+            reasons = [parsed if isinstance(parsed, Rejection) else f"{type(parsed).__name__}, not Task or Rejection"]
         if reasons:
             shown = "the other seed first and it second" if len(examples) == 2 else "only another seed"
             c.report.add(name, "error", f"seed {task.id!r} rendered as the reply to a prompt showing {shown} is {text[:120]!r}, "

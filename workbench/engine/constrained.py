@@ -144,6 +144,7 @@ class GrammarLogitsProcessor(LogitsProcessor):
         self.done: list[bool] = []
         self.texts: list[bytearray] = []  # the rows' replies so far, as bytes (kept where the format refines keys)
         self.prompt_ids: torch.Tensor | None = None  # the rows' left-padded prompts (kept where the format refines keys)
+        self.prompts: dict[int, str] = {}  # row -> its prompt decoded, once (a reply may write several refined keys)
         self.prompt_width = 0
         self.bitmask: torch.Tensor | None = None
         self.scratch: torch.Tensor | None = None
@@ -197,7 +198,9 @@ class GrammarLogitsProcessor(LogitsProcessor):
     def _prompt(self, i: int) -> str:
         """Row `i`'s prompt as the model read it (its left padding decoded too: the plugin reads its own lines)."""
         assert self.prompt_ids is not None
-        return self.compiled.ll_tokenizer.decode_bytes(self.prompt_ids[i].tolist()).decode("utf-8", "replace")
+        if i not in self.prompts:
+            self.prompts[i] = self.compiled.ll_tokenizer.decode_bytes(self.prompt_ids[i].tolist()).decode("utf-8", "replace")
+        return self.prompts[i]
 
     def _mask_row(self, i: int) -> None:
         """Row `i`'s allowed tokens into the bitmask: the declared format's, and every refined one's."""
