@@ -11,7 +11,10 @@ its history. `novelty_report(tasks, seeds, history)` does the same in one call.
 **What is compared.** What defines a task for the engine (`candidates.content_id`): its
 system message, prompt and evaluation spec. `task_text` joins the three (the spec as JSON
 with sorted keys), lower-cases the result and collapses whitespace, so a copy that differs
-only in case or spacing is an *exact* copy.
+only in case or spacing is an *exact* copy. A plugin whose environment must reuse a seed's
+context (TravelPlanner's reply names the example whose sandbox, flights and reference sheet
+it keeps) says what it writes instead (`workbench_task_identity`: the query alone); the
+tracker compares that text, normalised the same way (`NoveltyTracker(..., identity=...)`).
 
 **Similarity** is the Jaccard index of the two texts' sets of character n-grams
 (shingles), n = `SHINGLE` = 5. Shorter shingles (2-3 characters) are shared by almost any
@@ -23,9 +26,11 @@ numbers throughout falls well below. A task is a *near* copy at `NEAR` = 0.8 or 
 that keeps one changed word or number per line of text a copy and anything more a new
 task, and 0.8 is the threshold commonly used to find near-duplicate documents with 5-gram
 shingles (Lee et al. 2022, "Deduplicating Training Data Makes Language Models Better").
-In a domain whose tasks carry a long shared context (BFCL's function schemas, a
-TravelPlanner reference sheet), a new question over a seed's context is a near copy of
-that seed: the environment reused the seed rather than wrote a task.
+In a domain whose tasks carry a long shared context the environment could have written
+(BFCL's function schemas), a new question over a seed's context is a near copy of that
+seed: the environment reused the seed rather than wrote a task. Where the domain's format
+makes the environment reuse the context (TravelPlanner), the plugin's task identity leaves
+it out, so a new query over a seed's sandbox counts by its query.
 
 **Counting** (the denominator): each *distinct* valid task of the epoch (distinct after
 normalisation) falls in exactly one class, the first that applies: `seed_exact`,
@@ -62,7 +67,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -143,19 +148,26 @@ class Match:
         return f"copies {whose} {self.of} ({how}, similarity {self.similarity:.2f})"
 
 
-def text_key(task: Task) -> bytes:
-    """The digest of `task_text(task)`: equal keys are exact copies (case and whitespace aside)."""
-    return _digest(task_text(task))
+Identity = Callable[[Task], "str | None"]  # a plugin's text for what tells a task apart (None: task_text)
+
+
+def text_key(task: Task, identity: Identity | None = None) -> bytes:
+    """The digest of `task_text(task, identity)`: equal keys are exact copies (case and whitespace aside)."""
+    return _digest(task_text(task, identity))
 
 
 def _digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-def task_text(task: Task) -> str:
-    """What defines a task (system, prompt, spec as sorted JSON), lower-cased, whitespace collapsed."""
-    spec = json.dumps(task.spec, sort_keys=True, ensure_ascii=False, default=str)
-    return " ".join(f"{task.system or ''}\n{task.prompt}\n{spec}".lower().split())
+def task_text(task: Task, identity: Identity | None = None) -> str:
+    """What defines a task (system, prompt, spec as sorted JSON), or the plugin's `identity` of
+    it where that gives a text, lower-cased, whitespace collapsed."""
+    own = identity(task) if identity is not None else None
+    if own is None:
+        spec = json.dumps(task.spec, sort_keys=True, ensure_ascii=False, default=str)
+        own = f"{task.system or ''}\n{task.prompt}\n{spec}"
+    return " ".join(own.lower().split())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,8 +177,8 @@ class _Sketch:
     cut: np.uint64  # hashes of the full set above this were dropped (_NO_CUT: none were)
 
 
-def _sketch(task: Task) -> _Sketch:
-    text = task_text(task)
+def _sketch(task: Task, identity: Identity | None = None) -> _Sketch:
+    text = task_text(task, identity)
     codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.uint64)
     n = min(SHINGLE, len(codes))  # a text shorter than a shingle is one shingle
     count = len(codes) - n + 1
@@ -247,20 +259,30 @@ class _Index:
 
 
 class NoveltyTracker:
-    """Seed tasks plus the history of earlier epochs, indexed once; `observe` each epoch."""
+    """Seed tasks plus the history of earlier epochs, indexed once; `observe` each epoch.
+    `identity` (the domain's `task_identity`) gives the text compared for a task, None for
+    the default `task_text`."""
 
-    def __init__(self, seeds: Iterable[Task], history: Iterable[Task] = ()) -> None:
+    def __init__(self, seeds: Iterable[Task], history: Iterable[Task] = (), identity: Identity | None = None) -> None:
+        self.identity = identity
         self.seeds = _Index()
         seeds = list(seeds)
-        self.seeds.add([_sketch(t) for t in seeds], [t.id for t in seeds])
+        self.seeds.add([self._sketch(t) for t in seeds], [t.id for t in seeds])
         self.history = _Index()
         self.restore(history)
+
+    def _sketch(self, task: Task) -> _Sketch:
+        return _sketch(task, self.identity)
+
+    def key(self, task: Task) -> bytes:
+        """The digest of the text compared for `task`: equal keys are exact copies."""
+        return text_key(task, self.identity)
 
     def restore(self, history: Iterable[Task]) -> None:
         """Forget the history and index `history` instead (a resumed run's saved history)."""
         history = list(history)
         self.history = _Index()
-        self.history.add([_sketch(t) for t in history], [t.id for t in history])
+        self.history.add([self._sketch(t) for t in history], [t.id for t in history])
 
     def _classify(self, s: _Sketch) -> tuple[Match, float | None, float | None]:
         """The class of one sketch and its highest similarity to a seed and to an earlier task."""
@@ -283,7 +305,7 @@ class NoveltyTracker:
     def match(self, task: Task) -> Match:
         """One task's class against the seeds and the history, and what it copies. Read-only:
         the history is not changed (only `observe` adds to it)."""
-        return self._classify(_sketch(task))[0]
+        return self._classify(self._sketch(task))[0]
 
     def classify(self, task: Task) -> str:
         """One task's class: "seed_exact", "seed_near", "history_exact", "history_near" or
@@ -294,7 +316,7 @@ class NoveltyTracker:
         """The novelty of an epoch's valid tasks (duplicates included), then add them to history."""
         first: dict[bytes, tuple[_Sketch, str]] = {}
         for t in tasks:
-            s = _sketch(t)
+            s = self._sketch(t)
             first.setdefault(s.key, (s, t.id))
         distinct = [s for s, _ in first.values()]
         report = NoveltyReport(valid=len(tasks), distinct=len(distinct))
@@ -315,16 +337,17 @@ class NoveltyTracker:
         return report
 
 
-def novelty_report(tasks: Sequence[Task], seeds: Iterable[Task], history: Iterable[Task] = ()) -> NoveltyReport:
+def novelty_report(tasks: Sequence[Task], seeds: Iterable[Task], history: Iterable[Task] = (),
+                   identity: Identity | None = None) -> NoveltyReport:
     """The novelty of `tasks` (one epoch's valid tasks) against `seeds` and earlier `history`."""
-    return NoveltyTracker(seeds, history).observe(tasks)
+    return NoveltyTracker(seeds, history, identity).observe(tasks)
 
 
-def similarity(a: Task, b: Task) -> float:
+def similarity(a: Task, b: Task, identity: Identity | None = None) -> float:
     """The Jaccard similarity of two tasks' shingle sets (estimated past SKETCH_SIZE shingles)."""
     index = _Index()
-    index.add([_sketch(b)])
-    result = index.max_similarity(_sketch(a))
+    index.add([_sketch(b, identity)])
+    result = index.max_similarity(_sketch(a, identity))
     assert result is not None  # the index holds b
     return result
 

@@ -10,8 +10,9 @@ fine-tuning data and the submission format.
 Environment model output format: one JSON object
 `{"sandbox": <example number>, "query": {org, dest, days, visiting_city_number, date,
 people_number, local_constraint, budget, query, level}}`; the sandbox is copied from that
-example task. Agent output: a JSON list of day objects (or `{"plan": [...]}`), or the
-official "Day 1:\\nCurrent City: ..." text.
+example task, so novelty compares a task by its query and which sandbox it keeps
+(`workbench_task_identity`), not by the sheet it copies. Agent output: a JSON list of day
+objects (or `{"plan": [...]}`), or the official "Day 1:\\nCurrent City: ..." text.
 
 Difficulty rung (`workbench_task_difficulty`): the trip's length (3, 5, 7 days: 0, 1, 2) plus
 the number of local constraints set (house rule, cuisine, room type, transportation: 0 to 4),
@@ -119,6 +120,12 @@ def workbench_env_reply_refine(prefix: str, declared: dict, prompt: str) -> dict
 def workbench_task_variations(task: Task, count: int, seed: int) -> list[Task]:
     """Other people, budgets and local constraints on the seed's sandbox (the demo's warm start)."""
     return generation.task_variations(task, count, seed)
+
+
+@hookimpl
+def workbench_task_identity(task: Task) -> str | None:
+    """The query and its sandbox's digest: a new query on an example's sandbox is a new task."""
+    return generation.task_identity(task)
 
 
 @hookimpl

@@ -7,6 +7,7 @@ its sandbox.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import random
 from typing import Any
@@ -128,6 +129,22 @@ def render_task(task: Task, examples: list[Task] | None = None) -> str | None:
         return json.dumps({"sandbox": number, "query": spec["query"]}, ensure_ascii=False)
     except (TypeError, ValueError):
         return None
+
+
+def task_identity(task: Task) -> str | None:
+    """What the environment writes for a task: its query (sorted JSON) and which sandbox it
+    keeps (a digest of the reference information, which the reply copies from an example and
+    which is most of the task's text). None for a task without a query (the default text)."""
+    spec = task.spec if isinstance(task.spec, dict) else {}
+    if not isinstance(spec.get("query"), dict):
+        return None
+    try:
+        query = json.dumps(spec["query"], sort_keys=True, ensure_ascii=False, default=str)
+        reference = json.dumps(spec.get("reference_information"), sort_keys=True, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return None
+    sandbox = hashlib.blake2b(reference.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    return f"sandbox {sandbox}\n{query}"
 
 
 def _date_problems(dates: list[str], days: int) -> list[Rejection]:

@@ -792,6 +792,7 @@ def check_plugin(target: Any, options: dict[str, Any] | None = None) -> CheckRep
     _check_metrics_agree(c, implemented, seeds, info)
     _check_difficulty(c, implemented, seeds, info)
     _check_variations(c, implemented, seeds)
+    _check_task_identity(c, implemented, seeds)
     _check_reply_format(c, implemented, seeds)
     return report
 
@@ -916,6 +917,46 @@ def _check_variations(c: _Checker, implemented: set[str], seeds: list[Task], cou
         c.report.add(name, "error", f"{len(wrong)} problem(s), e.g. {wrong[0]}; the demo warm start leaves such variations out")
     else:
         c.report.add(name, "ok", f"{made} variations of {min(3, len(seeds))} seeds: valid, new, round-trip, the same for the same seed")
+
+
+def _check_task_identity(c: _Checker, implemented: set[str], seeds: list[Task]) -> None:
+    """`workbench_task_identity`, when implemented: on every seed (up to 1000) a str or None,
+    the same on a second call; on up to 3 seeds' variations (`workbench_task_variations`), a
+    text other than the seed's, so a variation the environment writes is not called a copy."""
+    name = "task identity"
+    if "workbench_task_identity" not in implemented:
+        return
+    wrong: list[str] = []
+    texts = 0
+    for task in seeds[:1000]:
+        called, first = c.call(name, "workbench_task_identity", task=task)
+        called_again, again = c.call(name, "workbench_task_identity", task=task)
+        if not (called and called_again):
+            return
+        if first is not None and not isinstance(first, str):
+            wrong.append(f"seed {task.id}: returned {type(first).__name__}, not str or None")
+        elif first != again:
+            wrong.append(f"seed {task.id}: two calls gave different texts")
+        texts += first is not None
+    varied = 0
+    if "workbench_task_variations" in implemented:
+        for task in seeds[:3]:
+            _, own = c.call(name, "workbench_task_identity", task=task)
+            _, variations = c.call(name, "workbench_task_variations", task=task, count=4, seed=0)
+            for i, variation in enumerate(variations if isinstance(variations, list) else []):
+                if isinstance(variation, Task) and isinstance(own, str):
+                    varied += 1
+                    if c.call(name, "workbench_task_identity", task=variation)[1] == own:
+                        wrong.append(f"seed {task.id} variation {i}: the same identity as its seed, so novelty calls it an exact copy")
+    checked = min(len(seeds), 1000)
+    if wrong:
+        c.report.add(name, "error", f"{len(wrong)} problem(s), e.g. {wrong[0]}")
+    elif not texts:
+        c.report.add(name, "warning", f"workbench_task_identity is implemented but gives None for all {checked} seed tasks: "
+                     "novelty compares them by their whole text; return the part the environment writes, or drop the hook")
+    else:
+        c.report.add(name, "ok", f"a text for {texts} of {checked} seed tasks, the same on a second call; "
+                     f"{varied} variations each told apart from their seed")
 
 
 def _check_difficulty(c: _Checker, implemented: set[str], seeds: list[Task], info: DomainInfo) -> None:

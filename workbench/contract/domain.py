@@ -361,6 +361,16 @@ class Domain:
                 kept.append(variation)
         return kept, dropped
 
+    def task_identity(self, task: Task) -> str | None:
+        """The text novelty compares `task` by (`workbench_task_identity`), or None for the
+        default: no hook, the plugin declined, or a fault (counted)."""
+        return self._optional_text("task_identity", task)
+
+    @property
+    def novelty_identity(self) -> Callable[[Task], str | None] | None:
+        """`task_identity` for a `NoveltyTracker`, or None when the plugin has no such hook."""
+        return self.task_identity if self.implements("workbench_task_identity") else None
+
     @property
     def declares_difficulty(self) -> bool:
         """The plugin rates its tasks' difficulty (`workbench_task_difficulty`)."""

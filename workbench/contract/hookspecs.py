@@ -65,6 +65,7 @@ OPTIONAL_DOMAIN_HOOKS = (
     "workbench_task_variations",
     "workbench_env_reply_format",
     "workbench_env_reply_refine",
+    "workbench_task_identity",
 )
 CROSS_CUTTING_HOOKS = ("workbench_extra_validators", "workbench_run_start", "workbench_epoch_end")
 
@@ -250,6 +251,26 @@ def workbench_task_variations(task: Task, count: int, seed: int) -> list[Task]:
     real model's cold start uses one where the plugin's reply names the example it builds on
     (`workbench_render_task` gives None for a seed the prompt does not show): the seed is shown,
     and the environment learns to write a variation of it.
+    """
+
+
+@hookspec(firstresult=True)
+def workbench_task_identity(task: Task) -> str | None:
+    """Optional: the text that tells `task` apart from the domain's other tasks, for novelty
+    (`workbench.novelty`: is a generated task a copy of a seed or of an earlier task?): what
+    the environment writes, without the context its format makes it reuse from an example.
+    Without the hook a task is compared by its system message, prompt and spec.
+
+    TravelPlanner's reply keeps a shown example's sandbox (its flights, routes and reference
+    sheet, most of the task's text), so by the default text every generated task would be a
+    near copy of its example; its identity is the query and the sandbox's digest. A domain
+    whose environment could have written the context (BFCL's function schemas) keeps the
+    default: a new question over a seed's functions reused the seed.
+
+    Rules: a text (None: the default for this task), the same for the same task; a variation
+    (`workbench_task_variations`) gets a text other than its seed's (checked by `workbench
+    check-plugin`); never raise for a task of this domain. A fault is counted and the task is
+    compared by the default text.
     """
 
 

@@ -197,7 +197,7 @@ class CandidateWriter:
                     continue  # rejected for its own reasons; the slot keeps its copy
                 old = slots[slot].task
                 assert new.task is not None and old is not None
-                held = {text_key(c.task): c.task.id for c in slots if c.valid and c.task is not None}  # this round's accepted included
+                held = {self._key(c.task): c.task.id for c in slots if c.valid and c.task is not None}  # this round's accepted included
                 again = self._copy_of(new.task, held)
                 if again is not None and again[0] >= severity:
                     new.rejections.append(Rejection(
@@ -210,6 +210,10 @@ class CandidateWriter:
             generator.stats = total
         return drawn
 
+    def _key(self, task: Task) -> bytes:
+        """The text key the run's novelty tracker compares `task` by (its plugin's task identity)."""
+        return self.novelty.key(task) if self.novelty is not None else text_key(task)
+
     def _copies(self, slots: list[Candidate]) -> list[tuple[int, int, str]]:
         """The slots whose valid task repeats an earlier valid one of the epoch or copies a seed
         task, each with how much of a copy it is and what it copies (`_copy_of`)."""
@@ -219,7 +223,7 @@ class CandidateWriter:
             if not c.valid or c.task is None:
                 continue
             copy = self._copy_of(c.task, seen)
-            seen.setdefault(text_key(c.task), c.task.id)
+            seen.setdefault(self._key(c.task), c.task.id)
             if copy is not None:
                 found.append((i, *copy))
         return found
@@ -227,7 +231,7 @@ class CandidateWriter:
     def _copy_of(self, task: Task, held: dict[bytes, str]) -> tuple[int, str] | None:
         """How much of a copy `task` is and what it copies, or None: 2 for a repeat of a task of
         `held` (text key -> id) or an exact seed copy, 1 for a near seed copy."""
-        earlier = held.get(text_key(task))
+        earlier = held.get(self._key(task))
         if earlier is not None:
             return 2, f"repeats {earlier} of this epoch"
         assert self.novelty is not None

@@ -116,7 +116,7 @@ class CoEvolution:
         self.seeds = select_seeds(config, self.domain.seed_tasks(config.domain_options))
         for task in self.seeds:
             task.source = "seed"
-        self.novelty = NoveltyTracker(self.seeds)  # each epoch's tasks vs the seeds and earlier epochs
+        self.novelty = NoveltyTracker(self.seeds, identity=self.domain.novelty_identity)  # each epoch's tasks vs the seeds and earlier epochs
         self.reply_format = run_reply_format(config, self.domain, self.seeds)  # env.constrained: before the cold start
         self.cold_start = cold_started(config, self.domain, self.seeds, self.folder, self._progress, from_checkpoint=existing is not None)
         self.models = ModelPair(config, self.mode, self.domain, self.folder, self.cold_start, existing, self.events.trainer_progress,

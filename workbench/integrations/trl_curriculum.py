@@ -125,7 +125,7 @@ class GenEnvCurriculum(TrainerCallback):
         self.seeds = self.domain.seed_tasks(cfg.domain_options)
         for task in self.seeds:
             task.source = "seed"
-        self.novelty = NoveltyTracker(self.seeds)
+        self.novelty = NoveltyTracker(self.seeds, identity=self.domain.novelty_identity)
         self.env_tokenizer = load_tokenizer(cfg.env.model, "env.model")
         self._build_env(None)
         self.epochs: list[CurriculumEpoch] = []
