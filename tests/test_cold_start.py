@@ -60,6 +60,7 @@ def test_the_cold_start_lowers_the_seed_loss_and_the_run_folder_records_it(base_
         info = record["roles"][role]
         assert info["loss_after"] < info["loss_before"] - 0.5, info
         assert info["examples"] == 2 * len(run.seeds)  # two passes, one example a seed
+        assert info["probe_examples"] == len(run.seeds), "the loss is measured on one example a seed"
         assert info["steps"] > 0 and info["seconds"] > 0 and info["files"]
     assert record["settings"] == dataclasses.asdict(FAST)
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())
@@ -193,11 +194,11 @@ KILLED_SCRIPT = textwrap.dedent(
 
     real = cold_start._fine_tune
 
-    def hang_in_env(config, settings, field, rows, out, role):
+    def hang_in_env(config, settings, field, rows, probe, out, role):
         if role == "env":
             print("ENV STARTED", flush=True)
             time.sleep(600)
-        return real(config, settings, field, rows, out, role)
+        return real(config, settings, field, rows, probe, out, role)
 
     cold_start._fine_tune = hang_in_env
     CoEvolution(load_config(sys.argv[1]), sys.argv[2]).run()

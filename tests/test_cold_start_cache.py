@@ -220,11 +220,11 @@ KILLED_IN_A_ROLE = textwrap.dedent(
 
     real = cold_start._fine_tune
 
-    def hang_in_role(config, settings, field, rows, out, role):
+    def hang_in_role(config, settings, field, rows, probe, out, role):
         if role == sys.argv[3]:
             print("ROLE STARTED", flush=True)
             time.sleep(600)
-        return real(config, settings, field, rows, out, role)
+        return real(config, settings, field, rows, probe, out, role)
 
     cold_start._fine_tune = hang_in_role
     CoEvolution(load_config(sys.argv[1]), sys.argv[2]).run()

@@ -17,7 +17,7 @@ import pytest
 
 from workbench.contract.registry import load_registry
 from workbench.contract.tasks import Task
-from workbench.engine.cold_start import env_rows, parses_to_a_valid_task
+from workbench.engine.cold_start import env_rows, parses_to_a_valid_task, role_rows
 
 DOMAINS = ["arithmetic", "bfcl", "api_bank", "bamboogle", "alfworld", "travelplanner"]
 
@@ -97,3 +97,21 @@ def test_check_plugin_refuses_a_reply_that_names_an_example_the_prompt_does_not_
     assert name in errors and "sandbox_city" in errors[name], errors
     passed = {r.name: r.message for r in check_plugin(tp).results if r.level == "ok"}
     assert name in passed
+
+
+def test_the_cold_starts_loss_probe_holds_one_row_a_seed_when_the_replies_vary_each_pass(make_config):
+    """TravelPlanner's cold-start replies are variations of a shown seed, another each pass, so
+    no two rows share a completion: the probe took the first 64 shuffled rows (every row of a
+    small split, each of its 7,000-token prompts evaluated twice) instead of one a seed."""
+    from workbench.config import ColdStartSettings
+
+    domain = load_registry().domain("travelplanner")
+    seeds = domain.seed_tasks({})
+    config = make_config(domain="travelplanner", env__examples_per_prompt=2, cold_start=ColdStartSettings(passes=4))
+    rows, probe, missing = role_rows(config, domain, seeds, "env")
+    assert missing == 0 and len(rows) == 4 * len(seeds)
+    assert len({json.dumps(r["completion"]) for r in rows}) == len(rows), "every pass writes other replies"
+    assert len(probe) == len(seeds) and all(r in rows for r in probe)
+    assert rows[: len(seeds)] != probe, "the rows are shuffled, the probe is the first pass"
+    again, probe_again, _ = role_rows(config, domain, seeds, "env")
+    assert (again, probe_again) == (rows, probe), "the same rows, in the same order, for the same run seed (the cache key)"

@@ -75,7 +75,7 @@ log = logging.getLogger(__name__)
 COLD_START_VERSION = 1
 ROLES = ("agent", "env")
 ROLE_FILE = "cold_start.json"  # inside each role's model folder: what that role's fine-tuning did
-PROBE_ROWS = 64  # the loss before and after is measured on at most this many examples (one per seed)
+PROBE_ROWS = 64  # the loss before and after is measured on the first pass's rows, one per seed, at most this many
 
 Row = dict[str, Any]
 
@@ -262,24 +262,36 @@ def cold_start_seed(config: RunConfig) -> int:
     return config.seed if config.cold_start.seed is None else config.cold_start.seed
 
 
+def role_rows(config: RunConfig, domain: Domain, seeds: list[Task], role: str) -> tuple[list[Row], list[Row], int]:
+    """A role's examples, `cold_start.passes` passes over `seeds` shuffled together; the probe
+    its loss is measured on before and after, the first pass's rows (one per seed, at most
+    PROBE_ROWS: an environment whose replies vary a shown seed writes another reply each pass,
+    so its rows' completions do not repeat); and the seeds a pass left out."""
+    assert config.cold_start is not None
+    rng = random.Random(f"cold-start-{cold_start_seed(config)}-{role}")
+    rows: list[Row] = []
+    probe: list[Row] = []
+    missing = 0
+    for _ in range(config.cold_start.passes):
+        one, missing = agent_rows(domain, seeds) if role == "agent" else env_rows(domain, seeds, config, rng)
+        rows += one
+        probe = probe or one[:PROBE_ROWS]
+    rng.shuffle(rows)
+    return rows, probe, missing
+
+
 def _make_role(config: RunConfig, domain: Domain, seeds: list[Task], role: str, folder: Path, progress: Callable[[str], None]) -> None:
     """Fine-tune one role (or copy it from the cache) into `folder`, renamed into place whole."""
     settings = config.cold_start
     assert settings is not None
     model_settings = config.agent.model if role == "agent" else config.env.model
     field = f"{role}.model"
-    rng = random.Random(f"cold-start-{cold_start_seed(config)}-{role}")
-    rows: list[Row] = []
-    missing = 0
-    for _ in range(settings.passes):
-        one, missing = agent_rows(domain, seeds) if role == "agent" else env_rows(domain, seeds, config, rng)
-        rows += one
+    rows, probe, missing = role_rows(config, domain, seeds, role)
     if not rows:
         raise ColdStartError(
             f"cold start of the {role}: none of the {len(seeds)} seed tasks gave an example (the {domain.name} plugin "
             f"has no {'reference output' if role == 'agent' else 'rendering'} for them); turn cold_start.{role} off"
         )
-    rng.shuffle(rows)
     key = _cache_key(config, role, model_settings, rows)
     cached = cache.cache_root() / "cold-start" / key
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{role}-"))
@@ -291,7 +303,7 @@ def _make_role(config: RunConfig, domain: Domain, seeds: list[Task], role: str, 
         progress(f"cold start of the {role}: copied from {cached} ({info['cache_copy']})")
     else:
         progress(f"cold start of the {role}: {len(rows)} examples ({settings.passes} passes over {len(seeds)} seeds)")
-        info = _fine_tune(config, model_settings, field, rows, tmp, role)
+        info = _fine_tune(config, model_settings, field, rows, probe, tmp, role)
         info["seeds_without_example"] = missing
         info["key"] = key
         info["files"] = _hashes(tmp)
@@ -305,8 +317,10 @@ def _make_role(config: RunConfig, domain: Domain, seeds: list[Task], role: str, 
              f"({info['seconds']:.0f} s)")
 
 
-def _fine_tune(config: RunConfig, model_settings: ModelSettings, field: str, rows: list[Row], out: Path, role: str) -> dict[str, Any]:
-    """SFT with TRL's SFTTrainer, loss on the completions; LoRA adapters merged into the base; saved to `out`."""
+def _fine_tune(config: RunConfig, model_settings: ModelSettings, field: str, rows: list[Row], probe: list[Row], out: Path,
+               role: str) -> dict[str, Any]:
+    """SFT with TRL's SFTTrainer, loss on the completions, measured before and after on `probe`;
+    LoRA adapters merged into the base; saved to `out`."""
     from datasets import Dataset
     from transformers import PrinterCallback, set_seed
     from trl import SFTConfig, SFTTrainer
@@ -322,8 +336,7 @@ def _fine_tune(config: RunConfig, model_settings: ModelSettings, field: str, row
     set_seed(cold_start_seed(config))
     model = load_model(model_settings, field)
     if not getattr(tokenizer, "chat_template", None):
-        rows = _plain(rows, tokenizer)
-    probe = _probe(rows, role)
+        rows, probe = _plain(rows, tokenizer), _plain(probe, tokenizer)
     device = resolve_device(model_settings.device)
     args = SFTConfig(
         output_dir=str(out.parent / f".trainer-{role}"),
@@ -376,24 +389,6 @@ def _fine_tune(config: RunConfig, model_settings: ModelSettings, field: str, row
     del trainer, trained, model
     gc.collect()
     return info
-
-
-def _probe(rows: list[Row], role: str) -> list[Row]:
-    """The rows the loss before and after is measured on: the first example of each distinct
-    (prompt, completion) of the agent, or completion of the environment (whose prompts differ
-    each pass): one a seed or a turn, at most PROBE_ROWS."""
-    seen: set[str] = set()
-    probe = []
-    for row in rows:
-        text = json.dumps(row["completion"], sort_keys=True)
-        if role == "agent":
-            text += json.dumps(row["prompt"], sort_keys=True)
-        if text not in seen:
-            seen.add(text)
-            probe.append(row)
-        if len(probe) >= PROBE_ROWS:
-            break
-    return probe
 
 
 # ---------------------------------------------------------------------------- files and the cache
