@@ -15,6 +15,11 @@ llguidance), and prints, for each, the valid share, the rejection codes, the nov
 valid tasks (seed copies, repeats within the draw, new), new tokens per reply and seconds per
 new token; `--json` keeps the figures (`benchmarks.frame.write_result`: the runs under `figures.runs`).
 
+`--p-hat-shown none 0.0 0.9` writes the same prompts once per value with the agent statistics
+the environment prompt shows set to that recent success rate (`none`: before the first epoch, as
+static's pool is written), and adds the mean difficulty rung of the valid tasks: does the
+environment model write easier tasks for an agent that solves nothing, as the prompt asks?
+
 `--shots` is env.examples_per_prompt (seeds shown in the few-shot turns), `--batch` is
 env.generation.batch_size, `--stop-repeats` env.generation.stop_repeats; the rest is the table's (benchmarks/frame.py BENCHMARKS), so the
 cold-started environment comes from the cache the table filled (or is made once)."""
@@ -59,9 +64,12 @@ def main() -> None:
     parser.add_argument("--env-cold-start-only", action="store_true",
                         help="cold-start the environment alone (cold_start.agent off): this script never runs the agent, "
                              "whose cold start on long prompts is the expensive part")
+    parser.add_argument("--p-hat-shown", nargs="+", default=["none"],
+                        help="the recent success rate the environment prompt shows, one run each ('none': before epoch 1)")
     parser.add_argument("--json", type=Path, default=None, help="write the figures to this file")
     args = parser.parse_args()
 
+    from workbench import AgentStats
     from workbench.contract.registry import load_registry
     from workbench.engine.loop import CoEvolution
     from workbench.engine.threads import apply_threads
@@ -72,27 +80,31 @@ def main() -> None:
                                max_prompt_chars=args.max_prompt_chars, dtype=args.dtype)
     train, _ = frame.benchmark_split(args.benchmark, domain, max_prompt_chars=args.max_prompt_chars)
     results = []
-    for shots in args.shots:
-        for constrained in args.constrained:
-            config = real_model.train_config(table, "random", args.seed, [t.id for t in train])  # random: no pool made up front
-            generation: dict[str, Any] = {"batch_size": args.batch, "stop_repeats": args.stop_repeats}
-            if args.max_new_tokens:
-                generation["max_new_tokens"] = args.max_new_tokens
-            env = frame.replace_section(config.env, {"examples_per_prompt": shots, "generation": generation,
-                                                          "constrained": constrained == "on"})
-            config = dataclasses.replace(config, env=env)
-            if args.env_cold_start_only and config.cold_start is not None:
-                config = dataclasses.replace(config, cold_start=dataclasses.replace(config.cold_start, agent=False))
-            with tempfile.TemporaryDirectory() as folder:
-                run = CoEvolution(config, Path(folder) / "run")
-                start = time.perf_counter()
-                candidates = run.task_source.generate(args.count, run.models.env_generator, "static", run.stats)
-                seconds = time.perf_counter() - start
-            result = summary(candidates, run, seconds, args, shots, constrained)
-            results.append(result)
-            print(json.dumps(result), flush=True)
-            if args.json:  # after each setting: a run stopped in the second keeps the first
-                frame.write_result(args.json, script=__file__, figures={"runs": results}, settings=args)
+    settings = [(shots, constrained, shown) for shots in args.shots for constrained in args.constrained for shown in args.p_hat_shown]
+    for shots, constrained, shown in settings:
+        config = real_model.train_config(table, "random", args.seed, [t.id for t in train])  # random: no pool made up front
+        generation: dict[str, Any] = {"batch_size": args.batch, "stop_repeats": args.stop_repeats}
+        if args.max_new_tokens:
+            generation["max_new_tokens"] = args.max_new_tokens
+        env = frame.replace_section(config.env, {"examples_per_prompt": shots, "generation": generation,
+                                                      "constrained": constrained == "on"})
+        config = dataclasses.replace(config, env=env)
+        if args.env_cold_start_only and config.cold_start is not None:
+            config = dataclasses.replace(config, cold_start=dataclasses.replace(config.cold_start, agent=False))
+        with tempfile.TemporaryDirectory() as folder:
+            run = CoEvolution(config, Path(folder) / "run")
+            stats = run.stats if shown == "none" else AgentStats(epoch=1, p_hat_mean=float(shown), alpha=run.stats.alpha)
+            start = time.perf_counter()
+            candidates = run.task_source.generate(args.count, run.models.env_generator, "static", stats)
+            seconds = time.perf_counter() - start
+        result = summary(candidates, run, seconds, args, shots, constrained)
+        result["p_hat_shown"] = shown
+        rungs = [r for c in candidates if c.valid and (r := domain.difficulty(c.task)) is not None]
+        result["mean_rung"] = round(sum(rungs) / len(rungs), 3) if rungs else None
+        results.append(result)
+        print(json.dumps(result), flush=True)
+        if args.json:  # after each setting: a run stopped in the second keeps the first
+            frame.write_result(args.json, script=__file__, figures={"runs": results}, settings=args)
 
 
 def summary(candidates: list[Any], run: Any, seconds: float, args: argparse.Namespace, shots: int, constrained: str) -> dict[str, Any]:
