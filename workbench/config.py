@@ -66,11 +66,13 @@ class ModelSettings:
     device: Literal["auto", "cpu", "cuda"] = _f("auto", "auto = cuda when available, else cpu.")
     lora: LoraSettings | None = _f(None, "Train LoRA adapters instead of all weights (needs peft).")
     gradient_checkpointing: bool = _f(False, "Trade compute for memory during training.")
-    attn_implementation: Literal["sdpa", "eager"] | None = _f(
+    attn_implementation: Literal["sdpa", "eager", "sdpa_padding_safe"] | None = _f(
         None,
-        "The attention kernels, from_pretrained's attn_implementation; None = transformers' default (sdpa). On a lent "
-        "H200 the tiny agent's GRPO gradient went NaN under sdpa and stayed finite under eager (docs/scale-out.md, "
-        "section 6.1): eager is the setting to try when a CUDA run stops with NonFiniteGradientError.",
+        "The attention kernels, from_pretrained's attn_implementation. None = sdpa_padding_safe on CUDA, transformers' "
+        "default (sdpa) elsewhere. sdpa_padding_safe (workbench.engine.attention) is sdpa with the query rows that attend "
+        "to nothing (left padding) opened to every key: on a lent H200, cuDNN's SDPA backward turned those rows into NaN "
+        "query gradients and stopped the tiny agent's GRPO step; with them opened every real position's output and "
+        "gradient is the same (docs/scale-out.md, section 6.1). eager is the other kernel family to try.",
     )
     offload_when_idle: bool = _f(False, "Move this model to CPU while the other model's phase runs.")
     packed_decode: bool = _f(
@@ -147,8 +149,10 @@ class GenerationSettings:
     compile_static_cache: bool = _f(
         False,
         "With cache_implementation 'static': let generate() compile the decode step with torch.compile (CUDA). "
-        "Off by default: on a lent H100 that compile took over a minute at the 1.5B shape and outran the device "
-        "call at the 7B shape.",
+        "On a lent H200 at batch 64 it decoded 5.2x the dynamic cache at the 7B shape with merged LoRA (0.26 of the "
+        "bandwidth bound) after a 32 s compile (docs/scale-out.md, section 6.1). Off by default: the static cache is sized "
+        "to the batch's prompt length plus max_new_tokens, so another prompt length may compile again, and how often an "
+        "epoch's varying prompts do is not yet measured.",
     )
 
 

@@ -74,8 +74,8 @@ class FiniteGradientGuard(TrainerCallback):
                 f"{len(bad)} of {trainable} trainable tensors ({shown}{more} values non-finite).{spread} The step was not taken, so the "
                 "weights are still the last good step's; nothing of this epoch was saved. Resume the run from its "
                 "last checkpoint; if it recurs, try a lower learning rate, and on a GPU eager attention "
-                f"({self.role.split()[0]}.model.attn_implementation: eager; docs/scale-out.md, section 6.1, says what is known "
-                "of where such gradients came from)."
+                f"({self.role.split()[0]}.model.attn_implementation: eager; on CUDA the engine already uses sdpa_padding_safe, "
+                "whose left-padded rows no longer reach cuDNN's NaN-making backward; docs/scale-out.md, section 6.1)."
             )
         return control
 

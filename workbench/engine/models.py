@@ -31,6 +31,20 @@ def resolve_device(setting: str) -> torch.device:
     return torch.device(setting)
 
 
+def attention_implementation(setting: str | None, device: torch.device) -> str | None:
+    """from_pretrained's `attn_implementation` for `model.attn_implementation`: as set, and unset
+    (None) `sdpa_padding_safe` on CUDA (workbench.engine.attention: cuDNN's SDPA backward on a lent
+    H200 made NaN query gradients from a left-padded batch's empty mask rows) and transformers'
+    default elsewhere (None)."""
+    if setting is None and device.type == "cuda":
+        setting = "sdpa_padding_safe"
+    if setting == "sdpa_padding_safe":
+        from .attention import register
+
+        register()
+    return setting
+
+
 def resolve_dtype(setting: str, device: torch.device, trainable: bool = False, lora: bool = False) -> torch.dtype:
     """The dtype weights are loaded in.
 
@@ -122,7 +136,8 @@ def load_model(settings: ModelSettings, field: str, trainable: bool = True, adap
     device = resolve_device(settings.device)
     dtype = resolve_dtype(settings.dtype, device, trainable=trainable, lora=settings.lora is not None)
     try:
-        attention = {"attn_implementation": settings.attn_implementation} if settings.attn_implementation else {}
+        implementation = attention_implementation(settings.attn_implementation, device)
+        attention = {"attn_implementation": implementation} if implementation else {}
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **attention)
     except (OSError, ValueError) as exc:
         raise ModelLoadError(
