@@ -221,5 +221,8 @@ def test_a_nan_out_of_sdpa_s_backward_is_named_with_its_inputs_and_replayed_per_
     assert F.scaled_dot_product_attention is not real, "the watch put back what it wrapped: the fake"
     monkeypatch.undo()
     replayed = probe.replay(str(dump), torch.device("cpu"))
-    math = next(r for r in replayed if r["backend"] == "math")
+    math = next(r for r in replayed if r["backend"] == "math" and r["mask_variant"] == "as_dumped")
     assert math["out_finite"] and math["q_grad_finite"] and math["mask"] == "[2, 1, 8, 8] bool"
+    assert math["empty_query_rows"] == 3
+    assert {r["mask_variant"] for r in replayed} == {"as_dumped", "empty_rows_opened", "additive_float"}
+    assert all(r["q_grad_finite"] for r in replayed if "error" not in r)

@@ -52,6 +52,8 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=480)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="time every way this many times, in turn (none, llguidance, xgrammar, none, ...): an order effect shows")
     parser.add_argument("--json", default="", help="write the figures to this file (`benchmarks.frame.write_result`)")
     parser.add_argument("--shape", default="", help="a random-weight Qwen2 of this benchmarks/cost/gpu_scale.py shape instead of --model")
     parser.add_argument("--tokenizer", default="", help="with --shape: a tokenizer folder (default: trained on the seeds)")
@@ -94,7 +96,7 @@ def main() -> None:
     TransformersGenerator(GenerationSettings(max_new_tokens=8, batch_size=args.batch), model, tokenizer).generate(
         prompts[:args.batch], n=1, seed=args.seed)
     rows = []
-    for way in ("none", "llguidance", "xgrammar"):
+    for round_, way in [(r, w) for r in range(1, args.rounds + 1) for w in ("none", "llguidance", "xgrammar")]:
         start = time.perf_counter()
         try:
             processor_factory = _processor_factory(way, fmt, tokenizer, logits_width(model))
@@ -111,21 +113,21 @@ def main() -> None:
         parsed = [domain.parse_task(r, []) for r in replies]
         tasks = [p for p in parsed if not hasattr(p, "code")]
         rows.append({
-            "way": way, "compile_s": round(compile_s, 3), "replies": len(replies),
+            "round": round_, "way": way, "compile_s": round(compile_s, 3), "replies": len(replies),
             "in_format": sum(text_problem(fmt, r) is None for r in replies) / len(replies),
             "parse": len(tasks) / len(replies), "valid": sum(not domain.validate(t) for t in tasks) / len(replies),
             "cut": sum(cut) / len(replies), "tokens_per_reply": generator.stats.new_tokens / len(replies),
             "s_per_token": seconds / max(1, generator.stats.new_tokens), "seconds": round(seconds, 1),
         })
-    base = rows[0]["s_per_token"]
+    base = {r["round"]: r["s_per_token"] for r in rows if r["way"] == "none"}
     where = torch.cuda.get_device_name() if args.device == "cuda" else f"{threads} threads, {platform.processor() or platform.machine()}"
     model_name = args.model or (f"{args.shape} random-weight" if args.shape else "tiny random-weight")
     print(f"{args.domain}, model {model_name}, {args.count} prompts, max_new_tokens {args.max_new_tokens}, {args.dtype}, "
           f"{where}, load {os.getloadavg()[0]:.2f}")
-    print(f"{'way':<11} {'compile s':>9} {'in format':>9} {'parse':>6} {'valid':>6} {'cut':>5} {'tok/reply':>9} {'s/token':>8} {'vs none':>7}")
+    print(f"{'round':>5} {'way':<11} {'compile s':>9} {'in format':>9} {'parse':>6} {'valid':>6} {'cut':>5} {'tok/reply':>9} {'s/token':>8} {'vs none':>7}")
     for r in rows:
-        print(f"{r['way']:<11} {r['compile_s']:>9.3f} {r['in_format']:>9.2f} {r['parse']:>6.2f} {r['valid']:>6.2f} {r['cut']:>5.2f} "
-              f"{r['tokens_per_reply']:>9.1f} {r['s_per_token']:>8.4f} {r['s_per_token'] / base:>7.2f}")
+        print(f"{r['round']:>5} {r['way']:<11} {r['compile_s']:>9.3f} {r['in_format']:>9.2f} {r['parse']:>6.2f} {r['valid']:>6.2f} {r['cut']:>5.2f} "
+              f"{r['tokens_per_reply']:>9.1f} {r['s_per_token']:>8.4f} {r['s_per_token'] / base[r['round']]:>7.2f}")
     if args.json:
         frame.write_result(args.json, script=__file__, settings=args, figures={
             "domain": args.domain, "model": model_name, "device": where, "dtype": args.dtype, "vocab": len(tokenizer),

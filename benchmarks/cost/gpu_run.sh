@@ -7,15 +7,18 @@
 #   bash benchmarks/cost/gpu_run.sh OUT_DIR                       # on the lent H100 / H200 (run from the repository root)
 #   GPU_RUN_SHAPE=tiny bash benchmarks/cost/gpu_run.sh OUT_DIR    # every part at the tiny shape on the CPU: the end-to-end check
 #
-# The parts (GPU_RUN_PARTS="a a3 e a2 b d" picks some; that is the default order; c runs only when named):
-#   a   tiny-nan        the tiny shape on CUDA with --find-nonfinite: forward hooks on every module, and backward
-#                       hooks naming the first module (or weight) whose gradient goes inf/NaN. Run 1 (2026-11-28,
-#                       H200) found the agent's embedding weights already NaN at a rollout: a backward made them so;
-#                       run 2 (2026-11-29) named the first: a q_proj weight's gradient, out of SDPA's backward. Now
-#                       SDPA itself is watched too (gpu_scale.py watch_sdpa): where its backward first turns a finite
-#                       gradient non-finite, its inputs are saved to OUT_DIR/a_sdpa.pt                          cap 75 s
+# The parts (GPU_RUN_PARTS="a a3 a4 h g" picks some, the default; they run in the order below; a2, d, b, e, f and c,
+# measured before, run only when named):
+#   a   tiny-nan        the tiny shape on CUDA with plain SDPA attention and --find-nonfinite: forward hooks on every
+#                       module, backward hooks naming the first module (or weight) whose gradient goes inf/NaN, and
+#                       SDPA itself watched (gpu_scale.py watch_sdpa): where its backward first turns a finite gradient
+#                       non-finite, its inputs are saved to OUT_DIR/a_sdpa.pt. Run 3 (2026-11-30, H200): cuDNN's
+#                       backward, from the left-padded rows that attend to nothing (docs/scale-out.md 6.1)       cap 75 s
 #   a3  sdpa-replay     if part a saved a_sdpa.pt: sdpa_padding_probe.py --replay runs that one call again under each
-#                       backend (math, efficient, cuDNN, flash), and its padding probes: which kernel, which input  cap 60 s
+#                       backend (math, efficient, cuDNN, flash) and each mask variant (as dumped, empty rows opened,
+#                       additive float), under autocast where the dumped dtypes differ; and its padding probes  cap 60 s
+#   a4  tiny-nan-safe   the same as a with the engine's own attention on CUDA (model.attn_implementation unset:
+#                       sdpa_padding_safe, workbench.engine.attention): finite where a is not = the fix holds   cap 75 s
 #   a2  tiny-nan-eager  the same with eager attention instead of SDPA: if a2 stays finite where a does not, the SDPA
 #                       kernel's backward is the cause                                                          cap 75 s
 #   d   7b-memory       the 7B recipe's agent micro-batch (LoRA r64, gradient checkpointing, TRL's fused LM head) at
@@ -30,13 +33,22 @@
 #                       0.5B shape in bfloat16, SmolLM2's tokenizer (.gpu-tokenizer, from gpu_wheels.sh), 16 prompts
 #                       of up to 256 tokens in one batch (run 2's 64 x 480 did not finish in 100 s), after an untimed
 #                       warm-up: share in the format, cut at the cap, s per token as a ratio to no format  cap 100 s
+#   f   decode-compile  the 0.5B shape's bfloat16 decode at batch 64: dynamic cache, static cache, and the static cache
+#                       with generate()'s torch.compile (CUDA graphs), the compiled one warmed up at the timed length;
+#                       each against the bandwidth bound measured in the same run                               cap 170 s
+#   g   7b-compile      the 7B shape with the recipe's r64 LoRA merged: dynamic cache against the static cache with
+#                       generate()'s torch.compile, batch 64, against the bandwidth bound (run 3: 0.26 of it)    cap 240 s
+#   h   epoch-compile   the environment's own generate phase with the static cache compiled (generation.
+#                       cache_implementation static + compile_static_cache), 1.5B shape, LoRA merged for generation, 3
+#                       epochs: is the compile paid once, or again as prompt lengths change? Each epoch's generate
+#                       seconds and fraction of the bandwidth bound                                             cap 200 s
 #   c   overlap         the 0.5B shape (GPU_RUN_C_SHAPE), 2 epochs, full fine-tuning, checkpoint every epoch: every
 #                       phase's share with checkpoint_background off (c_fg) then on (c_bg)                      the rest
 # A part that fails or runs out of time is recorded in OUT_DIR/status.json (rc, seconds, budget) and the next
 # one runs. At the end status.json holds a summary of every part's figures, and the same is printed.
 # OUT_DIR holds at most 8 files (what a device call brings back): status.json, run.log (all output, progress
 # bars dropped), a_tiny_nan.json, a_sdpa.pt, d_7b_memory.json, b_7b_decode.json, c_fg.json, c_bg.json;
-# parts a2, a3 and e keep their figures in status.json's summary alone.
+# parts a2, a3, a4, e, f and g keep their figures in status.json's summary alone.
 #
 # Wheels: if .whl/ holds wheels (benchmarks/cost/gpu_wheels.sh makes them: trl, datasets, dacite, jsonschema, ...),
 # they are installed first with pip --target into a folder named site-packages (dill, which datasets hashes
@@ -52,7 +64,7 @@ mkdir -p "$out"; out=$(cd "$out" && pwd)
 total=${GPU_RUN_SECONDS:-540}
 deadline=$((SECONDS + total - 5))
 mode=${GPU_RUN_SHAPE:-gpu}
-parts=" ${GPU_RUN_PARTS:-a a3 e a2 b d} "
+parts=" ${GPU_RUN_PARTS:-a a3 a4 h g} "
 work=${GPU_SCALE_WORKDIR:-/tmp/gpu-scale}       # built models (cached between calls on a warm machine) and the run folder
 state=$(mktemp -d /tmp/gpu-run-state.XXXXXX)    # per-part records, out of OUT_DIR (its 8 files)
 log=$out/run.log
@@ -132,15 +144,18 @@ for line in (state / "parts.tsv").read_text().splitlines() if (state / "parts.ts
     outcome = note or ("ok" if rc == 0 else "timed out" if rc in (124, 137) else "failed")
     parts[name] = {"rc": rc, "seconds": int(seconds or 0), "budget_s": int(budget or 0), "outcome": outcome}
 summary = {}
-for tag in ("a_tiny_nan", "a2_tiny_nan_eager"):
+for tag in ("a_tiny_nan", "a2_tiny_nan_eager", "a4_tiny_nan_safe"):
     a = load(out / f"{tag}.json") or load(state / f"{tag}.json")
     if a:
         summary[tag] = {"complete": a.get("complete"), "nonfinite": a.get("nonfinite", "(not reached)"), "error": a.get("error"),
                         "epochs": len(a.get("epochs", []))}
-b = load(out / "b_7b_decode.json")
-if b:
+for tag, b in (("b_7b_decode", load(out / "b_7b_decode.json")), ("f_decode_compile", load(state / "f_decode_compile.json")),
+               ("g_7b_decode_compile", load(state / "g_7b_decode_compile.json"))):
+    if not b:
+        continue
     dec = b.get("decode") or {}
-    rows = {k: {"tokens_per_s": round(v["tokens_per_s"], 1), "frac_of_bw_limit": round(v["frac_of_bw_limit"], 4)}
+    rows = {k: {"tokens_per_s": round(v["tokens_per_s"], 1), "frac_of_bw_limit": round(v["frac_of_bw_limit"], 4),
+                "warmup_s": round(v.get("warmup_seconds", 0.0), 1)}
             if "tokens_per_s" in v else {"error": v.get("error")} for k, v in dec.items() if isinstance(v, dict)}
     s = {"device": b.get("device"), "copy_bandwidth_gb_per_s": round(b["hardware"]["copy_bandwidth_gb_per_s"], 1),
          "batch": dec.get("batch"), "bw_limit_tokens_per_s": dec.get("bw_limit_tokens_per_s"), "decode": rows, "error": b.get("error")}
@@ -149,13 +164,14 @@ if b:
         s["merged_over_unmerged"] = round(rows["dynamic_lora_merged"]["tokens_per_s"] / rows["dynamic"]["tokens_per_s"], 3)
     if {"dynamic_lora_off", "dynamic_lora_merged"} <= ok:
         s["merged_over_off"] = round(rows["dynamic_lora_merged"]["tokens_per_s"] / rows["dynamic_lora_off"]["tokens_per_s"], 3)
-    summary["b_7b_decode"] = s
-for tag in ("c_fg", "c_bg"):
-    c = load(out / f"{tag}.json")
+    summary[tag] = s
+for tag in ("c_fg", "c_bg", "h_epoch_compile"):
+    c = load(out / f"{tag}.json") or load(state / f"{tag}.json")
     if c:
         summary[tag] = {"complete": c.get("complete"), "error": c.get("error"), "epochs": [
             {"epoch": e["epoch"], "seconds": round(e["seconds"], 2),
              "share": {p: round(f["share_of_epoch"], 3) for p, f in e["phases"].items()},
+             "generate_s": round(e["phases"]["generate"]["seconds"], 2),
              "generate_frac_of_bw_limit": round(e["phases"]["generate"]["frac_of_bw_limit"], 4),
              "max_allocated_mib": {p: round(f["max_allocated_mib"]) for p, f in e["phases"].items() if "max_allocated_mib" in f}}
             for e in c.get("epochs", [])]}
@@ -178,15 +194,19 @@ if fg and bg and fg.get("epochs") and bg.get("epochs"):
         summary["c_overlap"] = f"not computed: {exc!r}"
 replay = load(state / "a3_sdpa_replay.json")
 if replay:
-    summary["a3_sdpa_replay"] = {"device": replay.get("device"), "replay": replay.get("replay"),
+    summary["a3_sdpa_replay"] = {"device": replay.get("device"), "replay": [
+                                     {k: r.get(k) for k in ("mask_variant", "backend", "out_finite", "q_grad_finite", "k_grad_finite",
+                                                            "v_grad_finite", "error", "empty_query_rows", "query", "key", "dtype", "autocast", "mask")}
+                                     for r in replay.get("replay", [])],
                                  "raw_nonfinite": [r for r in replay.get("raw", []) if False in r.values()],
                                  "model": replay.get("model")}
 e = load(state / "e_constrained.json")
 if e:
-    base = (e.get("rows") or [{}])[0].get("s_per_token")
+    base = {r.get("round", 1): r["s_per_token"] for r in e.get("rows", []) if r["way"] == "none"}
     summary["e_constrained"] = {"device": e.get("device"), "dtype": e.get("dtype"), "vocab": e.get("vocab"), "rows": [
-        {k: r[k] for k in ("way", "compile_s", "in_format", "cut", "tokens_per_reply", "s_per_token", "seconds")} |
-        {"vs_none": round(r["s_per_token"] / base, 3) if base else None} for r in e.get("rows", [])]}
+        {k: r.get(k) for k in ("round", "way", "compile_s", "in_format", "cut", "tokens_per_reply", "s_per_token", "seconds")} |
+        {"vs_none": round(r["s_per_token"] / base[r.get("round", 1)], 3) if base.get(r.get("round", 1)) else None}
+        for r in e.get("rows", [])]}
 d = load(out / "d_7b_memory.json")
 if d:
     summary["d_7b_memory"] = {"complete": d.get("complete"), "error": d.get("error"), "probes": [
@@ -230,21 +250,30 @@ run() {  # name seconds json-name gpu_scale.py arguments...: one bounded gpu_sca
 
 if [ "$mode" = tiny ]; then
   dev="--device ${GPU_RUN_DEVICE:-cpu}"
-  a_args="--shape tiny --epochs 1 --find-nonfinite --dump-nonfinite $out/a_sdpa.pt $dev"
+  a_args="--shape tiny --epochs 1 --find-nonfinite --attn-implementation sdpa --dump-nonfinite $out/a_sdpa.pt $dev"
   a2_args="--shape tiny --epochs 1 --find-nonfinite --attn-implementation eager $dev"
+  a4_args="--shape tiny --epochs 1 --find-nonfinite --attn-implementation sdpa_padding_safe $dev"
+  h_args="--shape tiny --epochs 3 --lora --merge-lora --cache-implementation static --decode-compile --checkpoint-every 10 --completion-length 16 --tasks 8 --max-new 2 --pool-base 0 --pool-history 0 $dev"
+  g_args="--shape tiny --epochs 0 --lora --decode-bench --decode-compile --decode-batch 8 --decode-tokens 16 --decode-variants dynamic_lora_merged static_compiled_lora_merged $dev"
+  f_args="--shape tiny --epochs 0 --decode-bench --decode-compile --decode-batch 8 --decode-tokens 16 --decode-variants dynamic static static_compiled $dev"
   b_args="--shape tiny --epochs 0 --lora --decode-bench --decode-batch 8 --decode-tokens 16 $dev"
   c_args="--shape tiny --epochs 2 --checkpoint-every 1 --completion-length 16 --tasks 8 --max-new 2 --pool-base 0 --pool-history 0 $dev"
   d_args="--shape tiny --epochs 0 --lora --offload --memory-probe 64 512 --probe-batches 4 8 $dev"
-  e_args="--domain bfcl --option categories=[\"simple_python\",\"multiple\"] --shape tiny --device ${GPU_RUN_DEVICE:-cpu} --count 4 --batch 4 --max-new-tokens 48"
+  e_args="--domain bfcl --option categories=[\"simple_python\",\"multiple\"] --shape tiny --device ${GPU_RUN_DEVICE:-cpu} --count 4 --batch 4 --max-new-tokens 48 --rounds 2"
 else
   c_shape=${GPU_RUN_C_SHAPE:-0.5b}  # 1.5b: a full fine-tuning checkpoint is ~37 GB and three do not fit the 64 GB disk
-  a_args="--shape tiny --epochs 1 --find-nonfinite --dump-nonfinite $out/a_sdpa.pt"
+  a_args="--shape tiny --epochs 1 --find-nonfinite --attn-implementation sdpa --dump-nonfinite $out/a_sdpa.pt"
   a2_args="--shape tiny --epochs 1 --find-nonfinite --attn-implementation eager"
+  a4_args="--shape tiny --epochs 1 --find-nonfinite"  # the engine's default attention on CUDA: sdpa_padding_safe
+  h_args="--shape 1.5b --vocab-size 151936 --epochs 3 --lora --merge-lora --cache-implementation static --decode-compile --checkpoint-every 10 --completion-length 64 --tasks 16 --max-new 4 --pool-base 0 --pool-history 0"
+  g_args="--shape 7b --vocab-size 152064 --epochs 0 --lora --decode-bench --decode-compile --decode-variants dynamic_lora_merged static_compiled_lora_merged"
+  # full fine-tuning keeps fp32 master weights: the bfloat16 copy's variants are the ones a bf16 decode runs
+  f_args="--shape ${GPU_RUN_F_SHAPE:-0.5b} --vocab-size 151936 --epochs 0 --decode-bench --decode-compile --decode-variants dynamic_bf16_copy static_bf16_copy static_compiled_bf16_copy"
   b_args="--shape 7b --vocab-size 152064 --epochs 0 --lora --decode-bench"
   c_args="--shape $c_shape --vocab-size 151936 --epochs 2 --checkpoint-every 1 --completion-length 128 --tasks 16 --max-new 4 --pool-base 0 --pool-history 0"
   # configs/genenv-7b.yaml: per_device_batch_size 4 (8 is the faster layout its header says to try if room shows)
   d_args="--shape 7b --vocab-size 152064 --epochs 0 --lora --offload --memory-probe 800 8192 --probe-batches 4 8"
-  e_args="--domain bfcl --option categories=[\"simple_python\",\"multiple\"] --shape 0.5b --device cuda --dtype bfloat16 --count 16 --batch 16 --max-new-tokens 256"
+  e_args="--domain bfcl --option categories=[\"simple_python\",\"multiple\"] --shape 0.5b --device cuda --dtype bfloat16 --count 16 --batch 16 --max-new-tokens 256 --rounds 2"
 fi
 
 say "gpu_run: mode $mode, parts${parts}, ends by $total s; output $out"
@@ -264,6 +293,7 @@ case $parts in *" a3 "*)
   fi
   ;;
 esac
+case $parts in *" a4 "*) run a4_tiny_nan_safe "$(budget 75)" state/a4_tiny_nan_safe.json $a4_args ;; esac
 case $parts in *" a2 "*) run a2_tiny_nan_eager "$(budget 75)" state/a2_tiny_nan_eager.json $a2_args ;; esac
 case $parts in *" d "*) run d_7b_memory "$(budget 150)" d_7b_memory.json $d_args ;; esac
 case $parts in *" b "*) run b_7b_decode "$(budget 220)" b_7b_decode.json $b_args ;; esac
@@ -284,6 +314,9 @@ case $parts in *" e "*)
   fi
   ;;
 esac
+case $parts in *" f "*) run f_decode_compile "$(budget 170)" state/f_decode_compile.json $f_args ;; esac
+case $parts in *" h "*) run h_epoch_compile "$(budget 200)" state/h_epoch_compile.json $h_args ;; esac
+case $parts in *" g "*) run g_7b_decode_compile "$(budget 240)" state/g_7b_decode_compile.json $g_args ;; esac
 case $parts in *" c "*)
   # background checkpoints off, then on; half of what is left to each
   c_total=$(budget 100000)

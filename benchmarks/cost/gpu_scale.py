@@ -357,7 +357,7 @@ def watch_sdpa(dump: Path | None = None) -> Callable[[], None]:
     (query rows that attend to nothing), and with `dump` set, the tensors themselves (q, k, v, mask,
     output gradient, on the CPU) saved there with `torch.save` for `sdpa_padding_probe.py --replay`.
     The H200's second run found the tiny agent's first non-finite gradient just behind this kernel
-    (docs/scale-out.md, section 6.1). Returns a function that puts the real one back."""
+    (docs/scale-out.md, section 6.2). Returns a function that puts the real one back."""
     import torch.nn.functional as F
 
     real = F.scaled_dot_product_attention
@@ -491,9 +491,12 @@ def phase_figures(run: Any, record: Any, hw: dict[str, Any], memory: dict[str, d
 
 def decode_bench(model: Any, tokenizer: Any, device: torch.device, batch: int, new_tokens: int, bw: float,
                  compare_no_cache: bool, compile_static: bool = False,
-                 progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+                 progress: Callable[[dict[str, Any]], None] | None = None, only: set[str] | None = None) -> dict[str, Any]:
     """model.generate at `batch` sequences: dynamic cache, static cache, optionally no cache.
-    `progress` is called with the figures so far after each variant (a run cut off keeps them)."""
+    `progress` is called with the figures so far after each variant (a run cut off keeps them).
+    `only` keeps the variants of those names (a fp32 model's bfloat16 copy's as `NAME_bf16_copy`).
+    A compiled variant's warm-up decodes the timed length (a shorter one would size the static cache
+    differently, and the timed call would compile again); its seconds are kept as `warmup_seconds`."""
     from workbench.engine.lora_merge import LoraMerge, lora_layers
 
     prompts = [f"Write task {i}: " + " ".join(WORDS) for i in range(batch)]
@@ -509,6 +512,8 @@ def decode_bench(model: Any, tokenizer: Any, device: torch.device, batch: int, n
     variants["static"] = {"use_cache": True, "cache_implementation": "static", "disable_compile": True}
     if lora_layers(model):  # merged adapters with the static cache, and through continuous batching
         variants["static_lora_merged"] = {"use_cache": True, "cache_implementation": "static", "disable_compile": True}
+        if compile_static:  # merged, static cache, generate()'s own torch.compile (CUDA graphs)
+            variants["static_compiled_lora_merged"] = {"use_cache": True, "cache_implementation": "static"}
         variants["continuous_lora_merged"] = {"continuous": "engine"}  # the engine's paged cache (continuous_batching.py)
         if device.type == "cuda":  # the same sizes with transformers' own CUDA choices (graphs, async batching)
             variants["continuous_lora_merged_cuda"] = {"continuous": "cuda"}
@@ -516,6 +521,8 @@ def decode_bench(model: Any, tokenizer: Any, device: torch.device, batch: int, n
         variants["static_compiled"] = {"use_cache": True, "cache_implementation": "static"}
     if compare_no_cache:
         variants["no_cache"] = {"use_cache": False}
+    if only is not None:
+        variants = {name: kwargs for name, kwargs in variants.items() if name in only}
     was_training = model.training
     model.eval()
     out: dict[str, Any] = {"batch": batch, "new_tokens": new_tokens, "bw_limit_tokens_per_s": limit}
@@ -523,11 +530,14 @@ def decode_bench(model: Any, tokenizer: Any, device: torch.device, batch: int, n
         for name, kwargs in variants.items():
             merged = merger.merged if name.endswith("_lora_merged") or "_lora_merged_" in name else (
                 (lambda m: m.disable_adapter()) if name == "dynamic_lora_off" else (lambda _: contextlib.nullcontext()))
+            compiled = name.startswith("static_compiled")
             with torch.no_grad():
                 try:
+                    warm = time.perf_counter()
                     with merged(model):
-                        _decode(model, tokenizer, inputs, batch, 2, kwargs)  # warm-up
+                        _decode(model, tokenizer, inputs, batch, new_tokens if compiled else 2, kwargs)  # warm-up
                     _sync(device)
+                    warmup_s = time.perf_counter() - warm
                     start = time.perf_counter()
                     with merged(model):
                         decoded = _decode(model, tokenizer, inputs, batch, new_tokens, kwargs)
@@ -540,25 +550,32 @@ def decode_bench(model: Any, tokenizer: Any, device: torch.device, batch: int, n
                     continue
                 seconds = time.perf_counter() - start
             tps = decoded / seconds
-            out[name] = {"seconds": seconds, "tokens": decoded, "tokens_per_s": tps, "frac_of_bw_limit": tps / limit}
+            out[name] = {"seconds": seconds, "tokens": decoded, "tokens_per_s": tps, "frac_of_bw_limit": tps / limit,
+                         "warmup_seconds": warmup_s}
+            print(f"  decode={name} tokens_per_s={tps:.1f} frac_of_bw_limit={tps / limit:.4f} warm-up {warmup_s:.1f} s", flush=True)
             if progress is not None:
                 progress(out)
     finally:
         model.train(was_training)
-    if device.type == "cuda" and next(model.parameters()).dtype == torch.float32:
+    copy_only = None if only is None else {n.removesuffix("_bf16_copy") for n in only if n.endswith("_bf16_copy")}
+    if device.type == "cuda" and next(model.parameters()).dtype == torch.float32 and copy_only != set():
         # fully trained models keep fp32 master weights: how fast would a bfloat16 copy decode?
         import copy
 
         half = copy.deepcopy(model).to(torch.bfloat16)
         try:
-            sub = decode_bench(half, tokenizer, device, batch, new_tokens, bw, False, compile_static)
+            def copy_progress(so_far: dict[str, Any]) -> None:
+                if progress is not None:
+                    progress({**out, **{f"{k}_bf16_copy": v for k, v in so_far.items() if isinstance(v, dict)}})
+
+            sub = decode_bench(half, tokenizer, device, batch, new_tokens, bw, False, compile_static, copy_progress, copy_only)
         finally:
             del half
             torch.cuda.empty_cache()
         for name in ("dynamic", "static", "static_compiled"):
             if name in sub:
                 out[f"{name}_bf16_copy"] = sub[name]
-    if "no_cache" in out:
+    if "no_cache" in out and "dynamic" in out:
         out["cache_speedup"] = out["dynamic"]["tokens_per_s"] / out["no_cache"]["tokens_per_s"]
     return out
 
@@ -712,12 +729,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--decode-compile", action="store_true",
                         help="decode benchmark: also the static cache with generate()'s own torch.compile (slow to warm up)")
     parser.add_argument("--compare-no-cache", action="store_true", help="decode benchmark: also without the KV cache")
+    parser.add_argument("--decode-variants", nargs="+", default=None,
+                        help="decode benchmark: only these variants (dynamic, static, static_compiled, ...; a fp32 model's "
+                             "bfloat16 copy's as NAME_bf16_copy)")
     parser.add_argument("--memory-probe", type=int, nargs=2, metavar=("PROMPT", "COMPLETION"), default=None,
                         help="after the epochs: one agent micro-batch (--agent-batch sequences) of PROMPT + COMPLETION tokens "
                              "forward and backward, its peak memory (no decoding: part d's 8192-token rollouts take too long)")
     parser.add_argument("--probe-batches", type=int, nargs="+", default=None,
                         help="--memory-probe: the micro-batch sizes to try, smallest first (default: --agent-batch)")
-    parser.add_argument("--attn-implementation", choices=["sdpa", "eager"], default=None,
+    parser.add_argument("--attn-implementation", choices=["sdpa", "eager", "sdpa_padding_safe"], default=None,
                         help="set both models' attention (default: the model's own, sdpa): compare where a kernel is suspect")
     parser.add_argument("--find-nonfinite", action="store_true",
                         help="hook every module of both models: stop at the first inf/NaN output, naming the module (slow)")
@@ -773,6 +793,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     run = CoEvolution(cfg, run_dir, registry=registry)
     setup_s = time.perf_counter() - build_start
     if args.attn_implementation:
+        if args.attn_implementation == "sdpa_padding_safe":
+            from workbench.engine.attention import register
+
+            register()
         for model in (run.agent.model, run.env_updater.model):
             (model.get_base_model() if hasattr(model, "get_base_model") else model).set_attn_implementation(args.attn_implementation)
     if args.find_nonfinite:
@@ -840,9 +864,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             tokens = args.decode_tokens or (128 if device.type == "cuda" else 32)
             run._offload(idle="agent")  # the env model on its device, as in the generate phase
             bench = decode_bench(run.env_updater.model, run.env_tokenizer, device, batch, tokens, hw["copy_bandwidth"], args.compare_no_cache,
-                                 args.decode_compile, progress=lambda so_far: save({**result, "decode": so_far}))
+                                 args.decode_compile, progress=lambda so_far: save({**result, "decode": so_far}),
+                                 only=set(args.decode_variants) if args.decode_variants else None)
             result["decode"] = bench
             for name in ("dynamic", "static", "static_compiled", "no_cache", "dynamic_lora_merged", "dynamic_lora_off", "static_lora_merged",
+                         "static_compiled_lora_merged",
                          "continuous_lora_merged", "continuous_lora_merged_cuda", "dynamic_bf16_copy", "static_bf16_copy",
                          "static_compiled_bf16_copy"):
                 if name in bench and "tokens_per_s" in bench[name]:

@@ -14,7 +14,9 @@ narrows it down on whatever device it runs on, with nothing but torch and transf
 
 3. with `--replay DUMP`: the inputs `gpu_scale.py --find-nonfinite --dump-nonfinite DUMP` saved
    where SDPA's backward went non-finite in a real step (query, key, value, mask, output gradient),
-   through each backend again: which kernel makes the NaN, on this device, from those inputs.
+   through each backend again, with the mask as dumped, with its empty query rows opened
+   (`workbench.engine.attention`, the `sdpa_padding_safe` implementation) and as an additive float
+   mask: which kernel makes the NaN, on this device, from those inputs, and which mask avoids it.
 
     python benchmarks/cost/sdpa_padding_probe.py [--device cuda] [--replay DUMP] [--json OUT.json]
 """
@@ -99,29 +101,55 @@ def _backends(device: torch.device) -> dict[str, Any]:
     return backends
 
 
+def _mask_variants(mask: torch.Tensor | None) -> dict[str, torch.Tensor | None]:
+    """The dumped mask as it was, with its empty query rows opened to every key (the engine's
+    `sdpa_padding_safe`), and as an additive float mask (0 / the dtype's minimum): which of them
+    each kernel's backward keeps finite."""
+    from workbench.engine.attention import unmask_empty_rows
+
+    if mask is None:
+        return {"none": None}
+    variants = {"as_dumped": mask, "empty_rows_opened": unmask_empty_rows(mask)}
+    if mask.dtype == torch.bool:
+        variants["additive_float"] = torch.zeros(mask.shape, dtype=torch.float32).masked_fill(~mask, torch.finfo(torch.float32).min)
+    return variants
+
+
 def replay(dump: str, device: torch.device) -> list[dict[str, Any]]:
-    """The dumped call's forward and backward (its own output gradient) under each backend: are the
-    output and the input gradients finite?"""
+    """The dumped call's forward and backward (its own output gradient) under each backend and each
+    mask variant: are the output and the input gradients finite?"""
+    import contextlib
+
     from torch.nn.attention import sdpa_kernel
 
     saved = torch.load(dump, map_location="cpu", weights_only=False)
     mask = saved["attn_mask"]
+    dtypes = {saved[n].dtype for n in ("query", "key", "value")}
+    # mixed dtypes (the H200's tiny agent: query and key float32 after the rotary embedding, value bfloat16)
+    # reach the kernel only under autocast, which casts all three to its lower precision: replay it so
+    low = min(dtypes, key=lambda d: torch.finfo(d).bits)
+    autocast = (lambda: torch.autocast(device.type, dtype=low)) if len(dtypes) > 1 else contextlib.nullcontext
+    empty_rows = None if mask is None or mask.dtype != torch.bool else int((~mask.any(dim=-1)).sum())
     rows = []
-    for name, backend in _backends(device).items():
-        q, k, v = (saved[n].to(device).requires_grad_() for n in ("query", "key", "value"))
-        row: dict[str, Any] = {"replay": dump, "backend": name, "dumped_on": saved["device"], "query": list(q.shape),
-                               "dtype": str(q.dtype).removeprefix("torch."),
-                               "mask": None if mask is None else f"{list(mask.shape)} {str(mask.dtype).removeprefix('torch.')}"}
-        try:
-            with sdpa_kernel([backend]):
-                out = F.scaled_dot_product_attention(q, k, v, None if mask is None else mask.to(device), *saved["args"],
-                                                     **saved["kwargs"])
-                out.backward(saved["grad_out"].to(device))
-            row.update(out_finite=_finite(out), q_grad_finite=_finite(q.grad), k_grad_finite=_finite(k.grad),
-                       v_grad_finite=_finite(v.grad))
-        except RuntimeError as exc:
-            row["error"] = str(exc).splitlines()[0][:160]
-        rows.append(row)
+    for variant, masked in _mask_variants(mask).items():
+        for name, backend in _backends(device).items():
+            q, k, v = (saved[n].to(device).requires_grad_() for n in ("query", "key", "value"))
+            row: dict[str, Any] = {"replay": dump, "backend": name, "mask_variant": variant, "dumped_on": saved["device"],
+                                   "query": list(q.shape), "key": list(k.shape),
+                                   "dtype": "/".join(str(t.dtype).removeprefix("torch.") for t in (q, k, v)),
+                                   "autocast": str(low).removeprefix("torch.") if len(dtypes) > 1 else None,
+                                   "mask": None if mask is None else f"{list(mask.shape)} {str(mask.dtype).removeprefix('torch.')}",
+                                   "empty_query_rows": empty_rows, "kwargs": {k: str(v) for k, v in saved["kwargs"].items()}}
+            try:
+                with sdpa_kernel([backend]), autocast():
+                    out = F.scaled_dot_product_attention(q, k, v, None if masked is None else masked.to(device), *saved["args"],
+                                                         **saved["kwargs"])
+                    out.backward(saved["grad_out"].to(device).to(out.dtype))
+                row.update(out_finite=_finite(out), q_grad_finite=_finite(q.grad), k_grad_finite=_finite(k.grad),
+                           v_grad_finite=_finite(v.grad))
+            except RuntimeError as exc:
+                row["error"] = str(exc).splitlines()[0][:160]
+            rows.append(row)
     return rows
 
 
