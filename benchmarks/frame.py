@@ -92,11 +92,16 @@ BENCHMARKS: dict[str, dict[str, Any]] = {
 MAX_PROMPT_CHARS = 1600  # records with longer prompts are left out (CPU time), unless a benchmark sets its own
 
 
-def split(tasks: list[Any], train: int, heldout: int, max_prompt_chars: int, rung: Any = None) -> tuple[list[Any], list[Any]]:
+def split(tasks: list[Any], train: int, heldout: int, max_prompt_chars: int, rung: Any = None,
+          stratify_train: bool = False) -> tuple[list[Any], list[Any]]:
     """Disjoint (training seeds, held-out set): records ordered by a hash of their ids (stable
     across runs and machines), prompts over `max_prompt_chars` left out to bound CPU time. With
     `rung` (task -> difficulty rung), the held-out set takes heldout / rungs tasks from every rung
-    present, in hash order; the training seeds are the first others in hash order."""
+    present, in hash order; the training seeds are the first others in hash order, or with
+    `stratify_train` train / rungs of every rung too (the first others of each rung in hash order,
+    any remainder the first others left). Without it the rarer rungs' first tasks go to the held-out
+    set, so the training seeds can miss a rung: arithmetic's 96 are all rung 2 or 3 of 4
+    (docs/real-model.md, "The powered arithmetic table")."""
     fitting = [t for t in tasks if len(t.prompt) + len(t.system or "") <= max_prompt_chars]
     ordered = sorted(fitting, key=lambda t: hashlib.sha256(t.id.encode()).hexdigest())
     if len(ordered) < train + heldout:
@@ -104,31 +109,56 @@ def split(tasks: list[Any], train: int, heldout: int, max_prompt_chars: int, run
     if rung is None:
         return ordered[:train], ordered[train : train + heldout]
     rungs = sorted({r for r in map(rung, ordered) if r is not None})
-    quota = heldout // len(rungs)
-    taken: dict[int, int] = dict.fromkeys(rungs, 0)
-    held, rest = [], []
+    held, rest = _take_per_rung(ordered, rung, rungs, heldout // len(rungs))
+    short = {r: n for r, n in _counts(held, rung, rungs).items() if n < heldout // len(rungs)}
+    if short or len(rest) < train:
+        raise SystemExit(f"cannot stratify {heldout} held-out tasks over rungs {rungs} ({heldout // len(rungs)} each; short: {short}) "
+                         f"and keep {train} training seeds; load more records (options)")
+    if not stratify_train:
+        return rest[:train], held
+    seeds, left = _take_per_rung(rest, rung, rungs, train // len(rungs))
+    short = {r: n for r, n in _counts(seeds, rung, rungs).items() if n < train // len(rungs)}
+    if short:
+        raise SystemExit(f"cannot stratify {train} training seeds over rungs {rungs} ({train // len(rungs)} each; short: {short}) "
+                         "beside the held-out set; load more records (options)")
+    picked = {id(t) for t in seeds + left[: train - len(seeds)]}
+    return [t for t in rest if id(t) in picked], held
+
+
+def _take_per_rung(ordered: list[Any], rung: Any, rungs: list[Any], quota: int) -> tuple[list[Any], list[Any]]:
+    """(the first `quota` tasks of every rung in `ordered`'s order, the others in order)."""
+    taken: dict[Any, int] = dict.fromkeys(rungs, 0)
+    chosen, others = [], []
     for task in ordered:
         r = rung(task)
         if r is not None and taken[r] < quota:
             taken[r] += 1
-            held.append(task)
+            chosen.append(task)
         else:
-            rest.append(task)
-    short = {r: n for r, n in taken.items() if n < quota}
-    if short or len(rest) < train:
-        raise SystemExit(f"cannot stratify {heldout} held-out tasks over rungs {rungs} ({quota} each; short: {short}) "
-                         f"and keep {train} training seeds; load more records (options)")
-    return rest[:train], held
+            others.append(task)
+    return chosen, others
+
+
+def _counts(tasks: list[Any], rung: Any, rungs: list[Any]) -> dict[Any, int]:
+    counts: dict[Any, int] = dict.fromkeys(rungs, 0)
+    for task in tasks:
+        if rung(task) in counts:
+            counts[rung(task)] += 1
+    return counts
 
 
 def benchmark_split(benchmark: str, domain: Any, train: int | None = None, heldout: int | None = None,
-                    max_prompt_chars: int | None = None) -> tuple[list[Any], list[Any]]:
+                    max_prompt_chars: int | None = None, stratify_train: bool = False) -> tuple[list[Any], list[Any]]:
     """The held-out table's split of `benchmark` (its sizes in BENCHMARKS unless given): the
-    training seeds and the held-out set, stratified by rung where the benchmark says so."""
+    training seeds and the held-out set, stratified by rung where the benchmark says so (the
+    training seeds too with `stratify_train`)."""
     spec = BENCHMARKS[benchmark]
     max_chars = max_prompt_chars or spec.get("max_prompt_chars", MAX_PROMPT_CHARS)
     rung = domain.difficulty if spec.get("stratify") else None
-    return split(domain.seed_tasks(dict(spec["options"])), train or spec["train"], heldout or spec["heldout"], max_chars, rung)
+    if stratify_train and rung is None:
+        raise SystemExit(f"{benchmark} has no difficulty rungs to stratify its training seeds by (only arithmetic does)")
+    return split(domain.seed_tasks(dict(spec["options"])), train or spec["train"], heldout or spec["heldout"], max_chars, rung,
+                 stratify_train)
 
 
 def sampling_setup(benchmark: str, model_name: str) -> tuple[Any, list[Any], Any, Any]:

@@ -137,3 +137,25 @@ def test_every_cell_runs_both_models_in_the_table_s_dtype_whatever_the_cpu(tiny_
         config = real_model.train_config(argparse.Namespace(**vars(args), dtype=dtype), "genenv", 0, ids)
         assert config.agent.model.dtype == dtype and config.env.model.dtype == dtype
     assert real_model.train_config(args, "seeds", 0, ids).agent.model.dtype == "float32", "no --dtype: float32"
+
+
+def test_stratified_training_seeds_cover_every_rung_and_leave_the_held_out_set_and_the_default_split_as_they_were():
+    """Arithmetic's default split gives the held-out set the rarer rungs' first tasks, so its 96
+    training seeds are all rung 2 or 3; `--stratify-training` takes a quarter from each rung, with
+    the held-out set unchanged and the default split untouched (the committed table's cells)."""
+    from collections import Counter
+
+    from workbench.contract.registry import load_registry
+
+    domain = load_registry().domain("arithmetic")
+    train, heldout = frame.benchmark_split("arithmetic", domain)
+    strat_train, strat_heldout = frame.benchmark_split("arithmetic", domain, stratify_train=True)
+    assert set(Counter(map(domain.difficulty, train))) == {2, 3}
+    assert Counter(map(domain.difficulty, strat_train)) == {1: 24, 2: 24, 3: 24, 4: 24}
+    assert [t.id for t in strat_heldout] == [t.id for t in heldout]
+    assert not {t.id for t in strat_train} & {t.id for t in strat_heldout}
+    args = argparse.Namespace(benchmark="arithmetic", model="m", epochs=None, dtype="float32", fast=False, stratify_training=True)
+    assert real_model._identity(args, strat_train, heldout) != real_model._identity(args, train, heldout)
+    assert "--stratify-training" in real_model._size_flags(args)
+    with pytest.raises(SystemExit, match="no difficulty rungs"):
+        frame.benchmark_split("bfcl", load_registry().domain("bfcl"), stratify_train=True)

@@ -66,6 +66,9 @@ def main() -> None:
                              "whose cold start on long prompts is the expensive part")
     parser.add_argument("--p-hat-shown", nargs="+", default=["none"],
                         help="the recent success rate the environment prompt shows, one run each ('none': before epoch 1)")
+    parser.add_argument("--stratify-training", action="store_true",
+                        help="arithmetic: the table's training seeds stratified by rung (frame.split): the cold start and the "
+                             "examples shown come from every rung")
     parser.add_argument("--json", type=Path, default=None, help="write the figures to this file")
     args = parser.parse_args()
 
@@ -77,8 +80,9 @@ def main() -> None:
     apply_threads(None)
     domain = load_registry().domain(args.benchmark)
     table = argparse.Namespace(benchmark=args.benchmark, model=args.model, epochs=None, train=None, heldout=None,
-                               max_prompt_chars=args.max_prompt_chars, dtype=args.dtype)
-    train, _ = frame.benchmark_split(args.benchmark, domain, max_prompt_chars=args.max_prompt_chars)
+                               max_prompt_chars=args.max_prompt_chars, dtype=args.dtype, stratify_training=args.stratify_training)
+    train, _ = frame.benchmark_split(args.benchmark, domain, max_prompt_chars=args.max_prompt_chars,
+                                     stratify_train=args.stratify_training)
     results = []
     settings = [(shots, constrained, shown) for shots in args.shots for constrained in args.constrained for shown in args.p_hat_shown]
     for shots, constrained, shown in settings:

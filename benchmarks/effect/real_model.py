@@ -327,7 +327,8 @@ def write_table_result(args: argparse.Namespace, result: dict[str, Any]) -> None
 
 def benchmark_split(args: argparse.Namespace, domain: Any) -> tuple[list[Any], list[Any]]:
     """The table's split of `args.benchmark` at the sizes the command line gives (`frame.benchmark_split`)."""
-    return frame.benchmark_split(args.benchmark, domain, args.train, args.heldout, args.max_prompt_chars)
+    return frame.benchmark_split(args.benchmark, domain, args.train, args.heldout, args.max_prompt_chars,
+                                 stratify_train=getattr(args, "stratify_training", False))
 
 
 # ---------------------------------------------------------------------------- the table
@@ -481,6 +482,8 @@ def _identity(args: argparse.Namespace, train: list[Any], heldout: list[Any]) ->
 
 def _size_flags(args: argparse.Namespace) -> list[str]:
     flags = ["--fast"] if getattr(args, "fast", False) else []
+    if getattr(args, "stratify_training", False):
+        flags.append("--stratify-training")
     for flag in ("epochs", "train", "heldout", "max_prompt_chars", "dtype"):
         if getattr(args, flag, None):
             flags += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
@@ -767,6 +770,9 @@ def main() -> None:
                              "run and each epoch phase against it (benchmarks/frame.py), kept in the cell as `flops`; run on a quiet machine")
     parser.add_argument("--fast", action="store_true",
                         help="the trained rows with workbench.demo.faster_cpu_settings: a table of its own (give it its own --out)")
+    parser.add_argument("--stratify-training", action="store_true",
+                        help="arithmetic: the training seeds stratified by rung too (frame.split), a table of its own (the seeds "
+                             "enter the cells' identity; give it its own --out)")
     parser.add_argument("--gather", action="store_true",
                         help="gather the cells measured so far into OUT/result-BENCHMARK.json and print the table, measuring nothing "
                              "(a table measured over several sittings, read while it is incomplete)")
