@@ -78,3 +78,20 @@ def test_a_fast_table_is_a_table_of_its_own():
     fast_args = argparse.Namespace(**{**vars(args), "fast": True})
     assert real_model._identity(fast_args, [], []) == {**plain, "settings": "fast"}
     assert real_model._size_flags(fast_args) == ["--fast"] and real_model._size_flags(args) == []
+
+
+def test_demo_model_runs_take_the_faster_set_on_a_cpu_and_the_plain_path_on_request(tiny_models):
+    """`workbench demo --model` samples with the faster set where no CUDA GPU is visible (every
+    domain's epoch ran through with it); `--plain` gives the held-out tables' plain path."""
+    from workbench.demo import demo_run_config, real_model_config
+
+    model = str(tiny_models[0])  # a tiny model's folder for the config's token budgets (SmolLM2 is not in the test install)
+    said: list[str] = []
+    faster = demo_run_config("arithmetic", model=model, progress=said.append)
+    plain = demo_run_config("arithmetic", model=model, plain=True, progress=said.append)
+    assert plain == real_model_config(model, "arithmetic")
+    if torch.cuda.is_available():
+        assert faster == plain
+    else:
+        assert faster == faster_cpu_settings(plain) and faster != plain
+        assert "faster CPU settings" in said[0] and "faster" not in said[1]

