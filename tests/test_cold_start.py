@@ -261,3 +261,41 @@ def test_a_lora_run_resumes_bit_exactly(base_config, tmp_path, dtype):
     b = list(read_jsonl(tmp_path / "resumed" / "metrics.jsonl"))
     for key in ("p_hat", "valid", "rejections", "agent_loss", "env_loss", "env_kl"):
         assert [r[key] for r in a] == [r[key] for r in b], key
+
+
+def test_the_environment_s_examples_can_show_a_success_rate_that_fits_the_reply(base_config):
+    """`stats_match_difficulty`: an environment example whose reply is easier than the examples it
+    shows reports a success rate below alpha, a harder one above (arithmetic rates its tasks by
+    rung); off, the rows are the random-rate rows as before, and the cache key leaves it out."""
+    import random
+    import re
+
+    from workbench.contract.registry import load_registry
+    from workbench.engine import cold_start
+
+    domain = load_registry(allow=["workbench_demo"]).domain("arithmetic")
+    seeds = domain.seed_tasks({"count": 400})[:200]
+    matched = dataclasses.replace(base_config, cold_start=dataclasses.replace(FAST, stats_match_difficulty=True))
+    rows, _ = cold_start.env_rows(domain, seeds, matched, random.Random(0))
+    by_text = {domain.render_task(t): t for t in seeds}
+    alpha = base_config.curriculum.alpha
+    shown_rates: dict[str, list[float]] = {"easier": [], "harder": []}
+    for row in rows:
+        text = "\n".join(m["content"] for m in row["prompt"])
+        found = re.search(r"solved (\d+)% of tasks", text)
+        if found is None:
+            continue  # a first-epoch prompt: no rate shown
+        shown = [by_text[line] for line in re.findall(r"Task: .*", text) if line in by_text]
+        reply = by_text[row["completion"][0]["content"]]
+        gap = domain.difficulty(reply) - sum(domain.difficulty(t) for t in shown) / len(shown)
+        if abs(gap) >= 1:
+            shown_rates["easier" if gap < 0 else "harder"].append(int(found.group(1)) / 100)
+    assert min(map(len, shown_rates.values())) >= 10, shown_rates
+    assert max(shown_rates["easier"]) < alpha < min(shown_rates["harder"])
+
+    plain_rows, _ = cold_start.env_rows(domain, seeds, base_config, random.Random(0))
+    assert plain_rows != rows
+    assert plain_rows == cold_start.env_rows(domain, seeds, dataclasses.replace(
+        base_config, cold_start=dataclasses.replace(FAST, stats_match_difficulty=False)), random.Random(0))[0]
+    model = base_config.env.model
+    assert cold_start._cache_key(base_config, "env", model, plain_rows) != cold_start._cache_key(matched, "env", model, plain_rows)

@@ -374,6 +374,13 @@ class ColdStartSettings:
         "runs of different seeds one cold start (with cache: on, fine-tuned once): their comparison then varies only "
         "the co-evolution.",
     )
+    stats_match_difficulty: bool = _f(
+        False,
+        "The environment's examples show a success rate that fits the reply (workbench.engine.cold_start): where the "
+        "plugin rates difficulty (workbench_task_difficulty), a reply easier than the shown examples comes with a success "
+        "rate below alpha and a harder one above it, so the model learns to read the rate its prompt reports. Off: "
+        "rates drawn at random, which teach it to ignore them (measured on arithmetic: docs/real-model.md).",
+    )
     cache: bool = _f(
         False,
         "Keep the cold-started models under the workbench cache ($WORKBENCH_CACHE/cold-start/KEY), keyed by model, seeds, "

@@ -69,6 +69,9 @@ def main() -> None:
     parser.add_argument("--stratify-training", action="store_true",
                         help="arithmetic: the table's training seeds stratified by rung (frame.split): the cold start and the "
                              "examples shown come from every rung")
+    parser.add_argument("--stats-match-difficulty", action="store_true",
+                        help="cold_start.stats_match_difficulty: the environment's cold-start examples show a success rate that "
+                             "fits the reply's difficulty (arithmetic), so it may learn to read the rate")
     parser.add_argument("--json", type=Path, default=None, help="write the figures to this file")
     args = parser.parse_args()
 
@@ -95,6 +98,8 @@ def main() -> None:
         config = dataclasses.replace(config, env=env)
         if args.env_cold_start_only and config.cold_start is not None:
             config = dataclasses.replace(config, cold_start=dataclasses.replace(config.cold_start, agent=False))
+        if args.stats_match_difficulty and config.cold_start is not None:
+            config = dataclasses.replace(config, cold_start=dataclasses.replace(config.cold_start, stats_match_difficulty=True))
         with tempfile.TemporaryDirectory() as folder:
             run = CoEvolution(config, Path(folder) / "run")
             stats = run.stats if shown == "none" else AgentStats(epoch=1, p_hat_mean=float(shown), alpha=run.stats.alpha)
@@ -105,6 +110,7 @@ def main() -> None:
         result["p_hat_shown"] = shown
         rungs = [r for c in candidates if c.valid and (r := domain.difficulty(c.task)) is not None]
         result["mean_rung"] = round(sum(rungs) / len(rungs), 3) if rungs else None
+        result["rungs"] = {str(r): n for r, n in sorted(Counter(rungs).items())}  # valid tasks by rung
         results.append(result)
         print(json.dumps(result), flush=True)
         if args.json:  # after each setting: a run stopped in the second keeps the first

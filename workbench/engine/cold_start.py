@@ -133,7 +133,10 @@ def env_rows(domain: Domain, seeds: list[Task], config: RunConfig, rng: random.R
         if not target or not parses_to_a_valid_task(domain, target, examples):
             missing += 1
             continue
-        instruction = domain.environment_prompt(examples, varied_stats(rng, config.curriculum.alpha))
+        stats = None
+        if config.cold_start is not None and config.cold_start.stats_match_difficulty:
+            stats = stats_for_difficulty(domain, reply_task, examples, rng, config.curriculum.alpha)
+        instruction = domain.environment_prompt(examples, stats or varied_stats(rng, config.curriculum.alpha))
         if config.env.prompt_format == "turns":
             messages = few_shot_turns(instruction, [domain.render_task(t, examples) for t in examples])
         else:
@@ -167,6 +170,27 @@ def varied_stats(rng: random.Random, alpha: float) -> AgentStats:
     if rng.random() < 0.25:
         return AgentStats(alpha=alpha)
     return AgentStats(epoch=rng.randint(1, 10), p_hat_mean=round(rng.random(), 2), frac_in_band=round(rng.random(), 2), alpha=alpha)
+
+
+RATE_PER_RUNG = 0.2  # the success rate shown moves this far from alpha for each rung the reply is from the examples' mean
+
+
+def stats_for_difficulty(domain: Domain, reply: Task, examples: list[Task], rng: random.Random, alpha: float) -> AgentStats | None:
+    """Agent statistics that fit `reply` as the answer to a prompt showing `examples`
+    (`cold_start.stats_match_difficulty`): a success rate of alpha + RATE_PER_RUNG x (the reply's
+    rung - the examples' mean rung), +/- 0.05, in [0, 1], so an easier reply follows a low rate and a
+    harder one a high rate, what the prompt asks for. A quarter of the rows show no rate, as
+    `varied_stats` (the first epoch's prompt). None where the plugin rates no difficulty for the
+    reply or an example: the caller draws `varied_stats` then."""
+    rung = domain.difficulty(reply)
+    rungs = [domain.difficulty(t) for t in examples]
+    if rung is None or not rungs or any(r is None for r in rungs):
+        return None
+    if rng.random() < 0.25:
+        return AgentStats(alpha=alpha)
+    mean = sum(float(r) for r in rungs if r is not None) / len(rungs)
+    rate = min(1.0, max(0.0, alpha + RATE_PER_RUNG * (float(rung) - mean) + rng.uniform(-0.05, 0.05)))
+    return AgentStats(epoch=rng.randint(1, 10), p_hat_mean=round(rate, 2), frac_in_band=round(rng.random(), 2), alpha=alpha)
 
 
 def _row(messages: list[dict[str, str]], completion: str) -> Row:
@@ -405,8 +429,9 @@ def _cache_key(config: RunConfig, role: str, model: ModelSettings, rows: list[Ro
         "lora": dataclasses.asdict(dataclasses.replace(model.lora, merge_for_generation=False)) if model.lora else None,
         "checkpointing": model.gradient_checkpointing,
         # the seeds a role takes are in its rows: max_seeds and env_max_seeds are not part of the key
+        # stats_match_difficulty only when on: the keys of the entries stored before it existed stay as they were
         "settings": {k: v for k, v in dataclasses.asdict(config.cold_start).items()  # type: ignore[arg-type]
-                     if k not in ("cache", "max_seeds", "env_max_seeds")},
+                     if k not in ("cache", "max_seeds", "env_max_seeds") and not (k == "stats_match_difficulty" and not v)},
         "rows": rows, "seed": cold_start_seed(config),
     }
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:20]
