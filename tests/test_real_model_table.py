@@ -137,6 +137,9 @@ def test_every_cell_runs_both_models_in_the_table_s_dtype_whatever_the_cpu(tiny_
         config = real_model.train_config(argparse.Namespace(**vars(args), dtype=dtype), "genenv", 0, ids)
         assert config.agent.model.dtype == dtype and config.env.model.dtype == dtype
     assert real_model.train_config(args, "seeds", 0, ids).agent.model.dtype == "float32", "no --dtype: float32"
+    assert not real_model.train_config(args, "genenv", 0, ids).cold_start.stats_match_difficulty
+    matched = argparse.Namespace(**vars(args), stats_match_difficulty=True)
+    assert real_model.train_config(matched, "genenv", 0, ids).cold_start.stats_match_difficulty
 
 
 def test_stratified_training_seeds_cover_every_rung_and_leave_the_held_out_set_and_the_default_split_as_they_were():
@@ -157,5 +160,8 @@ def test_stratified_training_seeds_cover_every_rung_and_leave_the_held_out_set_a
     args = argparse.Namespace(benchmark="arithmetic", model="m", epochs=None, dtype="float32", fast=False, stratify_training=True)
     assert real_model._identity(args, strat_train, heldout) != real_model._identity(args, train, heldout)
     assert "--stratify-training" in real_model._size_flags(args)
+    matched = argparse.Namespace(**vars(args), stats_match_difficulty=True)
+    assert real_model._identity(matched, strat_train, heldout) != real_model._identity(args, strat_train, heldout)
+    assert "--stats-match-difficulty" in real_model._size_flags(matched)
     with pytest.raises(SystemExit, match="no difficulty rungs"):
         frame.benchmark_split("bfcl", load_registry().domain("bfcl"), stratify_train=True)

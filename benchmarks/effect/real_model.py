@@ -186,9 +186,10 @@ def train_config(args: argparse.Namespace, row: str, seed: int, seed_ids: list[s
     if row == "seeds":  # no generated tasks: the agent's mixture is as many seeds as the others' whole mixture
         pool = dataclasses.replace(pool, base_per_epoch=spec["base"] + spec["history"] + spec["tasks"], history_per_epoch=0)
     env = frame.replace_section(frame.replace_section(config.env, spec.get("env", {})), changes.get("env", {}))
+    cold = dict(spec.get("cold_start", {}), **({"stats_match_difficulty": True} if getattr(args, "stats_match_difficulty", False) else {}))
     return dataclasses.replace(
         config,
-        cold_start=dataclasses.replace(config.cold_start, **spec.get("cold_start", {})) if config.cold_start else None,
+        cold_start=dataclasses.replace(config.cold_start, **cold) if config.cold_start else None,
         pool=pool,
         env=dataclasses.replace(env, tasks_per_epoch=spec["tasks"]),
         curriculum=dataclasses.replace(config.curriculum, **changes.get("curriculum", {})),
@@ -477,6 +478,8 @@ def _identity(args: argparse.Namespace, train: list[Any], heldout: list[Any]) ->
             identity[key] = spec[key]
     if getattr(args, "fast", False):  # the faster CPU settings sample other bits: a table of their own
         identity["settings"] = "fast"
+    if getattr(args, "stats_match_difficulty", False):  # another environment cold start: a table of its own
+        identity["stats_match_difficulty"] = True
     return identity
 
 
@@ -484,6 +487,8 @@ def _size_flags(args: argparse.Namespace) -> list[str]:
     flags = ["--fast"] if getattr(args, "fast", False) else []
     if getattr(args, "stratify_training", False):
         flags.append("--stratify-training")
+    if getattr(args, "stats_match_difficulty", False):
+        flags.append("--stats-match-difficulty")
     for flag in ("epochs", "train", "heldout", "max_prompt_chars", "dtype"):
         if getattr(args, flag, None):
             flags += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
@@ -773,6 +778,9 @@ def main() -> None:
     parser.add_argument("--stratify-training", action="store_true",
                         help="arithmetic: the training seeds stratified by rung too (frame.split), a table of its own (the seeds "
                              "enter the cells' identity; give it its own --out)")
+    parser.add_argument("--stats-match-difficulty", action="store_true",
+                        help="cold_start.stats_match_difficulty: the environment's cold-start examples show a success rate that "
+                             "fits the reply's difficulty (arithmetic); a table of its own")
     parser.add_argument("--gather", action="store_true",
                         help="gather the cells measured so far into OUT/result-BENCHMARK.json and print the table, measuring nothing "
                              "(a table measured over several sittings, read while it is incomplete)")
