@@ -72,6 +72,9 @@ def main() -> None:
     parser.add_argument("--stats-match-difficulty", action="store_true",
                         help="cold_start.stats_match_difficulty: the environment's cold-start examples show a success rate that "
                              "fits the reply's difficulty (arithmetic), so it may learn to read the rate")
+    parser.add_argument("--show-rung", type=int, default=None,
+                        help="the prompts' examples from the training seeds of this difficulty rung only (arithmetic): does the "
+                             "environment write what it is shown?")
     parser.add_argument("--json", type=Path, default=None, help="write the figures to this file")
     args = parser.parse_args()
 
@@ -102,12 +105,17 @@ def main() -> None:
             config = dataclasses.replace(config, cold_start=dataclasses.replace(config.cold_start, stats_match_difficulty=True))
         with tempfile.TemporaryDirectory() as folder:
             run = CoEvolution(config, Path(folder) / "run")
+            if args.show_rung is not None:  # the prompts' examples from one rung of the training seeds alone
+                run.task_source.seeds = [t for t in run.task_source.seeds if domain.difficulty(t) == args.show_rung]
+                if len(run.task_source.seeds) < shots:
+                    raise SystemExit(f"--show-rung {args.show_rung}: {len(run.task_source.seeds)} training seeds of that rung")
             stats = run.stats if shown == "none" else AgentStats(epoch=1, p_hat_mean=float(shown), alpha=run.stats.alpha)
             start = time.perf_counter()
             candidates = run.task_source.generate(args.count, run.models.env_generator, "static", stats)
             seconds = time.perf_counter() - start
         result = summary(candidates, run, seconds, args, shots, constrained)
         result["p_hat_shown"] = shown
+        result["show_rung"] = args.show_rung
         rungs = [r for c in candidates if c.valid and (r := domain.difficulty(c.task)) is not None]
         result["mean_rung"] = round(sum(rungs) / len(rungs), 3) if rungs else None
         result["rungs"] = {str(r): n for r, n in sorted(Counter(rungs).items())}  # valid tasks by rung
