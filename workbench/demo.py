@@ -612,12 +612,12 @@ def demo_run_config(
     visible unless `plain` (the held-out tables' plain path). The CLI's `workbench demo` and the
     dashboard both start from here."""
     if model:
-        import torch
+        from workbench.engine.models import resolve_device
 
-        faster = not plain and not torch.cuda.is_available()
+        config = real_model_config(model, domain, mode=mode, epochs=epochs, seed=seed, options=options)
+        faster = not plain and resolve_device(config.agent.model.device).type == "cpu"
         progress(f"{model} as both environment and agent on {domain} (LoRA on both, few-shot turns"
                  + (", the faster CPU settings)" if faster else ")"))
-        config = real_model_config(model, domain, mode=mode, epochs=epochs, seed=seed, options=options)
         return faster_cpu_settings(config) if faster else config
     if domain == DEMO_DOMAIN:
         agent, env = prepare_demo_models(progress=progress, bars=bars)

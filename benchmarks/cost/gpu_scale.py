@@ -793,12 +793,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     run = CoEvolution(cfg, run_dir, registry=registry)
     setup_s = time.perf_counter() - build_start
     if args.attn_implementation:
-        if args.attn_implementation == "sdpa_padding_safe":
-            from workbench.engine.attention import register
+        from workbench.engine.models import attention_implementation  # registers sdpa_padding_safe where it is asked for
 
-            register()
+        implementation = attention_implementation(args.attn_implementation, device)
         for model in (run.agent.model, run.env_updater.model):
-            (model.get_base_model() if hasattr(model, "get_base_model") else model).set_attn_implementation(args.attn_implementation)
+            (model.get_base_model() if hasattr(model, "get_base_model") else model).set_attn_implementation(implementation)
     if args.find_nonfinite:
         watch_sdpa(args.dump_nonfinite)
         watch_nonfinite(run.agent.model, "agent")

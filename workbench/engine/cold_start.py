@@ -418,6 +418,12 @@ def _fine_tune(config: RunConfig, model_settings: ModelSettings, field: str, row
 # ---------------------------------------------------------------------------- files and the cache
 
 
+# cold-start settings added after cache entries were stored: they enter the key only away from their default,
+# so the entries stored before them keep their keys
+LATER_SETTINGS = ("stats_match_difficulty",)
+DEFAULT_SETTINGS = ColdStartSettings()
+
+
 def _cache_key(config: RunConfig, role: str, model: ModelSettings, rows: list[Row]) -> str:
     """Everything that decides a role's cold start: the model (its resolved path and weight files),
     its dtype and LoRA settings, the cold-start settings, the examples in order, the run seed."""
@@ -429,9 +435,9 @@ def _cache_key(config: RunConfig, role: str, model: ModelSettings, rows: list[Ro
         "lora": dataclasses.asdict(dataclasses.replace(model.lora, merge_for_generation=False)) if model.lora else None,
         "checkpointing": model.gradient_checkpointing,
         # the seeds a role takes are in its rows: max_seeds and env_max_seeds are not part of the key
-        # stats_match_difficulty only when on: the keys of the entries stored before it existed stay as they were
         "settings": {k: v for k, v in dataclasses.asdict(config.cold_start).items()  # type: ignore[arg-type]
-                     if k not in ("cache", "max_seeds", "env_max_seeds") and not (k == "stats_match_difficulty" and not v)},
+                     if k not in ("cache", "max_seeds", "env_max_seeds")
+                     and not (k in LATER_SETTINGS and v == getattr(DEFAULT_SETTINGS, k))},
         "rows": rows, "seed": cold_start_seed(config),
     }
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:20]
