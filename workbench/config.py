@@ -253,6 +253,16 @@ class EnvSettings:
     learning_rate: float = _f(5e-7, "RWR learning rate (paper: 5e-7).")
     tasks_per_epoch: int = _f(64, "Candidate tasks generated per epoch (paper batch: 64).")
     examples_per_prompt: int = _f(3, "Seed/recent tasks shown in each environment prompt.")
+    example_selection: Literal["uniform", "edge"] = _f(
+        "uniform",
+        "How each environment prompt's examples are drawn from the seeds. uniform: at random, each seed alike. edge: "
+        "weighted toward the difficulty rungs (workbench_task_difficulty) where the agent's success is near "
+        "curriculum.alpha, each seed by exp(-env.edge_sharpness (p_rung - alpha)^2), p_rung the agent's success on its "
+        "rung with earlier epochs halved each epoch and one pseudo-attempt at alpha (an untried rung is shown). For "
+        "environment models that copy the difficulty of what they are shown; needs a plugin that rates difficulty "
+        "(workbench.engine.edge_examples, docs/how-it-works.md).",
+    )
+    edge_sharpness: float = _f(8.0, "env.example_selection edge: the sharpness of the per-rung weight exp(-s (p_rung - alpha)^2).")
     prompt_format: Literal["message", "turns"] = _f(
         "message",
         "message: the plugin's environment prompt is one user message. turns: a few-shot chat: that message, then "
@@ -486,6 +496,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
     "curriculum.copy_weight": (0.0, 1.0, True, True, "use a scale in [0, 1] (1 = copies weighted like any task, 0 = left out of the environment update)"),
     "env.candidates_per_task": (1, 64, True, True, "use 1 (no oversampling) to 64 replies per prompt"),
     "env.pg_copy_penalty": (0.0, math.inf, True, False, "use a penalty >= 0"),
+    "env.edge_sharpness": (0.0, math.inf, True, False, "use a sharpness >= 0 (0: every rung alike)"),
     "env.redraw_rounds": (0, 10, True, True, "use 0 (off) to 10 rounds; each round is one more generate call for the copies still left"),
     "agent.kl_beta": (0.0, math.inf, True, False, "use a KL coefficient >= 0 (0 = no reference model)"),
     "agent.temperature": (0.0, math.inf, False, False, "use a temperature > 0"),

@@ -163,6 +163,10 @@ class EpochRecord(_Record):
         "`p_hat_by_rung` (mean p_hat of the scored tasks per rung), `unrated` (tasks without a rung); rungs are JSON "
         "object keys, so strings (\"0\", \"1\", ...)"
     )
+    example_edge: dict[str, Any] | None = _f(
+        "`env.example_selection: edge`: per difficulty rung, the agent's success estimate the epoch's prompts were "
+        "drawn with (`p_by_rung`) and the chance a drawn example is of that rung (`shown_share`); null otherwise"
+    )
     score_errors: int = _f("attempts whose scorer raised, timed out or returned an invalid Score")
     valid_unscored: int = _f("valid new tasks none of whose attempts could be scored (kept out of the curriculum)")
     plugin_faults: dict[str, int] = _f("contained plugin faults counted by `hook:code`, listener faults of this epoch included")
@@ -351,6 +355,7 @@ def build_epoch_record(
     repair_json: bool = False,
     env_pg: dict[str, Any] | None = None,
     threads: int | None = None,
+    example_edge: dict[str, Any] | None = None,
 ) -> EpochRecord:
     """The epoch's record from what the epoch produced: its candidates, the new and scored tasks,
     p_hat per task, the environment records, the agent's `AgentEpochResult` and the environment
@@ -402,6 +407,7 @@ def build_epoch_record(
         novelty=novelty,
         difficulty=None if difficulty is None else difficulty_summary(
             [t.id for t in new_tasks], difficulty, {t.id: p_hat_task[t.id] for t in scored_new}),
+        example_edge=example_edge,
         score_errors=score_errors,
         valid_unscored=len(new_tasks) - len(scored_new),
         plugin_faults=plugin_faults,

@@ -128,7 +128,10 @@ class AgentStats:
     """What the environment prompt is conditioned on: the agent's recent performance.
 
     `recent` pairs recently attempted tasks with their success rate p_hat, newest first.
-    Before the first epoch `p_hat_mean` is None.
+    Before the first epoch `p_hat_mean` is None. `by_rung` (plugins that rate difficulty) maps a
+    difficulty rung to the agent's (successes, attempts) on every scored training task of that
+    rung, earlier epochs' counts halved each epoch (`workbench.engine.edge_examples`); empty before
+    the first epoch and for plugins without `workbench_task_difficulty`.
     """
 
     epoch: int = 0
@@ -136,6 +139,7 @@ class AgentStats:
     frac_in_band: float | None = None
     alpha: float = 0.5
     recent: list[tuple[Task, float]] = field(default_factory=list)
+    by_rung: dict[int, tuple[float, float]] = field(default_factory=dict)
 
 
 MAX_DIFFICULTY = 20  # the highest difficulty rung `workbench_task_difficulty` may answer (rungs are 0..20)

@@ -43,6 +43,7 @@ from typing import Any, Callable, Literal
 from workbench.config import RunConfig
 from workbench.contract.domain import Domain
 from workbench.contract.tasks import AgentStats, Rejection, Task
+from workbench.engine import edge_examples
 from workbench.engine.env_prompt import few_shot_turns
 from workbench.engine.generation import GenerationStats, Prompt, chat_prompt
 from workbench.engine.rwr import model_context_length
@@ -118,6 +119,37 @@ class CandidateWriter:
     agent_tokenizer: Any
     novelty: NoveltyTracker | None = None  # the run's tracker, which the redraw asks about seed copies (read-only)
     _groups: int = 0  # prompts drawn so far this epoch: each candidate's `group`
+    _rungs: dict[str, int | None] = dataclasses.field(default_factory=dict)  # example task id -> its rung (edge)
+
+    def __post_init__(self) -> None:
+        if self.config.env.example_selection == "edge" and not self.domain.declares_difficulty:
+            raise RunError(
+                f"env.example_selection is edge, but the {self.config.domain} plugin rates no difficulty "
+                "(workbench_task_difficulty), so there are no rungs to weight; use env.example_selection: uniform, "
+                "or a plugin that implements the hook"
+            )
+
+    def rung_of(self, task: Task) -> int | None:
+        """An example task's difficulty rung, asked of the plugin once per task."""
+        if task.id not in self._rungs:
+            self._rungs[task.id] = self.domain.difficulty(task)
+        return self._rungs[task.id]
+
+    def choose_examples(self, examples_from: list[Task], k: int, stats: AgentStats) -> list[Task]:
+        """One prompt's `k` examples: `env.example_selection` uniform (`rng.sample`), or edge,
+        weighted toward the rungs where the agent's success is near alpha
+        (`workbench.engine.edge_examples`)."""
+        env = self.config.env
+        if env.example_selection == "uniform":
+            return self.rng.sample(examples_from, k)
+        weights = edge_examples.example_weights(examples_from, self.rung_of, stats.by_rung, stats.alpha, env.edge_sharpness)
+        return edge_examples.weighted_sample(self.rng, examples_from, weights, k)
+
+    def edge_summary(self, examples_from: list[Task], stats: AgentStats) -> dict[str, Any] | None:
+        """The epoch record's `example_edge` (None unless `env.example_selection` is edge)."""
+        if self.config.env.example_selection != "edge":
+            return None
+        return edge_examples.edge_summary(examples_from, self.rung_of, stats.by_rung, stats.alpha, self.config.env.edge_sharpness)
 
     def check_seed_contexts(self, seeds: list[Task], stats: AgentStats, uses_env_model: bool) -> None:
         """Before any training: refuse (`RunError`) a run whose longest seed prompts, with the
@@ -150,11 +182,11 @@ class CandidateWriter:
                 )
 
     def prompts(self, count: int, examples_from: list[Task], stats: AgentStats) -> list[tuple[Prompt, list[Task]]]:
-        """`count` environment prompts, each from `env.examples_per_prompt` sampled examples."""
+        """`count` environment prompts, each from `env.examples_per_prompt` examples (`choose_examples`)."""
         k = min(self.config.env.examples_per_prompt, len(examples_from))
         prompts: list[tuple[Prompt, list[Task]]] = []
         for _ in range(count):
-            examples = self.rng.sample(examples_from, k)
+            examples = self.choose_examples(examples_from, k, stats)
             instruction = self.domain.environment_prompt(examples, stats)
             prompt: Prompt = instruction
             if self.config.env.prompt_format == "turns":

@@ -13,7 +13,8 @@
   candidate weighted by its advantage, `workbench.engine.env_pg`) and its summary for the record;
 * `new_tasks_of`: the epoch's new tasks for the agent: the distinct valid candidates up to the
   budget, novel ones first when the environment oversamples (`env.candidates_per_task`);
-* `next_stats`: the `AgentStats` the next epoch's environment prompt is conditioned on.
+* `next_stats`: the `AgentStats` the next epoch's environment prompt is conditioned on, with the
+  agent's success per difficulty rung (`env.example_selection: edge` draws examples by it).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from workbench.config import CurriculumSettings, RunConfig
 from workbench.contract.containment import is_plugin_fault
 from workbench.contract.tasks import AgentStats, Task
 from workbench.engine.candidates import cap_new_tasks
+from workbench.engine.edge_examples import tally_rungs
 from workbench.engine.env_pg import pg_examples
 from workbench.engine.generation import chat_prompt
 from workbench.engine.invariants import check_epoch
@@ -70,12 +72,16 @@ def close_epoch(
     return ClosedEpoch(successes, p_hat, faulty, scored, scored_new, env_records)
 
 
-def next_stats(epoch: int, record: EpochRecord, closed: ClosedEpoch, cur: CurriculumSettings) -> AgentStats:
+def next_stats(epoch: int, record: EpochRecord, closed: ClosedEpoch, cur: CurriculumSettings, previous: AgentStats,
+               train_rungs: Mapping[str, int | None] | None) -> AgentStats:
     """What the next epoch's environment prompt is conditioned on (`AgentStats`): this epoch's
-    p_hat mean and in-band share (None where no generated task was scored), alpha, and up to 16
-    of its scored generated tasks with their p_hat, in the order they were written."""
+    p_hat mean and in-band share (None where no generated task was scored), alpha, up to 16
+    of its scored generated tasks with their p_hat, in the order they were written, and, for a
+    plugin that rates difficulty (`train_rungs`: the rung of each training task of the epoch),
+    `previous.by_rung` with this epoch's attempts tallied in (`workbench.engine.edge_examples`)."""
+    by_rung = {} if train_rungs is None else tally_rungs(previous.by_rung, train_rungs, closed.successes, closed.faulty)
     return AgentStats(epoch=epoch, p_hat_mean=record.p_hat_mean, frac_in_band=record.frac_in_band, alpha=cur.alpha,
-                      recent=[(t, closed.p_hat[t.id]) for t in closed.scored_new][:16])
+                      recent=[(t, closed.p_hat[t.id]) for t in closed.scored_new][:16], by_rung=by_rung)
 
 
 def rwr_examples(config: RunConfig, epoch: int, d_env: Sequence[EnvRecord], new_records: Sequence[EnvRecord],

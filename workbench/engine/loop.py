@@ -184,6 +184,7 @@ class CoEvolution:
         self.threads = self.epoch_threads.apply(epoch, self.threads)  # before the epoch computes anything
         with self.events.phase("generate"):  # 1-2. candidate tasks, parsed and validated by the plugin
             candidates, gen_stats = self.task_source.draw(self.stats, self.novelty)
+            example_edge = self.candidate_writer.edge_summary(self.seeds, self.stats) if self.mode.generates_each_epoch else None
         new_tasks = new_tasks_of(cfg, candidates, self.novelty)
         self.last_candidates = candidates
         with self.events.phase("agent"):  # 3. GRPO on the mixture of new tasks, seeds and history
@@ -209,7 +210,9 @@ class CoEvolution:
         self.d_env += env_records
         no_valid = not any(c.valid for c in candidates) and self.mode.generates_each_epoch
         self._epochs_without_valid = self._epochs_without_valid + 1 if no_valid else 0
-        rungs = {t.id: self.domain.difficulty(t) for t in new_tasks} if self.domain.declares_difficulty else None  # faults: before take_faults
+        rung_of = self.candidate_writer.rung_of if self.domain.declares_difficulty else None  # asks the plugin once a task
+        rungs = {t.id: rung_of(t) for t in new_tasks} if rung_of else None  # faults: before take_faults
+        train_rungs = {t.id: rung_of(t) for t in train_tasks} if rung_of else None
         record = build_epoch_record(
             epoch=epoch, mode=cfg.mode, cur=cfg.curriculum, seeds=self.seeds,
             candidates=candidates, new_tasks=new_tasks, scored_new=scored_new, p_hat_task=p_hat_task, env_records=env_records,
@@ -217,9 +220,9 @@ class CoEvolution:
             novelty=novelty.to_dict(), score_errors=sum(is_plugin_fault(a.score) for atts in result.attempts.values() for a in atts),
             plugin_faults=self.domain.take_faults() | self.registry.take_faults(), epochs_without_valid=self._epochs_without_valid,
             redraws=redraw_summary(candidates) if cfg.env.redraw_rounds and self.mode.generates_each_epoch else None,
-            difficulty=rungs, repair_json=cfg.env.repair_json, env_pg=env_pg, threads=self.threads,
+            difficulty=rungs, repair_json=cfg.env.repair_json, env_pg=env_pg, threads=self.threads, example_edge=example_edge,
         )
-        self.stats = next_stats(epoch, record, closed, cfg.curriculum)
+        self.stats = next_stats(epoch, record, closed, cfg.curriculum, self.stats, train_rungs)
         self._persist(epoch, record, candidates, result, start)
         self._warn_if_collapsed(epoch, novelty)
         self._check_valid_streak(record)

@@ -212,7 +212,7 @@ class RunFolder(RunLayout):
             write_jsonl(folder.d_env_path, [r.to_dict() for r in state.d_env])
             s = state.stats
             stats = {"epoch": s.epoch, "p_hat_mean": s.p_hat_mean, "frac_in_band": s.frac_in_band,
-                     "recent": [[t.to_dict(), p] for t, p in s.recent]}
+                     "recent": [[t.to_dict(), p] for t, p in s.recent], "by_rung": [[r, sn[0], sn[1]] for r, sn in s.by_rung.items()]}
             atomic_write_text(folder.state_path, json.dumps(
                 {"epoch": state.epoch, "stats": stats, "epochs_without_valid": state.epochs_without_valid, "threads": state.threads}))
             self._copy_epoch_files(folder, state.epoch)
@@ -291,7 +291,8 @@ class RunFolder(RunLayout):
             history=[Task.from_dict(d) for d in read_jsonl(contents.history_path)],
             static_pool=[Task.from_dict(d) for d in read_jsonl(contents.static_pool_path)],
             d_env=[EnvRecord.from_dict(r) for r in read_jsonl(contents.d_env_path)],
-            stats=AgentStats(s["epoch"], s["p_hat_mean"], s["frac_in_band"], alpha, [(Task.from_dict(t), p) for t, p in s["recent"]]),
+            stats=AgentStats(s["epoch"], s["p_hat_mean"], s["frac_in_band"], alpha, [(Task.from_dict(t), p) for t, p in s["recent"]],
+                             {int(r): (float(n_s), float(n)) for r, n_s, n in s.get("by_rung", [])}),
             epochs_without_valid=int(state.get("epochs_without_valid", 0)),
             engine_rng=trainer["engine_rng"],
             agent_optimizer=trainer["agent_optimizer"],

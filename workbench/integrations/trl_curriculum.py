@@ -149,6 +149,7 @@ class GenEnvCurriculum(TrainerCallback):
         self._epoch_started = 0.0
         self._phase_times: dict[str, float] = {}
         self._padding = 0
+        self._example_edge: dict[str, Any] | None = None  # the record's example_edge, as the epoch's prompts were drawn
 
     def _build_env(self, checkpoint: Path | None) -> None:
         """The environment model (new, or as checkpoint `checkpoint` saved it), its frozen
@@ -241,6 +242,7 @@ class GenEnvCurriculum(TrainerCallback):
                                  lambda: agent_model, agent_tokenizer, self.novelty)
         with _torch_rng_kept():
             candidates = writer.write(cfg.env.tasks_per_epoch, self.env_generator, "generated", self.seeds, self.stats)
+        self._example_edge = writer.edge_summary(self.seeds, self.stats)
         room = self._size - min(cfg.pool.base_per_epoch, len(self.seeds)) - min(cfg.pool.history_per_epoch, len(self.history))
         new = new_tasks_of(cfg, candidates, self.novelty, room=max(room, 1))
         tasks, self._padding = training_mixture(new, self.seeds, self.history, cfg.pool, self._size, self.rng)
@@ -275,6 +277,7 @@ class GenEnvCurriculum(TrainerCallback):
         known = {t.id for t in self.history}
         self.history += [t for t in self._new if t.id not in known]
         self.d_env += closed.env_records
+        train_rungs = {t.id: self.domain.difficulty(t) for t in self._tasks} if self.domain.declares_difficulty else None
         record = self._metrics_record(epoch, closed, attempts, update, novelty, env_pg)
         generated = {t.id: closed.p_hat[t.id] for t in closed.scored_new}
         view = CurriculumEpoch(  # the in-memory view: the metrics record's figures, plus p_hat by task id
@@ -283,7 +286,7 @@ class GenEnvCurriculum(TrainerCallback):
             r_env_mean=record.r_env_mean, env_update=record.env_update, rejections=record.rejections,
         )
         self.epochs.append(view)
-        self.stats = next_stats(epoch, record, closed, cfg.curriculum)
+        self.stats = next_stats(epoch, record, closed, cfg.curriculum, self.stats, train_rungs)
         self._epoch = epoch
         self._persist(epoch, record, attempts)
 
@@ -302,6 +305,7 @@ class GenEnvCurriculum(TrainerCallback):
             redraws=redraw_summary(self._candidates) if cfg.env.redraw_rounds else None,
             repair_json=cfg.env.repair_json, env_pg=env_pg, threads=torch.get_num_threads(),
             difficulty={t.id: self.domain.difficulty(t) for t in self._new} if self.domain.declares_difficulty else None,
+            example_edge=self._example_edge,
         )
 
     def _persist(self, epoch: int, record: EpochRecord, attempts: dict[str, list[Attempt]]) -> None:
