@@ -96,6 +96,9 @@ VARIANTS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
     "genenv-pg": ("genenv", {"env": {"constrained": True, "update": "pg"}}),
     # constrained + pg, two replies a prompt (one advantage group per prompt; the agent keeps the novel ones first)
     "genenv-pg-over": ("genenv", {"env": {"constrained": True, "update": "pg", "candidates_per_task": 2}}),
+    # each environment prompt's examples drawn toward the rungs the agent solves about half the time (arithmetic: the
+    # cold-started environment writes the rungs it is shown, whatever success rate its prompt reports)
+    "genenv-edge": ("genenv", {"env": {"example_selection": "edge"}}),
 }
 ALL_ROWS = ROWS + list(VARIANTS)
 EVAL_BATCH = 64  # held-out answers sampled at once (part of a cell's identity: another batch draws other answers)
@@ -722,7 +725,8 @@ def draw_figures(out: Path, to: Path) -> list[Path]:
         fig, axes_grid = plt.subplots(2, 3, figsize=(13, 7))
         axes = list(axes_grid.flat)
         colors = {"genenv": "tab:red", "genenv-constrained": "tab:orange", "genenv-pg": "tab:purple", "genenv-pg-over": "tab:green",
-                  "genenv-replay": "tab:pink", "genenv-redraw": "tab:brown", "genenv-repair": "tab:olive", "random": "tab:blue", "static": "tab:gray"}
+                  "genenv-replay": "tab:pink", "genenv-redraw": "tab:brown", "genenv-repair": "tab:olive", "genenv-edge": "tab:cyan", "random": "tab:blue",
+                  "static": "tab:gray"}
         for ax, (key, title) in zip(axes, panels):
             for row, color in colors.items():
                 for seed, epochs in sorted(dynamics(rows, row).items()):
