@@ -40,6 +40,17 @@ class ScriptedGenerator:
         pass
 
 
+def scripted_run(cfg, run_dir, script: list[str], resume: bool = False, calls: int = 0):
+    """A `CoEvolution` whose environment writes `script`'s texts in turn, from text `calls` on
+    (a run resumed after n texts continues the script where the uninterrupted one was)."""
+    from workbench.engine.loop import CoEvolution
+
+    run = CoEvolution(cfg, run_dir, resume=resume)
+    run.env_generator = ScriptedGenerator(script)
+    run.env_generator.calls = calls
+    return run
+
+
 def demo_variant(name: str, **hooks) -> types.ModuleType:
     """The demo plugin under another domain name, with some hooks replaced."""
     import workbench_demo

@@ -17,7 +17,7 @@ import shutil
 from collections import Counter
 
 import pytest
-from engine_support import ScriptedGenerator
+from engine_support import scripted_run
 from test_redraw import _comparable, make_config_module  # noqa: F401 (a fixture)
 
 import workbench_demo
@@ -97,25 +97,16 @@ SCRIPT = ["Task: 4 + 5", "Task: 23 * 41 - 17", "Task: 7 * 3", "Task: 58 + 66 * 1
           "Task: 6 + 8", "Task: 72 - 15 * 33"]
 
 
-def _edge_run(cfg, run_dir, resume=False, calls=0):
-    from workbench.engine.loop import CoEvolution
-
-    run = CoEvolution(cfg, run_dir, resume=resume)
-    run.env_generator = ScriptedGenerator(SCRIPT)
-    run.env_generator.calls = calls
-    return run
-
-
 @pytest.fixture(scope="module")
 def edge_runs(make_config_module, tmp_path_factory):  # noqa: F811
     root = tmp_path_factory.mktemp("edge")
     cfg = make_config_module(env__example_selection="edge", env__tasks_per_epoch=4, env__edge_sharpness=32.0)
-    run = _edge_run(cfg, root / "run")
+    run = scripted_run(cfg, root / "run", SCRIPT)
     first = run.step()
     stats_1 = run.stats
     shutil.copytree(root / "run", root / "resumed")
     run.step()
-    resumed = _edge_run(cfg, root / "resumed", resume=True, calls=4)
+    resumed = scripted_run(cfg, root / "resumed", SCRIPT, resume=True, calls=4)
     restored = resumed.stats
     resumed.step()
     return root, cfg, run, first, stats_1, restored, resumed

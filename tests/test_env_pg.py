@@ -19,7 +19,7 @@ import shutil
 
 import pytest
 import torch
-from engine_support import ScriptedGenerator
+from engine_support import scripted_run
 from test_redraw import _comparable, make_config_module  # noqa: F401 (a fixture)
 
 import workbench_demo
@@ -125,12 +125,7 @@ SCRIPT = ["Task: 41 * 7 + 2", "no task", "Task: 3 + 3", "Task: 88 - 9 * 3", "Tas
 
 
 def _pg_run(cfg, run_dir, resume=False, calls=0):
-    from workbench.engine.loop import CoEvolution
-
-    run = CoEvolution(cfg, run_dir, resume=resume)
-    run.env_generator = ScriptedGenerator(SCRIPT)
-    run.env_generator.calls = calls
-    return run
+    return scripted_run(cfg, run_dir, SCRIPT, resume, calls)
 
 
 @pytest.fixture(scope="module")
