@@ -284,7 +284,7 @@ def _evaluate_answers(args: argparse.Namespace, cell: dict[str, Any], domain: An
 # The fields of each epoch record a cell keeps (its `epochs`): `cell_epochs` reads them back as `EpochRecord`s.
 EPOCH_KEYS = ("epoch", "candidates", "valid", "valid_distinct", "p_hat", "p_hat_mean", "frac_in_band", "in_band_for_env",
               "agent_success_seed", "agent_reward_mean", "env_kl", "env_rolled_back", "difficulty", "novelty", "redraws", "json_repaired",
-              "rejections", "agent_micro_batches", "env_pg", "time")
+              "rejections", "agent_micro_batches", "env_pg", "example_edge", "time")
 
 
 def _epoch_summary(record: Any) -> dict[str, Any]:
@@ -612,7 +612,7 @@ def print_table(out: Path) -> None:
             print(f"| {row} | {_mean_sd(list(scores.values()))} | {per_seed}{f' ({len(errors)} stopped)' if errors else ''} | {answers} | "
                   f"{statistics.fmean(secs) / 60:.1f} min, {max(secs) / 60:.1f} min | {max(c['peak_rss_gib'] for c in rows[row]['cells']):.2f} GiB |")
         for ours in ["genenv", *VARIANTS]:
-            for other in ("random", "static", "seeds", "cold"):
+            for other in ("random", "static", "seeds", "cold") + (("genenv",) if ours in VARIANTS else ()):
                 found = paired(rows, ours, other) if ours in rows and other in rows else None
                 if found:
                     answers, diffs = found
