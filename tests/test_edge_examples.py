@@ -83,10 +83,11 @@ def test_uniform_draws_what_rng_sample_drew_and_edge_needs_a_plugin_that_rates_d
     cfg = make_config_module()
     domain = load_registry(allow=["workbench_demo"]).domain("arithmetic")
     seeds = domain.seed_tasks({"count": 12})
-    drawn = [_writer(cfg, domain).choose_examples(seeds, 3, AgentStats()) for _ in range(1)]
-    assert drawn == [random.Random(3).sample(seeds, 3)], "the default keeps every earlier run's bits"
+    drawn = [examples for _, examples in _writer(cfg, domain).prompts(2, seeds, AgentStats())]
+    rng = random.Random(3)
+    assert drawn == [rng.sample(seeds, 3), rng.sample(seeds, 3)], "the default keeps every earlier run's bits"
     edge = make_config_module(env__example_selection="edge")
-    assert _writer(edge, domain).choose_examples(seeds, 3, AgentStats()) != drawn[0], "another draw: one rng.random() per example"
+    assert [e for _, e in _writer(edge, domain).prompts(2, seeds, AgentStats())] != drawn, "another draw: one rng.random() per example"
     bamboogle = load_registry().domain("bamboogle")
     with pytest.raises(RunError, match="rates no difficulty.*env.example_selection: uniform"):
         _writer(make_config_module(env__example_selection="edge"), bamboogle)

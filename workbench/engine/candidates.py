@@ -135,15 +135,13 @@ class CandidateWriter:
             self._rungs[task.id] = self.domain.difficulty(task)
         return self._rungs[task.id]
 
-    def choose_examples(self, examples_from: list[Task], k: int, stats: AgentStats) -> list[Task]:
-        """One prompt's `k` examples: `env.example_selection` uniform (`rng.sample`), or edge,
-        weighted toward the rungs where the agent's success is near alpha
-        (`workbench.engine.edge_examples`)."""
+    def example_weights(self, examples_from: list[Task], stats: AgentStats) -> list[float] | None:
+        """Each example's draw weight under `env.example_selection` edge (`workbench.engine.edge_examples`),
+        the same for every prompt of a call; None for uniform (`rng.sample`)."""
         env = self.config.env
         if env.example_selection == "uniform":
-            return self.rng.sample(examples_from, k)
-        weights = edge_examples.example_weights(examples_from, self.rung_of, stats.by_rung, stats.alpha, env.edge_sharpness)
-        return edge_examples.weighted_sample(self.rng, examples_from, weights, k)
+            return None
+        return edge_examples.example_weights(examples_from, self.rung_of, stats.by_rung, stats.alpha, env.edge_sharpness)
 
     def edge_summary(self, examples_from: list[Task], stats: AgentStats) -> dict[str, Any] | None:
         """The epoch record's `example_edge` (None unless `env.example_selection` is edge)."""
@@ -182,11 +180,12 @@ class CandidateWriter:
                 )
 
     def prompts(self, count: int, examples_from: list[Task], stats: AgentStats) -> list[tuple[Prompt, list[Task]]]:
-        """`count` environment prompts, each from `env.examples_per_prompt` examples (`choose_examples`)."""
+        """`count` environment prompts, each from `env.examples_per_prompt` examples (`example_weights`)."""
         k = min(self.config.env.examples_per_prompt, len(examples_from))
         prompts: list[tuple[Prompt, list[Task]]] = []
+        weights = self.example_weights(examples_from, stats)
         for _ in range(count):
-            examples = self.choose_examples(examples_from, k, stats)
+            examples = self.rng.sample(examples_from, k) if weights is None else edge_examples.weighted_sample(self.rng, examples_from, weights, k)
             instruction = self.domain.environment_prompt(examples, stats)
             prompt: Prompt = instruction
             if self.config.env.prompt_format == "turns":

@@ -57,7 +57,7 @@ import random
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 from transformers import TrainerCallback
@@ -150,6 +150,7 @@ class GenEnvCurriculum(TrainerCallback):
         self._phase_times: dict[str, float] = {}
         self._padding = 0
         self._example_edge: dict[str, Any] | None = None  # the record's example_edge, as the epoch's prompts were drawn
+        self._rung_of: Callable[[Task], int | None] | None = None  # the epoch writer's cached difficulty (None: no rungs)
 
     def _build_env(self, checkpoint: Path | None) -> None:
         """The environment model (new, or as checkpoint `checkpoint` saved it), its frozen
@@ -243,6 +244,7 @@ class GenEnvCurriculum(TrainerCallback):
         with _torch_rng_kept():
             candidates = writer.write(cfg.env.tasks_per_epoch, self.env_generator, "generated", self.seeds, self.stats)
         self._example_edge = writer.edge_summary(self.seeds, self.stats)
+        self._rung_of = writer.rung_of if self.domain.declares_difficulty else None  # asks the plugin once a task this epoch
         room = self._size - min(cfg.pool.base_per_epoch, len(self.seeds)) - min(cfg.pool.history_per_epoch, len(self.history))
         new = new_tasks_of(cfg, candidates, self.novelty, room=max(room, 1))
         tasks, self._padding = training_mixture(new, self.seeds, self.history, cfg.pool, self._size, self.rng)
@@ -277,7 +279,7 @@ class GenEnvCurriculum(TrainerCallback):
         known = {t.id for t in self.history}
         self.history += [t for t in self._new if t.id not in known]
         self.d_env += closed.env_records
-        train_rungs = {t.id: self.domain.difficulty(t) for t in self._tasks} if self.domain.declares_difficulty else None
+        train_rungs = {t.id: self._rung_of(t) for t in self._tasks} if self._rung_of else None
         record = self._metrics_record(epoch, closed, attempts, update, novelty, env_pg)
         generated = {t.id: closed.p_hat[t.id] for t in closed.scored_new}
         view = CurriculumEpoch(  # the in-memory view: the metrics record's figures, plus p_hat by task id
@@ -304,7 +306,7 @@ class GenEnvCurriculum(TrainerCallback):
             plugin_faults=self.domain.take_faults(), epochs_without_valid=0 if any(c.valid for c in self._candidates) else 1,
             redraws=redraw_summary(self._candidates) if cfg.env.redraw_rounds else None,
             repair_json=cfg.env.repair_json, env_pg=env_pg, threads=torch.get_num_threads(),
-            difficulty={t.id: self.domain.difficulty(t) for t in self._new} if self.domain.declares_difficulty else None,
+            difficulty={t.id: self._rung_of(t) for t in self._new} if self._rung_of else None,
             example_edge=self._example_edge,
         )
 
