@@ -299,3 +299,35 @@ def test_the_environment_s_examples_can_show_a_success_rate_that_fits_the_reply(
         base_config, cold_start=dataclasses.replace(FAST, stats_match_difficulty=False)), random.Random(0))[0]
     model = base_config.env.model
     assert cold_start._cache_key(base_config, "env", model, plain_rows) != cold_start._cache_key(matched, "env", model, plain_rows)
+
+
+def test_activation_checkpointing_of_the_environment_changes_no_bit_of_a_lora_run(base_config, tmp_path):
+    """`env.model.gradient_checkpointing` recomputes each layer in the backward pass: a LoRA run
+    with it fine-tunes the same cold start (so it takes the same cache entry) and trains the
+    same environment, bit for bit, as the run without it; only the memory differs
+    (benchmarks/cost/env_update.py). The environment writes a script of valid and invalid
+    replies under `env.update: pg`, so its update trains on every one of them."""
+    from engine_support import scripted_run
+
+    from workbench.engine import cold_start
+
+    script = ["Task: 41 * 7 + 2", "no task", "Task: 3 + 3", "Task: 88 - 9 * 3", "Task: 5 * 5 * 5", "garbage", "Task: 17 + 26", "Task: 640 - 99"]
+    lora = LoraSettings(r=4, alpha=8, dropout=0.0)
+    runs = {}
+    for name, checkpointing in (("plain", False), ("checkpointed", True)):
+        cfg = copy.deepcopy(base_config)
+        for role in (cfg.agent.model, cfg.env.model):
+            role.lora = lora
+        cfg.env.model.gradient_checkpointing = checkpointing
+        cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, update="pg", tasks_per_epoch=8))
+        run = scripted_run(cfg, tmp_path / name, script)
+        record = run.step()
+        assert record.env_loss is not None, "the environment was updated"
+        roles = json.loads((tmp_path / name / "cold_start" / "record.json").read_text())["roles"]
+        runs[name] = (cfg, record, roles["env"]["files"], weights(run.env_updater.model))
+    (plain_cfg, plain, plain_files, plain_env), (ckpt_cfg, ckpt, ckpt_files, ckpt_env) = runs["plain"], runs["checkpointed"]
+    assert plain_files == ckpt_files
+    for key in ("p_hat", "valid", "env_loss", "env_kl", "agent_loss"):
+        assert getattr(plain, key) == getattr(ckpt, key), key
+    assert same(plain_env, ckpt_env)
+    assert cold_start._cache_key(plain_cfg, "env", plain_cfg.env.model, []) == cold_start._cache_key(ckpt_cfg, "env", ckpt_cfg.env.model, [])

@@ -156,3 +156,40 @@ def test_a_non_finite_loss_is_rolled_back(tiny_models, tmp_path):
     result = updater.update([RWRExample("Write:", "Task: 9 + 9", weight=float("nan")), RWRExample("Write:", "Task: 1 + 2")])
     assert result.rolled_back and "non-finite" in result.rollback_reason
     assert all(torch.equal(before[n], p) for n, p in updater.model.named_parameters())
+
+
+def _lora_update_digest(tiny_models, tmp_path, checkpointing):
+    """The trained adapters (name -> tensor) after one LoRA environment update with the KL penalty
+    toward the adapters-off model, loaded as a run loads the environment."""
+    import dataclasses
+
+    from workbench.config import LoraSettings, ModelSettings
+    from workbench.engine.models import load_model
+
+    settings = ModelSettings(name_or_path=str(tiny_models[1]), dtype="float32", device="cpu",
+                             lora=LoraSettings(r=4, alpha=8, dropout=0.0), gradient_checkpointing=checkpointing)
+    torch.manual_seed(0)
+    model = load_model(settings, "env.model")
+    assert model.get_base_model().is_gradient_checkpointing == checkpointing
+    tok = AutoTokenizer.from_pretrained(tiny_models[1])
+    rwr = dataclasses.replace(RWRSettings(learning_rate=1e-2, batch_size=2, kl_coef=0.05, max_kl=10.0),
+                              gradient_checkpointing=checkpointing)
+    updater = RWRUpdater(rwr, model, tok, str(tmp_path / f"ckpt{checkpointing}"), seed=0)
+    examples = [RWRExample(f"Write task {i}:", f"Task: {i} + {i * 7} = ?" + " again" * i, 1.0 if i % 2 else -1.0) for i in range(4)]
+    result = updater.update(examples)
+    assert result.steps == 2 and not result.rolled_back
+    return result, {n: p.detach().clone() for n, p in updater.model.named_parameters() if p.requires_grad}
+
+
+def test_activation_checkpointing_trains_the_same_adapters_bit_for_bit(tiny_models, tmp_path):
+    """`env.model.gradient_checkpointing` recomputes each layer's forward in the backward pass:
+    the same products in the same order, so the update's loss, KL and adapters are the plain
+    path's exactly (what lets a table run its memory-heavy update checkpointed without a new cell
+    identity: benchmarks/cost/env_update.py measures the memory)."""
+    plain, plain_weights = _lora_update_digest(tiny_models, tmp_path, checkpointing=False)
+    checkpointed, checkpointed_weights = _lora_update_digest(tiny_models, tmp_path, checkpointing=True)
+    assert (plain.loss, plain.kl) == (checkpointed.loss, checkpointed.kl)
+    assert plain_weights.keys() == checkpointed_weights.keys() and any("lora_B" in n for n in plain_weights)
+    for name, tensor in plain_weights.items():
+        assert torch.equal(tensor, checkpointed_weights[name]), name
+    assert any(bool(t.abs().sum() > 0) for n, t in plain_weights.items() if "lora_B" in n), "the update trained the adapters"

@@ -189,6 +189,8 @@ def train_config(args: argparse.Namespace, row: str, seed: int, seed_ids: list[s
     if row == "seeds":  # no generated tasks: the agent's mixture is as many seeds as the others' whole mixture
         pool = dataclasses.replace(pool, base_per_epoch=spec["base"] + spec["history"] + spec["tasks"], history_per_epoch=0)
     env = frame.replace_section(frame.replace_section(config.env, spec.get("env", {})), changes.get("env", {}))
+    if getattr(args, "env_checkpointing", False):  # memory, not bits: tests/test_rwr.py, not part of the identity
+        env = dataclasses.replace(env, model=dataclasses.replace(env.model, gradient_checkpointing=True))
     cold = dict(spec.get("cold_start", {}), **({"stats_match_difficulty": True} if getattr(args, "stats_match_difficulty", False) else {}))
     return dataclasses.replace(
         config,
@@ -488,6 +490,8 @@ def _identity(args: argparse.Namespace, train: list[Any], heldout: list[Any]) ->
 
 def _size_flags(args: argparse.Namespace) -> list[str]:
     flags = ["--fast"] if getattr(args, "fast", False) else []
+    if getattr(args, "env_checkpointing", False):
+        flags.append("--env-checkpointing")
     if getattr(args, "stratify_training", False):
         flags.append("--stratify-training")
     if getattr(args, "stats_match_difficulty", False):
@@ -779,6 +783,9 @@ def main() -> None:
                              "run and each epoch phase against it (benchmarks/frame.py), kept in the cell as `flops`; run on a quiet machine")
     parser.add_argument("--fast", action="store_true",
                         help="the trained rows with workbench.demo.faster_cpu_settings: a table of its own (give it its own --out)")
+    parser.add_argument("--env-checkpointing", action="store_true",
+                        help="the environment's update with activation checkpointing: the same bits (not part of the cells' "
+                             "identity), about 1.1x its time, far less memory (a BFCL genenv-pg cell: benchmarks/cost/env_update.py)")
     parser.add_argument("--stratify-training", action="store_true",
                         help="arithmetic: the training seeds stratified by rung too (frame.split), a table of its own (the seeds "
                              "enter the cells' identity; give it its own --out)")

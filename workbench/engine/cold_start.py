@@ -433,7 +433,9 @@ def _cache_key(config: RunConfig, role: str, model: ModelSettings, rows: list[Ro
         "v": COLD_START_VERSION, "role": role, "model": str(path), "weights": weights, "dtype": model.dtype,
         # how the run samples later (adapters merged for generation) does not change the fine-tuning: one key for both
         "lora": dataclasses.asdict(dataclasses.replace(model.lora, merge_for_generation=False)) if model.lora else None,
-        "checkpointing": model.gradient_checkpointing,
+        # activation checkpointing recomputes the same products in the same order, so it does not decide the weights
+        # (tests/test_cold_start.py): the field stays False so that entries stored while it was part of the key keep theirs
+        "checkpointing": False,
         # the seeds a role takes are in its rows: max_seeds and env_max_seeds are not part of the key
         "settings": {k: v for k, v in dataclasses.asdict(config.cold_start).items()  # type: ignore[arg-type]
                      if k not in ("cache", "max_seeds", "env_max_seeds")
