@@ -1,5 +1,6 @@
 """Weighted SFT: the weights steer what the environment model learns."""
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -193,3 +194,31 @@ def test_activation_checkpointing_trains_the_same_adapters_bit_for_bit(tiny_mode
     for name, tensor in plain_weights.items():
         assert torch.equal(tensor, checkpointed_weights[name]), name
     assert any(bool(t.abs().sum() > 0) for n, t in plain_weights.items() if "lora_B" in n), "the update trained the adapters"
+
+
+def test_the_completion_logits_setting_reaches_the_trainer_and_gives_the_same_update(tiny_models, tmp_path):
+    """`env.completion_logits_only` goes from the run config to the trainer, and one update with it
+    gives the default's loss, KL and adapters up to float rounding (tests/test_rwr_chunked.py has the
+    computation itself)."""
+    import dataclasses
+
+    from workbench.config import EnvSettings
+
+    assert RWRSettings.from_env(EnvSettings(completion_logits_only=True)).completion_logits_only
+    assert not RWRSettings.from_env(EnvSettings()).completion_logits_only
+    results = {}
+    for only in (False, True):
+        tok = AutoTokenizer.from_pretrained(tiny_models[1])
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_pretrained(tiny_models[1])
+        ref = AutoModelForCausalLM.from_pretrained(tiny_models[1]).eval()
+        settings = dataclasses.replace(RWRSettings(learning_rate=1e-3, batch_size=2, kl_coef=0.1, max_kl=10.0), completion_logits_only=only)
+        updater = RWRUpdater(settings, model, tok, str(tmp_path / str(only)), ref_model=ref, seed=0)
+        assert updater.trainer.completion_logits_only is only
+        examples = [RWRExample(f"Write task {i}:", f"Task: {i} + {i * 7} = ?", 1.0 + i / 4) for i in range(4)]
+        results[only] = (updater.update(examples), {n: p.detach().clone() for n, p in updater.model.named_parameters()})
+    (plain, plain_weights), (only, only_weights) = results[False], results[True]
+    assert plain.steps == only.steps == 2 and plain.kl > 0
+    assert only.loss == pytest.approx(plain.loss, rel=1e-5) and only.kl == pytest.approx(plain.kl, rel=1e-3, abs=1e-8)
+    for name, tensor in plain_weights.items():
+        assert torch.allclose(tensor, only_weights[name], rtol=1e-4, atol=1e-6), name

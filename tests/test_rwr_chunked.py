@@ -1,4 +1,5 @@
-"""The chunked RWR loss and KL equal the unchunked computation, and hold far less logits memory."""
+"""The chunked RWR loss and KL equal the unchunked computation, and hold far less logits memory;
+so does the computation with the output layer at the completion's positions only."""
 
 from pathlib import Path
 
@@ -7,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from workbench.engine.rwr import chunked_nll_kl, last_hidden_states, output_layer
+from workbench.engine.rwr import chunked_nll_kl, completion_nll_kl, last_hidden_states, output_layer
 
 
 def _model(seed, vocab=512, hidden=32):
@@ -65,6 +66,33 @@ def test_chunked_loss_and_gradients_equal_the_unchunked_computation(chunk):
         assert torch.allclose(p.grad, grads_full[name], rtol=1e-4, atol=1e-6), name
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 50, 1024])
+def test_the_output_layer_at_the_completion_alone_gives_the_unchunked_loss_and_gradients(chunk):
+    """`completion_nll_kl` (env.completion_logits_only) projects only the kept labels' positions
+    (here 32 + 24 + 32 of 3 x 36), in chunks of `chunk` tokens that cross example boundaries."""
+    model, ref = _model(0), _model(1).eval()
+    inputs, labels = _batch()
+    nll_full, kl_full = _unchunked(model, ref, inputs, labels)
+    _loss(nll_full, kl_full).backward()
+    grads_full = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+
+    with torch.no_grad():
+        ref_hidden = last_hidden_states(ref, inputs)
+    nll, kl, mask = completion_nll_kl(last_hidden_states(model, inputs), output_layer(model), labels,
+                                      ref_hidden=ref_hidden, ref_head=output_layer(ref), chunk_tokens=chunk)
+    _loss(nll, kl).backward()
+    assert torch.allclose(nll, nll_full, rtol=1e-5, atol=1e-5)
+    assert torch.allclose(kl, kl_full, rtol=1e-4, atol=1e-6)
+    assert float(kl.detach().sum()) > 0 and mask.sum() == (labels[:, 1:] != -100).sum()
+    for name, p in model.named_parameters():
+        assert torch.allclose(p.grad, grads_full[name], rtol=1e-4, atol=1e-6), name
+    no_ref, none_kl, _ = completion_nll_kl(last_hidden_states(model, inputs), output_layer(model), labels, chunk_tokens=chunk)
+    assert none_kl is None and torch.allclose(no_ref, nll_full.detach(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="chunk_tokens"):
+        completion_nll_kl(last_hidden_states(model, inputs), output_layer(model), labels, chunk_tokens=0)
+
+
 def test_without_a_reference_only_the_nll_is_computed():
     model = _model(0)
     inputs, labels = _batch()
@@ -83,7 +111,7 @@ _PEAK_SCRIPT = """
 import re, sys
 import torch
 from test_rwr_chunked import _batch, _loss, _model, _unchunked
-from workbench.engine.rwr import chunked_nll_kl, last_hidden_states, output_layer
+from workbench.engine.rwr import chunked_nll_kl, completion_nll_kl, last_hidden_states, output_layer
 
 def status(key):
     return int(re.search(key + r":\\s+(\\d+) kB", open("/proc/self/status").read()).group(1)) * 1024
@@ -176,17 +204,19 @@ def test_the_trainer_loss_and_measured_kl_do_not_depend_on_the_chunk(tiny_models
     examples = [RWRExample("Write a task:", "Task: 12 + 30 = ?", 1.5), RWRExample("Another:", "Task: 7 * 6", 0.5)]
     rows, _ = tokenize_rows(tok, examples)
     results = {}
-    for tokens in (3, 10**6):
-        trainer.logit_chunk_tokens = tokens
+    for tokens, completion_only in ((3, False), (10**6, False), (5, True)):
+        trainer.logit_chunk_tokens, trainer.completion_logits_only = tokens, completion_only
         model.zero_grad(set_to_none=True)
         loss = trainer.compute_loss(model, trainer.data_collator(rows))
         loss.backward()
         grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
         results[tokens] = (loss.item(), trainer.last_kl, grads, trainer.measure_kl(rows, 2))
-    (loss_a, kl_a, grads_a, measured_a), (loss_b, kl_b, grads_b, measured_b) = results[3], results[10**6]
+    loss_a, kl_a, grads_a, measured_a = results[3]
     assert kl_a > 0 and measured_a > 0
-    assert loss_a == pytest.approx(loss_b, rel=1e-5) and kl_a == pytest.approx(kl_b, rel=1e-4, abs=1e-7)
-    assert measured_a == pytest.approx(measured_b, rel=1e-4, abs=1e-7)
-    assert grads_a.keys() == grads_b.keys() and grads_a
-    for name in grads_a:
-        assert torch.allclose(grads_a[name], grads_b[name], rtol=1e-4, atol=1e-6), name
+    for other in (10**6, 5):  # unchunked, and the output layer at the completion alone
+        loss_b, kl_b, grads_b, measured_b = results[other]
+        assert loss_a == pytest.approx(loss_b, rel=1e-5) and kl_a == pytest.approx(kl_b, rel=1e-4, abs=1e-7), other
+        assert measured_a == pytest.approx(measured_b, rel=1e-4, abs=1e-7), other
+        assert grads_a.keys() == grads_b.keys() and grads_a
+        for name in grads_a:
+            assert torch.allclose(grads_a[name], grads_b[name], rtol=1e-4, atol=1e-6), (other, name)

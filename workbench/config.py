@@ -276,6 +276,13 @@ class EnvSettings:
     kl_coef: float = _f(0.1, "Weight of the KL penalty toward the initial environment model.")
     max_kl: float = _f(0.5, "If the KL estimate exceeds this, the epoch's env update is rolled back.")
     replay_epochs: int = _f(1, "Train on in-band generations of the last N epochs (1 = this epoch only).")
+    completion_logits_only: bool = _f(
+        False,
+        "The update's output layer (and its log-softmax over the vocabulary, for the loss and the KL) only at the "
+        "positions of the reply, not at the prompt's, whose tokens the loss leaves out anyway (workbench.engine.rwr). "
+        "The same loss and KL up to float rounding, other bits than the default; on BFCL's ~1,300-token few-shot prompts "
+        "most positions are the prompt's (docs/real-model.md, \"Memory of the environment update\").",
+    )
     rwr_max_length: int | None = _f(
         None,
         "Longest RWR example (prompt + generation) in tokens; None = the environment model's context. "

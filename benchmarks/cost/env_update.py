@@ -16,7 +16,9 @@ its own so that its peak RSS is its own:
 * `plain`: `--batch` examples a micro-batch (the table's `env.batch_size`, 4);
 * `checkpointing`: the same, with activation checkpointing (`env.model.gradient_checkpointing`);
 * `micro1`: one example a micro-batch, `--batch` micro-batches accumulated (the same gradient,
-  up to float rounding: the loss is a per-micro-batch mean divided by the accumulation steps).
+  up to float rounding: the loss is a per-micro-batch mean divided by the accumulation steps);
+* `completion`: the output layer only at the reply's positions (`env.completion_logits_only`: the
+  same loss up to float rounding), and `micro1+completion`, both.
 
 For each: seconds, peak RSS (and its rise over the loaded model), the update's loss and KL, and
 whether its trained adapters equal `plain`'s bit for bit. Prints the machine beside it.
@@ -42,7 +44,7 @@ if __name__ == "__main__":  # run as a script: the repository and plugins/ first
 
 from benchmarks import frame
 
-VARIANTS = ["plain", "checkpointing", "micro1"]
+VARIANTS = ["plain", "checkpointing", "micro1", "completion", "micro1+completion"]
 
 
 def peak_rss_gib() -> float:
@@ -87,9 +89,10 @@ def run_variant(variant: str, args: argparse.Namespace, queue: Any) -> None:
     env = config.env
     checkpointing = variant == "checkpointing"
     settings = dataclasses.replace(env.model, dtype="float32", gradient_checkpointing=checkpointing)
-    rwr = dataclasses.replace(RWRSettings.from_env(env), batch_size=1 if variant == "micro1" else args.batch,
-                              gradient_accumulation_steps=args.batch if variant == "micro1" else 1,
-                              gradient_checkpointing=checkpointing)
+    micro1 = "micro1" in variant.split("+")
+    rwr = dataclasses.replace(RWRSettings.from_env(env), batch_size=1 if micro1 else args.batch,
+                              gradient_accumulation_steps=args.batch if micro1 else 1,
+                              gradient_checkpointing=checkpointing, completion_logits_only="completion" in variant.split("+"))
     torch.manual_seed(0)
     model = load_model(settings, "env.model")
     loaded = peak_rss_gib()

@@ -12,7 +12,9 @@ initial model. Both are computed from the final hidden states over chunks of seq
 positions holding about LOGIT_CHUNK_TOKENS tokens of the micro-batch (`chunked_nll_kl`, each
 chunk under torch.utils.checkpoint), so the float32 [batch, seq, vocab] logits and
 log-softmax are never materialised whole: exact, with logits memory bounded by the chunk
-instead of growing with batch x sequence length.
+instead of growing with batch x sequence length. With `completion_logits_only`
+(`env.completion_logits_only`) the output layer runs only at the completion's positions
+(`completion_nll_kl`): the same sums up to float rounding, without the prompt's logits.
 
 The KL cap (step 5) bounds the model that is KEPT: after an update the KL of the
 updated model is measured on the update's own examples (a no-grad pass); if it exceeds
@@ -155,10 +157,11 @@ class WeightedSFTTrainer(Trainer):
     """Weighted SFT with an optional KL penalty toward a frozen reference model."""
 
     def __init__(self, *args: Any, ref_model: Any = None, kl_coef: float = 0.0, max_kl: float | None = None,
-                 logit_chunk_tokens: int = LOGIT_CHUNK_TOKENS, **kwargs: Any):
+                 logit_chunk_tokens: int = LOGIT_CHUNK_TOKENS, completion_logits_only: bool = False, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.ref_model = ref_model
         self.logit_chunk_tokens = logit_chunk_tokens
+        self.completion_logits_only = completion_logits_only
         self.kl_coef = kl_coef
         self.max_kl = max_kl
         self.last_kl: float | None = None
@@ -181,6 +184,16 @@ class WeightedSFTTrainer(Trainer):
     def _chunk_positions(self, labels: torch.Tensor) -> int:
         """Sequence positions per logits chunk: about `logit_chunk_tokens` tokens of this batch."""
         return max(1, self.logit_chunk_tokens // max(1, labels.shape[0]))
+
+    def _nll_kl(self, hidden: torch.Tensor, head: Any, labels: torch.Tensor,
+                ref: tuple[Any, Any, Any] | None) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """Per-example NLL and KL sums, the output layer at every position or only at the reply's
+        (`completion_logits_only`)."""
+        ref_args = {"ref_hidden": None if ref is None else ref[0], "ref_head": None if ref is None else ref[1],
+                    "ref_context": None if ref is None else ref[2]}
+        if self.completion_logits_only:
+            return completion_nll_kl(hidden, head, labels, chunk_tokens=self.logit_chunk_tokens, **ref_args)
+        return chunked_nll_kl(hidden, head, labels, chunk_size=self._chunk_positions(labels), **ref_args)
 
     def _use_reference(self) -> bool:
         return self.kl_coef > 0 or self.max_kl is not None
@@ -212,11 +225,7 @@ class WeightedSFTTrainer(Trainer):
         labels = inputs.pop("labels")
         hidden = last_hidden_states(model, inputs)
         ref = self._ref_hidden(model, inputs)
-        nll_sum, kl_sum, mask = chunked_nll_kl(
-            hidden, output_layer(self.accelerator.unwrap_model(model)), labels,
-            ref_hidden=None if ref is None else ref[0], ref_head=None if ref is None else ref[1],
-            ref_context=None if ref is None else ref[2], chunk_size=self._chunk_positions(labels),
-        )
+        nll_sum, kl_sum, mask = self._nll_kl(hidden, output_layer(self.accelerator.unwrap_model(model)), labels, ref)
         example_nll = nll_sum / mask.sum(1).clamp(min=1.0)
         loss = (weights.to(example_nll.device) * example_nll).mean()
         self.last_nll = self._across_ranks(example_nll.mean())
@@ -248,10 +257,7 @@ class WeightedSFTTrainer(Trainer):
                 if ref is None:
                     return None
                 hidden = last_hidden_states(model, batch)
-                _, kl_sum, mask = chunked_nll_kl(
-                    hidden, output_layer(model), batch["labels"], ref_hidden=ref[0], ref_head=ref[1],
-                    ref_context=ref[2], chunk_size=self._chunk_positions(batch["labels"]),
-                )
+                _, kl_sum, mask = self._nll_kl(hidden, output_layer(model), batch["labels"], ref)
                 assert kl_sum is not None  # asked for with ref_hidden
                 total += float(kl_sum.sum())
                 tokens += float(mask.sum())
@@ -289,6 +295,55 @@ def _chunk_terms(hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
         ref_logp = F.log_softmax(ref_head(ref_hidden).float(), dim=-1)
     kl = ((logp.exp() * (logp - ref_logp)).sum(-1) * mask).sum(1)
     return nll, kl
+
+
+def _token_terms(hidden: torch.Tensor, targets: torch.Tensor, head: Any, ref_hidden: torch.Tensor | None, ref_head: Any,
+                 ref_context: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each selected token's NLL and exact KL over the vocabulary ([tokens] each), from its
+    hidden state [tokens, hidden]. The logits exist only inside this function."""
+    logp = F.log_softmax(head(hidden).float(), dim=-1)
+    nll = -logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    if ref_hidden is None:
+        return nll, torch.zeros_like(nll)
+    with torch.no_grad(), ref_context():
+        ref_logp = F.log_softmax(ref_head(ref_hidden).float(), dim=-1)
+    return nll, (logp.exp() * (logp - ref_logp)).sum(-1)
+
+
+def completion_nll_kl(
+    hidden: torch.Tensor,
+    head: Any,
+    labels: torch.Tensor,
+    ref_hidden: torch.Tensor | None = None,
+    ref_head: Any = None,
+    ref_context: Any = None,
+    chunk_tokens: int = 1024,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """`chunked_nll_kl`'s sums with the output layer applied only where a label is kept (the
+    completion's tokens): the masked positions' hidden states are gathered into one list of
+    tokens, cut into chunks of `chunk_tokens` (each under torch.utils.checkpoint with gradients
+    on) and their terms added to their example's sums. Equal to `chunked_nll_kl` up to float
+    rounding (other summation order); the prompt's positions cost no logits at all.
+    Returns (nll_sum [batch], kl_sum [batch] or None, mask [batch, seq - 1])."""
+    if chunk_tokens < 1:
+        raise ValueError(f"chunk_tokens must be at least 1, got {chunk_tokens}")
+    targets = labels[:, 1:].to(hidden.device)
+    mask = (targets != -100).float()
+    rows, cols = (targets != -100).nonzero(as_tuple=True)
+    context = ref_context or contextlib.nullcontext
+    nll_total = hidden.new_zeros(hidden.shape[0], dtype=torch.float32)
+    kl_total = hidden.new_zeros(hidden.shape[0], dtype=torch.float32)
+    grad = torch.is_grad_enabled() and hidden.requires_grad
+    for start in range(0, rows.numel(), chunk_tokens):
+        r, c = rows[start : start + chunk_tokens], cols[start : start + chunk_tokens]
+        args = (hidden[r, c], targets[r, c], head, None if ref_hidden is None else ref_hidden[r, c], ref_head, context)
+        if grad:
+            nll, kl = torch.utils.checkpoint.checkpoint(_token_terms, *args, use_reentrant=False)
+        else:
+            nll, kl = _token_terms(*args)
+        nll_total = nll_total.index_add(0, r, nll)
+        kl_total = kl_total.index_add(0, r, kl)
+    return nll_total, (None if ref_hidden is None else kl_total), mask
 
 
 def chunked_nll_kl(
@@ -344,6 +399,7 @@ class RWRSettings:
     gradient_accumulation_steps: int = 1
     gradient_checkpointing: bool = False
     max_length: int | None = None  # longest example in tokens (None: the model's context); longer ones are dropped
+    completion_logits_only: bool = False  # the output layer only at the reply's positions (completion_nll_kl)
 
     @classmethod
     def from_env(cls, env: Any) -> "RWRSettings":
@@ -357,6 +413,7 @@ class RWRSettings:
             gradient_accumulation_steps=env.gradient_accumulation_steps,
             gradient_checkpointing=env.model.gradient_checkpointing,
             max_length=env.rwr_max_length,
+            completion_logits_only=env.completion_logits_only,
         )
 
 
@@ -408,6 +465,7 @@ class RWRUpdater:
             ref_model=ref_model,
             kl_coef=kl_coef,
             max_kl=max_kl,
+            completion_logits_only=settings.completion_logits_only,
         )
 
     @property
