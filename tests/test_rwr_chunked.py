@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from workbench.engine.rwr import chunked_nll_kl, completion_nll_kl, last_hidden_states, output_layer
+from workbench.engine.rwr import chunked_nll_kl, last_hidden_states, output_layer
 
 
 def _model(seed, vocab=512, hidden=32):
@@ -45,8 +45,12 @@ def _loss(nll, kl):
     return nll.sum() / 10 + 0.1 * kl.sum()
 
 
+@pytest.mark.parametrize("completion_only", [False, True])
 @pytest.mark.parametrize("chunk", [1, 8, 16, 36, 1024])
-def test_chunked_loss_and_gradients_equal_the_unchunked_computation(chunk):
+def test_chunked_loss_and_gradients_equal_the_unchunked_computation(chunk, completion_only):
+    """Chunks of `chunk` positions; with `completion_only` (env.completion_logits_only) chunks of
+    `chunk` completion tokens gathered across the batch (here 32 + 24 + 32 of 3 x 36 positions),
+    the output layer never run at the prompt's positions."""
     model, ref = _model(0), _model(1).eval()
     inputs, labels = _batch()
     nll_full, kl_full = _unchunked(model, ref, inputs, labels)
@@ -57,7 +61,8 @@ def test_chunked_loss_and_gradients_equal_the_unchunked_computation(chunk):
     with torch.no_grad():
         ref_hidden = last_hidden_states(ref, inputs)
     nll, kl, mask = chunked_nll_kl(last_hidden_states(model, inputs), output_layer(model), labels,
-                                   ref_hidden=ref_hidden, ref_head=output_layer(ref), chunk_size=chunk)
+                                   ref_hidden=ref_hidden, ref_head=output_layer(ref), chunk_size=chunk,
+                                   completion_only=completion_only)
     _loss(nll, kl).backward()
     assert torch.allclose(nll, nll_full, rtol=1e-5, atol=1e-5)
     assert torch.allclose(kl, kl_full, rtol=1e-4, atol=1e-6)
@@ -66,37 +71,12 @@ def test_chunked_loss_and_gradients_equal_the_unchunked_computation(chunk):
         assert torch.allclose(p.grad, grads_full[name], rtol=1e-4, atol=1e-6), name
 
 
-@pytest.mark.parametrize("chunk", [1, 7, 50, 1024])
-def test_the_output_layer_at_the_completion_alone_gives_the_unchunked_loss_and_gradients(chunk):
-    """`completion_nll_kl` (env.completion_logits_only) projects only the kept labels' positions
-    (here 32 + 24 + 32 of 3 x 36), in chunks of `chunk` tokens that cross example boundaries."""
-    model, ref = _model(0), _model(1).eval()
-    inputs, labels = _batch()
-    nll_full, kl_full = _unchunked(model, ref, inputs, labels)
-    _loss(nll_full, kl_full).backward()
-    grads_full = {n: p.grad.clone() for n, p in model.named_parameters()}
-    model.zero_grad()
-
-    with torch.no_grad():
-        ref_hidden = last_hidden_states(ref, inputs)
-    nll, kl, mask = completion_nll_kl(last_hidden_states(model, inputs), output_layer(model), labels,
-                                      ref_hidden=ref_hidden, ref_head=output_layer(ref), chunk_tokens=chunk)
-    _loss(nll, kl).backward()
-    assert torch.allclose(nll, nll_full, rtol=1e-5, atol=1e-5)
-    assert torch.allclose(kl, kl_full, rtol=1e-4, atol=1e-6)
-    assert float(kl.detach().sum()) > 0 and mask.sum() == (labels[:, 1:] != -100).sum()
-    for name, p in model.named_parameters():
-        assert torch.allclose(p.grad, grads_full[name], rtol=1e-4, atol=1e-6), name
-    no_ref, none_kl, _ = completion_nll_kl(last_hidden_states(model, inputs), output_layer(model), labels, chunk_tokens=chunk)
-    assert none_kl is None and torch.allclose(no_ref, nll_full.detach(), rtol=1e-5, atol=1e-5)
-    with pytest.raises(ValueError, match="chunk_tokens"):
-        completion_nll_kl(last_hidden_states(model, inputs), output_layer(model), labels, chunk_tokens=0)
-
-
-def test_without_a_reference_only_the_nll_is_computed():
+@pytest.mark.parametrize("completion_only", [False, True])
+def test_without_a_reference_only_the_nll_is_computed(completion_only):
     model = _model(0)
     inputs, labels = _batch()
-    nll, kl, _ = chunked_nll_kl(last_hidden_states(model, inputs), output_layer(model), labels, chunk_size=4)
+    nll, kl, _ = chunked_nll_kl(last_hidden_states(model, inputs), output_layer(model), labels, chunk_size=4,
+                                completion_only=completion_only)
     assert kl is None and torch.allclose(nll, _unchunked(model, _model(1), inputs, labels)[0].detach(), atol=1e-5)
 
 
@@ -111,7 +91,7 @@ _PEAK_SCRIPT = """
 import re, sys
 import torch
 from test_rwr_chunked import _batch, _loss, _model, _unchunked
-from workbench.engine.rwr import chunked_nll_kl, completion_nll_kl, last_hidden_states, output_layer
+from workbench.engine.rwr import chunked_nll_kl, last_hidden_states, output_layer
 
 def status(key):
     return int(re.search(key + r":\\s+(\\d+) kB", open("/proc/self/status").read()).group(1)) * 1024

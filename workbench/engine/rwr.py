@@ -14,7 +14,8 @@ chunk under torch.utils.checkpoint), so the float32 [batch, seq, vocab] logits a
 log-softmax are never materialised whole: exact, with logits memory bounded by the chunk
 instead of growing with batch x sequence length. With `completion_logits_only`
 (`env.completion_logits_only`) the output layer runs only at the completion's positions
-(`completion_nll_kl`): the same sums up to float rounding, without the prompt's logits.
+(`chunked_nll_kl(completion_only=True)`): the same sums up to float rounding, without the
+prompt's logits.
 
 The KL cap (step 5) bounds the model that is KEPT: after an update the KL of the
 updated model is measured on the update's own examples (a no-grad pass); if it exceeds
@@ -189,11 +190,9 @@ class WeightedSFTTrainer(Trainer):
                 ref: tuple[Any, Any, Any] | None) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
         """Per-example NLL and KL sums, the output layer at every position or only at the reply's
         (`completion_logits_only`)."""
-        ref_args = {"ref_hidden": None if ref is None else ref[0], "ref_head": None if ref is None else ref[1],
-                    "ref_context": None if ref is None else ref[2]}
-        if self.completion_logits_only:
-            return completion_nll_kl(hidden, head, labels, chunk_tokens=self.logit_chunk_tokens, **ref_args)
-        return chunked_nll_kl(hidden, head, labels, chunk_size=self._chunk_positions(labels), **ref_args)
+        return chunked_nll_kl(hidden, head, labels, ref_hidden=None if ref is None else ref[0], ref_head=None if ref is None else ref[1],
+                              ref_context=None if ref is None else ref[2], completion_only=self.completion_logits_only,
+                              chunk_size=self.logit_chunk_tokens if self.completion_logits_only else self._chunk_positions(labels))
 
     def _use_reference(self) -> bool:
         return self.kl_coef > 0 or self.max_kl is not None
@@ -310,42 +309,6 @@ def _token_terms(hidden: torch.Tensor, targets: torch.Tensor, head: Any, ref_hid
     return nll, (logp.exp() * (logp - ref_logp)).sum(-1)
 
 
-def completion_nll_kl(
-    hidden: torch.Tensor,
-    head: Any,
-    labels: torch.Tensor,
-    ref_hidden: torch.Tensor | None = None,
-    ref_head: Any = None,
-    ref_context: Any = None,
-    chunk_tokens: int = 1024,
-) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-    """`chunked_nll_kl`'s sums with the output layer applied only where a label is kept (the
-    completion's tokens): the masked positions' hidden states are gathered into one list of
-    tokens, cut into chunks of `chunk_tokens` (each under torch.utils.checkpoint with gradients
-    on) and their terms added to their example's sums. Equal to `chunked_nll_kl` up to float
-    rounding (other summation order); the prompt's positions cost no logits at all.
-    Returns (nll_sum [batch], kl_sum [batch] or None, mask [batch, seq - 1])."""
-    if chunk_tokens < 1:
-        raise ValueError(f"chunk_tokens must be at least 1, got {chunk_tokens}")
-    targets = labels[:, 1:].to(hidden.device)
-    mask = (targets != -100).float()
-    rows, cols = (targets != -100).nonzero(as_tuple=True)
-    context = ref_context or contextlib.nullcontext
-    nll_total = hidden.new_zeros(hidden.shape[0], dtype=torch.float32)
-    kl_total = hidden.new_zeros(hidden.shape[0], dtype=torch.float32)
-    grad = torch.is_grad_enabled() and hidden.requires_grad
-    for start in range(0, rows.numel(), chunk_tokens):
-        r, c = rows[start : start + chunk_tokens], cols[start : start + chunk_tokens]
-        args = (hidden[r, c], targets[r, c], head, None if ref_hidden is None else ref_hidden[r, c], ref_head, context)
-        if grad:
-            nll, kl = torch.utils.checkpoint.checkpoint(_token_terms, *args, use_reentrant=False)
-        else:
-            nll, kl = _token_terms(*args)
-        nll_total = nll_total.index_add(0, r, nll)
-        kl_total = kl_total.index_add(0, r, kl)
-    return nll_total, (None if ref_hidden is None else kl_total), mask
-
-
 def chunked_nll_kl(
     hidden: torch.Tensor,
     head: Any,
@@ -354,6 +317,7 @@ def chunked_nll_kl(
     ref_head: Any = None,
     ref_context: Any = None,
     chunk_size: int = 1024,
+    completion_only: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """Per-example sums of the completion tokens' NLL and (with a reference) of the exact
     per-position KL(model || reference), computed over chunks of `chunk_size` positions.
@@ -363,24 +327,38 @@ def chunked_nll_kl(
     gradients on, each chunk runs under `torch.utils.checkpoint`, so the backward pass
     recomputes that chunk's logits instead of keeping [batch, seq, vocab] alive. The result
     equals the unchunked computation (same terms, summed in a different order).
+
+    `completion_only` (env.completion_logits_only): the output layer runs only where a label is
+    kept. The completion's hidden states are gathered into one list of tokens across the batch,
+    cut into chunks of `chunk_size` tokens, and each token's terms are added to its example's
+    sums: equal up to float rounding, without the prompt's logits.
     Returns (nll_sum [batch], kl_sum [batch] or None, mask [batch, seq - 1])."""
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
     targets = labels[:, 1:].to(hidden.device)
     mask = (targets != -100).float()
-    positions = targets.shape[1]
     context = ref_context or contextlib.nullcontext
     nll_total = hidden.new_zeros(hidden.shape[0], dtype=torch.float32)
     kl_total = hidden.new_zeros(hidden.shape[0], dtype=torch.float32)
     grad = torch.is_grad_enabled() and hidden.requires_grad
+
+    def terms(function: Any, *args: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.utils.checkpoint.checkpoint(function, *args, use_reentrant=False) if grad else function(*args)
+
+    if completion_only:
+        rows, cols = (targets != -100).nonzero(as_tuple=True)
+        for start in range(0, rows.numel(), chunk_size):
+            r, c = rows[start : start + chunk_size], cols[start : start + chunk_size]
+            nll, kl = terms(_token_terms, hidden[r, c], targets[r, c], head, None if ref_hidden is None else ref_hidden[r, c],
+                            ref_head, context)
+            nll_total = nll_total.index_add(0, r, nll)
+            kl_total = kl_total.index_add(0, r, kl)
+        return nll_total, (None if ref_hidden is None else kl_total), mask
+    positions = targets.shape[1]
     for start in range(0, positions, chunk_size):
         stop = min(start + chunk_size, positions)
-        args = (hidden[:, start:stop], targets[:, start:stop], mask[:, start:stop], head,
-                None if ref_hidden is None else ref_hidden[:, start:stop], ref_head, context)
-        if grad:
-            nll, kl = torch.utils.checkpoint.checkpoint(_chunk_terms, *args, use_reentrant=False)
-        else:
-            nll, kl = _chunk_terms(*args)
+        nll, kl = terms(_chunk_terms, hidden[:, start:stop], targets[:, start:stop], mask[:, start:stop], head,
+                        None if ref_hidden is None else ref_hidden[:, start:stop], ref_head, context)
         nll_total = nll_total + nll
         kl_total = kl_total + kl
     return nll_total, (None if ref_hidden is None else kl_total), mask
@@ -399,7 +377,7 @@ class RWRSettings:
     gradient_accumulation_steps: int = 1
     gradient_checkpointing: bool = False
     max_length: int | None = None  # longest example in tokens (None: the model's context); longer ones are dropped
-    completion_logits_only: bool = False  # the output layer only at the reply's positions (completion_nll_kl)
+    completion_logits_only: bool = False  # the output layer only at the reply's positions (chunked_nll_kl)
 
     @classmethod
     def from_env(cls, env: Any) -> "RWRSettings":
