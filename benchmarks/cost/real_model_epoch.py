@@ -32,6 +32,12 @@ the same invocation:
   environment's queue refills its place; `stop_repeats` off, which it cannot run;
 * `micro8`: GRPO micro-batches of 8 sequences x 2 accumulation steps instead of the demo's 2 x 8
   (the same 16 completions an optimizer step and one generate call of 16; for short sequences);
+* `pg`: the environment's policy-gradient update on every candidate, constrained replies
+  (`env.update: pg`, `env.constrained`: the tables' `genenv-pg` row), whose update is the largest
+  phase on BFCL;
+* `lean-env`: the environment's update one example a micro-batch (the same examples an optimizer
+  step, accumulated) with its output layer only at the reply's positions
+  (`env.completion_logits_only`): benchmarks/cost/env_update.py measured the update alone;
 * `A+B`: both variants' changes (`no-skip+trim`: every micro-batch runs, trimmed);
 * `no-skip`: every GRPO micro-batch runs its forward and backward pass, those whose every
   advantage is 0 included (`agent.skip_zero_advantage` off: `workbench.engine.zero_advantage`).
@@ -136,6 +142,12 @@ def variant(name: str, config):  # noqa: ANN001, ANN201
                                                                      steps_per_generation=None))
     if name == "no-skip":
         return dataclasses.replace(config, agent=dataclasses.replace(agent, skip_zero_advantage=False))
+    if name == "pg":
+        return dataclasses.replace(config, env=dataclasses.replace(config.env, update="pg", constrained=True))
+    if name == "lean-env":
+        env = config.env
+        return dataclasses.replace(config, env=dataclasses.replace(
+            env, batch_size=1, gradient_accumulation_steps=env.batch_size * env.gradient_accumulation_steps, completion_logits_only=True))
     if name == "full-ft":
         return dataclasses.replace(
             config,
@@ -143,7 +155,7 @@ def variant(name: str, config):  # noqa: ANN001, ANN201
             agent=dataclasses.replace(agent, model=dataclasses.replace(agent.model, lora=None, dtype="float32")),
             env=dataclasses.replace(config.env, model=dataclasses.replace(config.env.model, lora=None, dtype="float32")),
         )
-    return config
+    raise SystemExit(f"--variants: unknown variant {name!r}; the module docstring lists them")
 
 
 class AgentProfile:
@@ -262,6 +274,8 @@ def main() -> None:
         base = dataclasses.replace(base, env=dataclasses.replace(base.env, tasks_per_epoch=4),
                                    pool=dataclasses.replace(base.pool, base_per_epoch=2, history_per_epoch=2, max_new_per_epoch=4))
     names = args.variants or ["baseline", "one-call"] + (["full-ft"] if args.full_ft else [])
+    for name in names:
+        variant(name, base)  # an unknown name is refused before any variant runs
     rows = {}
     for name in names:
         load = os.getloadavg()[0]
