@@ -140,6 +140,14 @@ def test_every_cell_runs_both_models_in_the_table_s_dtype_whatever_the_cpu(tiny_
     assert not real_model.train_config(args, "genenv", 0, ids).cold_start.stats_match_difficulty
     matched = argparse.Namespace(**vars(args), stats_match_difficulty=True)
     assert real_model.train_config(matched, "genenv", 0, ids).cold_start.stats_match_difficulty
+    # --env-checkpointing: the environment's update checkpointed in every trained row, the same cells (the same bits)
+    checkpointed = argparse.Namespace(**vars(args), dtype="float32", env_checkpointing=True)
+    for row in ("genenv", "genenv-pg", "static"):
+        config = real_model.train_config(checkpointed, row, 0, ids)
+        assert config.env.model.gradient_checkpointing and not config.agent.model.gradient_checkpointing, row
+    assert not real_model.train_config(args, "genenv-pg", 0, ids).env.model.gradient_checkpointing
+    assert real_model._identity(checkpointed, train, train) == real_model._identity(argparse.Namespace(**vars(args), dtype="float32"), train, train)
+    assert "--env-checkpointing" in real_model._size_flags(checkpointed)
 
 
 def test_stratified_training_seeds_cover_every_rung_and_leave_the_held_out_set_and_the_default_split_as_they_were():
