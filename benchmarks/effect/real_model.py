@@ -708,11 +708,12 @@ def print_dynamics(rows: dict[str, Any]) -> None:
                                                 + _env_note(r) for r in records))
 
 
-def draw_figures(out: Path, to: Path) -> list[Path]:
+def draw_figures(out: Path, to: Path, name: str | None = None) -> list[Path]:
     """One PNG per benchmark, per epoch: valid and novel share of the candidates, the in-band
     count, p_hat of the valid generated tasks, the environment's KL to its start and the mean
     rung (where the domain rates one); genenv and its variants against random (and static), each
-    seed a line. The figure shows whether the environment moved toward alpha."""
+    seed a line. The figure shows whether the environment moved toward alpha. `name`: the PNG's
+    name instead of real-model-BENCHMARK (a second table of one benchmark)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -745,7 +746,7 @@ def draw_figures(out: Path, to: Path) -> list[Path]:
             ax.legend(fontsize=7)
         fig.suptitle(f"{result['benchmark']}: {result['model']}, each seed a line", fontsize=10)
         fig.tight_layout()
-        target = to / f"real-model-{result['benchmark']}.png"
+        target = to / f"{name or 'real-model-' + result['benchmark']}.png"
         fig.savefig(target, dpi=110)
         plt.close(fig)
         written.append(target)
@@ -758,6 +759,7 @@ def main() -> None:
     parser.add_argument("--table", metavar="OUT", help="print the tables over every result in OUT and stop")
     parser.add_argument("--figures", metavar="OUT", help="draw the training-dynamics figures of every result in OUT and stop")
     parser.add_argument("--to", default="docs/figures", help="where --figures writes its PNGs")
+    parser.add_argument("--figure-name", help="--figures: the PNG's name without .png (default real-model-BENCHMARK)")
     parser.add_argument("--model", default="smollm2-135m-instruct", help="a model alias or folder")
     parser.add_argument("--out", default="runs/real-model")
     parser.add_argument("--epochs", type=int, help="co-evolution epochs of the trained rows (default per benchmark)")
@@ -802,7 +804,7 @@ def main() -> None:
         print_table(Path(args.table))
         return
     if args.figures:
-        for path in draw_figures(Path(args.figures), Path(args.to)):
+        for path in draw_figures(Path(args.figures), Path(args.to), args.figure_name):
             print(f"wrote {path}")
         return
     if not args.benchmark:
