@@ -54,12 +54,18 @@ def peak_rss_gib() -> float:
 
 def examples_for(benchmark: str, model_name: str, count: int, shots: int) -> tuple[list[Any], Any]:
     """`count` (prompt, reply, advantage) examples shaped as a run's environment writes them."""
+    from transformers import AutoTokenizer
+
     from workbench import AgentStats
+    from workbench.contract.registry import load_registry
     from workbench.engine.env_prompt import few_shot_turns
     from workbench.engine.generation import chat_prompt
     from workbench.engine.rwr import RWRExample
+    from workbench.model_catalog import resolve_model
 
-    domain, train, tokenizer, _ = frame.sampling_setup(benchmark, model_name)
+    domain = load_registry().domain(benchmark)  # the tokenizer alone: each variant loads its own model
+    train, _ = frame.benchmark_split(benchmark, domain)
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(model_name), padding_side="left")
     shown_from = [t for t in train if domain.render_task(t)]
     rng = random.Random(0)
     examples = []
