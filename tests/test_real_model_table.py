@@ -173,3 +173,36 @@ def test_stratified_training_seeds_cover_every_rung_and_leave_the_held_out_set_a
     assert "--stats-match-difficulty" in real_model._size_flags(matched)
     with pytest.raises(SystemExit, match="no difficulty rungs"):
         frame.benchmark_split("bfcl", load_registry().domain("bfcl"), stratify_train=True)
+
+
+def test_two_table_jobs_on_one_out_leave_each_other_s_cells_alone(tmp_path, capsys):
+    """A cell a live job has claimed, or one saved meanwhile with the table's identity, is not
+    measured again; a claim whose process is gone is taken over."""
+    import subprocess
+    import sys
+
+    (tmp_path / "cells").mkdir()
+    assert real_model.claim_cell(tmp_path, "arithmetic-random-s0")
+    assert not real_model.claim_cell(tmp_path, "arithmetic-random-s0")  # held by a live process: this one
+    real_model.release_cell(tmp_path, "arithmetic-random-s0")
+    assert not (tmp_path / "cells" / "arithmetic-random-s0.claim").exists()
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    (tmp_path / "cells" / "arithmetic-random-s1.claim").write_text(json.dumps({"pid": int(gone.stdout), "start": "1"}))
+    assert real_model.claim_cell(tmp_path, "arithmetic-random-s1")  # its holder exited: taken over
+
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        start = real_model._process_start(other.pid)
+        (tmp_path / "cells" / "arithmetic-genenv-s0.claim").write_text(json.dumps({"pid": other.pid, "start": start}))
+        identity = {"benchmark": "arithmetic", "epochs": 12}
+        real_model.cell_path(tmp_path, "arithmetic", "static", 0).write_text(json.dumps({"identity": identity}))
+        args = argparse.Namespace(out=str(tmp_path), benchmark="arithmetic", redo=[])
+        real_model.run_cells(args, [("genenv", 0), ("static", 0)], 1, identity)  # would fail on launching a cell
+    finally:
+        other.kill()
+        other.wait()
+    printed = capsys.readouterr().out
+    assert "genenv  seed 0: another job measures it" in printed
+    assert "static  seed 0: measured by another job meanwhile" in printed
+    assert real_model.claim_cell(tmp_path, "arithmetic-genenv-s0")  # the other job is gone now

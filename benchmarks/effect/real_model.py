@@ -31,8 +31,10 @@ Each (row, seed) cell runs in a child process of its own (its peak memory is its
 saved as `OUT/cells/BENCHMARK-ROW-sSEED.json` when it completes: a stopped table loses at most
 the cells in flight, and the next invocation measures only the missing cells (`--redo` measures
 named rows again). `--workers N` measures N cells at once (the cold starts first, one at a time),
-each child with the cores shared out and its output in `OUT/logs/`. `OUT/result-BENCHMARK.json`
-gathers the cells.
+each child with the cores shared out and its output in `OUT/logs/`. Two invocations may share one
+`--out` (a second job started later, when a core frees): each claims a cell before it measures it
+(`OUT/cells/CELL.claim`, taken over when its process is gone) and leaves the other's cells alone.
+`OUT/result-BENCHMARK.json` gathers the cells.
 
 A table that takes more than one sitting is kept in the repository: give it `--out
 benchmarks/effect/tables/NAME` (git ignores the `runs/` and `logs/` beneath, the model weights
@@ -362,8 +364,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             pending.append((row, seed))
     # The cold starts first, one at a time: the trained rows copy them from the cache, and two
     # cells writing the same cold start (BFCL's serves every run seed) would each pay for it.
-    run_cells(args, [c for c in pending if c[0] == "cold"], 1)
-    run_cells(args, [c for c in pending if c[0] != "cold"], args.workers)
+    run_cells(args, [c for c in pending if c[0] == "cold"], 1, identity)
+    run_cells(args, [c for c in pending if c[0] != "cold"], args.workers, identity)
     result = gather(out, args.benchmark, identity, args.seeds)
     result["cpu"] = cpu_description()
     write_table_result(args, result)
@@ -383,11 +385,54 @@ def gather_only(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def run_cells(args: argparse.Namespace, cells: list[tuple[str, int]], workers: int) -> None:
+def _process_start(pid: int) -> str | None:
+    """The start time of process `pid` (Linux `/proc`), so a claim outlives no reuse of its pid;
+    None when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22, counted after the command's name
+
+
+def claim_cell(out: Path, name: str) -> bool:
+    """Take `OUT/cells/NAME.claim` for this process (made atomically), so that two table jobs on
+    one `--out` never measure the same cell: False while a live process holds it. A claim left by
+    a process that is gone (killed, or on a machine before this one) is taken over."""
+    claim = out / "cells" / f"{name}.claim"
+    mine = json.dumps({"pid": os.getpid(), "start": _process_start(os.getpid())})
+    for _ in range(2):
+        try:
+            fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                holder = json.loads(claim.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                holder = {}
+            pid, start = holder.get("pid"), holder.get("start")
+            if isinstance(pid, int) and start is not None and _process_start(pid) == start:
+                return False  # its holder still runs
+            claim.unlink(missing_ok=True)  # its holder is gone
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(mine)
+        return True
+    return False
+
+
+def release_cell(out: Path, name: str) -> None:
+    (out / "cells" / f"{name}.claim").unlink(missing_ok=True)
+
+
+def run_cells(args: argparse.Namespace, cells: list[tuple[str, int]], workers: int,
+              identity: dict[str, Any] | None = None) -> None:
     """Measure `cells` ((row, seed) pairs, in order), each in a child process, `workers` at a time.
     With more than one worker, each child's torch threads are the cores shared out
     (`WORKBENCH_THREADS` unless set) and its output goes to `OUT/logs/CELL.log`. A failed cell
-    stops new ones from starting; those in flight finish and are saved, then the table stops."""
+    stops new ones from starting; those in flight finish and are saved, then the table stops.
+    Two jobs may share one `--out` (say, with other `--rows`, or the same ones to add a core): a
+    cell another live job holds (`claim_cell`), or that one saved since this job listed its work
+    (with `identity`, the same identity), is left to it."""
     out = Path(args.out)
     env = dict(os.environ)
     if workers > 1:
@@ -398,6 +443,13 @@ def run_cells(args: argparse.Namespace, cells: list[tuple[str, int]], workers: i
         while queue and not failed and len(running) < workers:
             row, seed = queue.pop(0)
             name = f"{args.benchmark}-{row}-s{seed}"
+            path = cell_path(out, args.benchmark, row, seed)
+            if identity is not None and row not in args.redo and path.exists() and read_cell(path).get("identity") == identity:
+                print(f"  {row:<7} seed {seed}: measured by another job meanwhile", flush=True)
+                continue
+            if not claim_cell(out, name):
+                print(f"  {row:<7} seed {seed}: another job measures it ({name}.claim), left to it", flush=True)
+                continue
             cmd = [sys.executable, __file__, "--cell", row, str(seed), "--benchmark", args.benchmark, "--out", str(out),
                    "--model", args.model, "--answers", str(args.answers)] + _size_flags(args) + (["--flop-bound"] if args.flop_bound else [])
             log = open(out / "logs" / f"{name}.log", "w") if workers > 1 else None  # closed when the cell ends
@@ -410,6 +462,7 @@ def run_cells(args: argparse.Namespace, cells: list[tuple[str, int]], workers: i
         for entry in [e for e in running if e[3].poll() is not None]:
             running.remove(entry)
             row, seed, name, proc, log, started = entry
+            release_cell(out, name)
             if log:
                 log.close()
             if proc.returncode != 0:
