@@ -351,9 +351,12 @@ def phase_work(record: Any, prompt_mean: float, settings: Any, facts: dict[str, 
     generated = float(record.gen_tokens or 0)
     env_length = prompt_mean + generated / candidates
     gen = settings.env.generation
+    # a static run's epochs take tasks its environment wrote before epoch 1 (their tokens are on the record, their
+    # sampling in no epoch's time): nothing to set against the epoch's generate seconds
     work: dict[str, list[dict[str, float]]] = {
-        "generate": sampling_work(candidates, prompt_mean, generated, gen.batch_size, -(-candidates // gen.batch_size),
-                                  fpt("env", prompt_mean), fpt("env", env_length), facts["env"]),
+        "generate": [] if settings.mode == "static" else
+        sampling_work(candidates, prompt_mean, generated, gen.batch_size, -(-candidates // gen.batch_size),
+                      fpt("env", prompt_mean), fpt("env", env_length), facts["env"]),
     }
     n = settings.agent.num_generations
     sequences = max(1, (record.agent_tasks or 0) * n)

@@ -55,6 +55,10 @@ def test_phase_work_counts_what_each_phase_did(make_config):
     assert work["agent"][0]["flops"] == pytest.approx(4 * 100 * 1e6), "the rollouts' prefill: each task's prompt once"
     updated = frame.phase_work(_record(env_update={"examples": 3, "steps": 2}), 100.0, settings, facts, lambda role, length: 1e6)
     assert updated["env_update"][0]["flops"] > 0 and updated["env_update"][0]["bytes"] > 0
+    # static: the epoch's tasks were written before epoch 1, so its generate phase did no work (it was set against
+    # 0.0001 s of the epoch, a ratio in the tens of thousands)
+    static = frame.phase_work(_record(), 100.0, make_config(mode="static"), facts, lambda role, length: 1e6)
+    assert static["generate"] == [] and static["agent"] == work["agent"]
 
 
 def test_memory_bandwidth_measures_both_ways_and_bounds_by_the_faster():
