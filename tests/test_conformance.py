@@ -101,6 +101,11 @@ def _render_raises(task):
 
 
 @hookimpl
+def _validate_generated_raises(task, options):
+    return [Rejection("x", "y")] if task.spec["no such field"] else []
+
+
+@hookimpl
 def _report_section_dict(tasks, outputs, scores):
     return {"title": "not a section"}
 
@@ -119,6 +124,7 @@ def _report_section_bad_tables(tasks, outputs, scores):
         ({"workbench_seed_tasks": _none_seeds}, "seed tasks load", ["non-empty list"]),
         ({"workbench_environment_prompt": _empty_prompt}, "environment prompt (before the first epoch)", ["non-empty string"]),
         ({"workbench_validate_task": _validate_returns_string}, "validate seed tasks", ["list of Rejection"]),
+        ({"workbench_validate_generated": _validate_generated_raises}, "validate generated tasks", ["workbench_validate_generated", "KeyError"]),
         ({"workbench_domain_info": _info_with_space}, "domain info", ["without spaces", "version"]),
         ({"workbench_domain_info": _info_bad_reference}, "domain info", ["paper_reference['Base']['accuracy']", "0 to 100"]),
         ({"workbench_domain_info": _info_headline_not_aggregated}, "declared metrics in the aggregate", ["'f1'", "default aggregate"]),

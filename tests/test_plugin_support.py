@@ -15,6 +15,7 @@ from workbench.contract.plugin_support import (
     example_failures,
     first_failures,
     grouped_means,
+    bool_option,
     int_option,
     limit_option,
     list_option,
@@ -149,3 +150,13 @@ def test_limit_given_as_a_command_line_string(domain):
     bad = check_plugin(domain, {"limit": "none"})
     assert "'limit' must be an integer" in {r.name: r.message for r in bad.errors}["seed tasks load"]
 
+
+
+def test_a_yes_no_option_reads_a_bool_or_a_command_line_word_and_names_itself_otherwise():
+    assert bool_option({}, "require_grounded") is False and bool_option({}, "x", default=True) is True
+    assert bool_option({"x": True}, "x") is True and bool_option({"x": False}, "x", default=True) is False
+    for word, value in (("true", True), ("Yes", True), ("on", True), ("1", True), ("false", False), ("no", False), (" OFF ", False), ("0", False)):
+        assert bool_option({"x": word}, "x") is value, word
+    for bad in ("maybe", 1, 0, [True]):
+        with pytest.raises(OptionError, match="domain option 'x' must be true or false"):
+            bool_option({"x": bad}, "x")

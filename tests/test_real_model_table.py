@@ -193,8 +193,8 @@ def test_two_table_jobs_on_one_out_leave_each_other_s_cells_alone(tmp_path, caps
 
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        start = real_model._process_start(other.pid)
-        (tmp_path / "cells" / "arithmetic-genenv-s0.claim").write_text(json.dumps({"pid": other.pid, "start": start}))
+        assert real_model.claim_cell(tmp_path, "arithmetic-genenv-s0")
+        real_model.hand_claim(tmp_path, "arithmetic-genenv-s0", other.pid)  # the cell's process holds it now, not this one
         identity = {"benchmark": "arithmetic", "epochs": 12}
         real_model.cell_path(tmp_path, "arithmetic", "static", 0).write_text(json.dumps({"identity": identity}))
         args = argparse.Namespace(out=str(tmp_path), benchmark="arithmetic", redo=[])
@@ -206,3 +206,17 @@ def test_two_table_jobs_on_one_out_leave_each_other_s_cells_alone(tmp_path, caps
     assert "genenv  seed 0: another job measures it" in printed
     assert "static  seed 0: measured by another job meanwhile" in printed
     assert real_model.claim_cell(tmp_path, "arithmetic-genenv-s0")  # the other job is gone now
+
+
+def test_the_grounded_row_is_constrained_and_rejects_bfcl_s_ungrounded_tasks_where_the_others_keep_the_options(tiny_models):
+    from workbench.contract.registry import load_registry
+
+    args = argparse.Namespace(benchmark="bfcl", model=str(tiny_models[0]), epochs=None, fast=False, train=None, heldout=None,
+                              max_prompt_chars=None)
+    train, _ = real_model.benchmark_split(args, load_registry().domain("bfcl"))
+    ids = [t.id for t in train]
+    grounded = real_model.train_config(args, "genenv-grounded", 0, ids)
+    assert grounded.domain_options == {**frame.BENCHMARKS["bfcl"]["options"], "require_grounded": True}
+    assert grounded.env.constrained and grounded.mode == "genenv"
+    for row in ("genenv", "genenv-constrained"):
+        assert real_model.train_config(args, row, 0, ids).domain_options == frame.BENCHMARKS["bfcl"]["options"], row

@@ -10,7 +10,7 @@ import nothing else of the workbench):
   `workbench_task_difficulty` may answer);
 * reading model replies: `reply_json` (the first JSON object; `ReplyJSONError` says why none),
   `json_values`, `balanced_json_end`, `max_bracket_depth`, `find_bad_text`;
-* reading domain options and aggregating scores: `OptionError`, `int_option`, `limit_option`,
+* reading domain options and aggregating scores: `OptionError`, `int_option`, `bool_option`, `limit_option`,
   `path_option`, `list_option`, `mean`, `mean_stderr`, `rate`, `grouped_means`,
   `count_tasks`, `first_failures`, `example_failures`, and `aggregate_declared` (the core's
   aggregation of a plugin's declared `MetricInfo`s, for an aggregate hook that adds to it).
@@ -24,6 +24,7 @@ from workbench.contract.aggregation import aggregate_declared
 from workbench.contract.hookspecs import hookimpl
 from workbench.contract.plugin_support import (
     OptionError,
+    bool_option,
     count_tasks,
     example_failures,
     first_failures,
@@ -62,6 +63,7 @@ __all__ = [
     "TOO_DEEP",
     "find_bad_text",
     "OptionError",
+    "bool_option",
     "int_option",
     "limit_option",
     "path_option",

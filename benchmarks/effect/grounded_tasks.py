@@ -1,12 +1,9 @@
 """Are the environment's valid BFCL tasks answerable? Gold strings grounded in the question.
 
-BFCL's checker (`plugins/workbench_bfcl/checker.py`, as the official AST checker) accepts a string
-argument only if it equals one of the task's accepted values. A generated task whose gold call
-needs a string the question never states (`energy_type: "renewable"` for "switched to renewable
-energy sources", `cuisine: "Sushi, Soup"`) asks the agent to guess it: it is valid, and almost
-never solved. This script calls a task *grounded* when, for every argument of its gold calls that
-takes strings and cannot be left out (no "" among its accepted values), at least one accepted
-value occurs in the question (case-insensitive), and prints:
+BFCL's checker accepts a string argument only if it equals one of the task's accepted values, so a
+generated task whose gold call needs a string the question never states asks the agent to guess
+it: valid, and almost never solved. `plugins/workbench_bfcl/grounding.py` says which tasks are
+*grounded* (and its domain option `require_grounded` rejects the others); this script prints:
 
 * the share of the official records (the table's categories) that are grounded, the yardstick;
 * for the valid generated tasks the agent attempted in a table's run folders (`OUT/runs/*/epochs/`,
@@ -23,38 +20,15 @@ import json
 import sys
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 if __name__ == "__main__":  # run as a script: the repository and plugins/ first on sys.path
     sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
 
 
-def question_text(question: Any) -> str:
-    """A BFCL question (a string, or turns of chat messages) as one string."""
-    if isinstance(question, str):
-        return question
-    messages = [m for turn in question or [] for m in (turn if isinstance(turn, list) else [turn])]
-    return " ".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
-
-
-def grounded(question: str, ground_truth: Any) -> bool:
-    """Whether every required string argument of the gold calls has an accepted value in `question`
-    (string values only: an argument whose accepted values are lists or numbers is not checked)."""
-    text = question.lower()
-    for call in ground_truth or []:
-        for arguments in call.values():
-            for accepted in arguments.values():
-                values = accepted if isinstance(accepted, list) else [accepted]
-                if "" in values:
-                    continue  # the argument may be left out
-                strings = [v for v in values if isinstance(v, str)]
-                if strings and not any(v.lower() in text for v in strings):
-                    return False
-    return True
-
-
 def generated(out: Path) -> dict[str, list[tuple[bool, float]]]:
     """Row -> (grounded, p_hat) of each valid, attempted generated task in OUT's run folders."""
+    from workbench_bfcl.grounding import grounded, question_text
+
     rows: dict[str, list[tuple[bool, float]]] = defaultdict(list)
     for run in sorted((out / "runs").glob("*-s*")):
         row = run.name.split("-", 1)[1].rsplit("-s", 1)[0]
@@ -86,6 +60,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import workbench_bfcl
+    from workbench_bfcl.grounding import grounded, question_text
 
     official = workbench_bfcl.workbench_seed_tasks({"categories": args.categories.split(",")})
     share = [grounded(question_text(t.spec.get("question")), t.spec.get("ground_truth")) for t in official]

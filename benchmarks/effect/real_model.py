@@ -101,6 +101,9 @@ VARIANTS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
     # each environment prompt's examples drawn toward the rungs the agent solves about half the time (arithmetic: the
     # cold-started environment writes the rungs it is shown, whatever success rate its prompt reports)
     "genenv-edge": ("genenv", {"env": {"example_selection": "edge"}}),
+    # constrained, and (BFCL) a generated task whose gold call needs a string its question never states is rejected as
+    # `ungrounded` (plugins/workbench_bfcl/grounding.py): the constrained environment's 40-50% of valid tasks never solved
+    "genenv-grounded": ("genenv", {"env": {"constrained": True}, "domain_options": {"require_grounded": True}}),
 }
 ALL_ROWS = ROWS + list(VARIANTS)
 EVAL_BATCH = 64  # held-out answers sampled at once (part of a cell's identity: another batch draws other answers)
@@ -177,7 +180,7 @@ def train_config(args: argparse.Namespace, row: str, seed: int, seed_ids: list[s
     epochs = args.epochs or spec["epochs"]
     mode, changes = VARIANTS.get(row, (row if row in TRAINED else "genenv", {}))
     config = real_model_config(args.model, args.benchmark, mode=mode, epochs=epochs,
-                               seed=seed, options=dict(spec["options"]), seed_ids=seed_ids)
+                               seed=seed, options={**spec["options"], **changes.get("domain_options", {})}, seed_ids=seed_ids)
     dtype = getattr(args, "dtype", "float32")
     # one dtype whatever the CPU (the demo takes bfloat16 where it is in hardware): a table measured over sittings on
     # different machines keeps every cell's numbers alike
@@ -396,9 +399,10 @@ def _process_start(pid: int) -> str | None:
 
 
 def claim_cell(out: Path, name: str) -> bool:
-    """Take `OUT/cells/NAME.claim` for this process (made atomically), so that two table jobs on
-    one `--out` never measure the same cell: False while a live process holds it. A claim left by
-    a process that is gone (killed, or on a machine before this one) is taken over."""
+    """Take `OUT/cells/NAME.claim` for this process (made atomically; `hand_claim` then points it
+    at the cell's own process), so that two table jobs on one `--out` never measure the same
+    cell: False while a live process holds it. A claim left by a process that is gone (killed,
+    or on a machine before this one) is taken over."""
     claim = out / "cells" / f"{name}.claim"
     mine = json.dumps({"pid": os.getpid(), "start": _process_start(os.getpid())})
     for _ in range(2):
@@ -418,6 +422,15 @@ def claim_cell(out: Path, name: str) -> bool:
             handle.write(mine)
         return True
     return False
+
+
+def hand_claim(out: Path, name: str, pid: int) -> None:
+    """Point this job's claim on `name` at the child process `pid` that measures the cell, so
+    the claim holds while the cell runs even if this job is killed and its child is not."""
+    claim = out / "cells" / f"{name}.claim"
+    staged = claim.with_suffix(".claim.tmp")
+    staged.write_text(json.dumps({"pid": pid, "start": _process_start(pid)}), encoding="utf-8")
+    os.replace(staged, claim)
 
 
 def release_cell(out: Path, name: str) -> None:
@@ -454,6 +467,7 @@ def run_cells(args: argparse.Namespace, cells: list[tuple[str, int]], workers: i
                    "--model", args.model, "--answers", str(args.answers)] + _size_flags(args) + (["--flop-bound"] if args.flop_bound else [])
             log = open(out / "logs" / f"{name}.log", "w") if workers > 1 else None  # closed when the cell ends
             proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT if log else None)
+            hand_claim(out, name, proc.pid)
             running.append((row, seed, name, proc, log, time.perf_counter()))
             if log:
                 print(f"  {row:<7} seed {seed}: started (output in {log.name})", flush=True)

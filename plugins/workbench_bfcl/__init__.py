@@ -7,7 +7,8 @@ and scores agent outputs (`[func(a=1)]` or JSON tool calls) with a port of the o
 checker (`bfcl_eval/eval_checker/ast_eval/ast_checker.py`). See README.md beside this file.
 
 The hooks are here; the work is in `data.py` (loading, options, the agent prompt),
-`generation.py` (the environment's JSON), `scoring.py` and `report.py`.
+`generation.py` (the environment's JSON), `grounding.py` (the option that rejects a generated
+task whose gold strings its question never states), `scoring.py` and `report.py`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench import MAX_DIFFICULTY, AgentStats, DomainInfo, Rejection, ReportSection, Score, Task, hookimpl
-from workbench_bfcl import data, generation, reply_format, report, scoring
+from workbench_bfcl import data, generation, grounding, reply_format, report, scoring
 from workbench_bfcl.data import ENV_VAR, NAME, task_from_spec
 from workbench_bfcl.scoring import evaluate
 
@@ -58,13 +59,15 @@ def workbench_domain_info() -> DomainInfo:
         headline=report.HEADLINE,
         paper_reference=report.PAPER_REFERENCE,
         difficulty=DIFFICULTY,
-        options=("categories", "data_path", "limit"),  # what workbench_seed_tasks reads
+        options=("categories", "data_path", "limit", grounding.OPTION),  # what workbench_seed_tasks and workbench_validate_generated read
     )
 
 
 @hookimpl
 def workbench_seed_tasks(options: dict[str, Any]) -> list[Task]:
-    """Official data (options `data_path`, `categories`, `limit` per category) or built-in samples."""
+    """Official data (options `data_path`, `categories`, `limit` per category) or built-in samples.
+    A bad `require_grounded` stops the run here, before any task is generated."""
+    grounding.require_grounded(options)
     return [task_from_spec(spec, "seed") for spec in data.seed_specs(options)]
 
 
@@ -103,6 +106,11 @@ def workbench_env_reply_refine(prefix: str, declared: dict) -> dict | None:
 @hookimpl
 def workbench_validate_task(task: Task) -> list[Rejection]:
     return generation.validate(task)
+
+
+@hookimpl
+def workbench_validate_generated(task: Task, options: dict[str, Any]) -> list[Rejection]:
+    return grounding.validate_generated(task, options)
 
 
 @hookimpl

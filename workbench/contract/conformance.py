@@ -438,10 +438,10 @@ def _check_schema(c: _Checker, info: DomainInfo, seeds: list[Task]) -> None:
                  "; ".join(failures[:3]) + (f" (+{len(failures) - 3} more)" if len(failures) > 3 else ""))
 
 
-def _check_rejection_list(c: _Checker, name: str, value: Any) -> list[Rejection] | None:
+def _check_rejection_list(c: _Checker, name: str, value: Any, hook: str = "workbench_validate_task") -> list[Rejection] | None:
     problem = rejection_list_problem(value)  # the rule the runtime applies
     if problem is not None or value is None:
-        c.report.add(name, "error", f"workbench_validate_task {problem or 'returned None'} ({str(value)[:120]}); "
+        c.report.add(name, "error", f"{hook} {problem or 'returned None'} ({str(value)[:120]}); "
                                     "return a list of Rejection (empty when valid)")
         return None
     return list(value)
@@ -472,6 +472,27 @@ def _check_validate(c: _Checker, info: DomainInfo, seeds: list[Task]) -> None:
         c.report.add("validate a broken task", "warning" if not value else "ok",
                      "a task with an empty prompt and empty spec was accepted; validation should reject it" if not value
                      else f"rejected: {value[0]}")
+
+
+def _check_validate_generated(c: _Checker, implemented: set[str], seeds: list[Task], info: DomainInfo,
+                              options: dict[str, Any]) -> None:
+    """`workbench_validate_generated`, when implemented: a list of Rejection for tasks shaped as
+    the seeds (the engine calls it on generated ones only) and for a broken task, under the
+    options the check was given, never an exception."""
+    hook, name = "workbench_validate_generated", "validate generated tasks"
+    if hook not in implemented:
+        return
+    rejected = 0
+    for t in seeds[:50] + [Task(domain=info.name, prompt="", spec={})]:
+        called, value = c.call(name, hook, task=t, options=dict(options))
+        if not called:
+            return
+        reasons = _check_rejection_list(c, name, value, hook)
+        if reasons is None:
+            return
+        rejected += bool(reasons)
+    c.report.add(name, "ok", f"a list of Rejection for {min(len(seeds), 50)} seed-shaped tasks and a broken one "
+                             f"({rejected} rejected under options {options or {}})")
 
 
 def _check_env_prompt(c: _Checker, seeds: list[Task]) -> None:
@@ -783,6 +804,7 @@ def check_plugin(target: Any, options: dict[str, Any] | None = None) -> CheckRep
     if not seeds:
         return report
     _check_validate(c, info, seeds)
+    _check_validate_generated(c, implemented, seeds, info, options or {})
     _check_env_prompt(c, seeds)
     _check_parse(c, implemented, seeds)
     _check_reply_in_context(c, implemented, seeds)

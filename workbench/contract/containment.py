@@ -13,7 +13,8 @@ then at debug level) and counted under "<hook>:<code>" (read and reset with
                           candidate records the prompt actually used
     parse_task            the generation is rejected (Rejection with the fault's code)
     validate_task,        the task is rejected (one Rejection per faulting validator; the other
-    extra_validators      validators still run)
+    validate_generated,   validators still run)
+    extra_validators
     agent_prompt          a generated task: rejected at validation (`validate`), so it is never
                           trained or scored through a prompt its plugin did not write; a seed or
                           history task: `task.messages()` is used for it (it still gets its n

@@ -224,6 +224,14 @@ class Domain:
                 reasons.append(_rejection(fault))
         return reasons
 
+    def validate_generated(self, task: Task, options: dict[str, Any]) -> list[Rejection]:
+        """The plugin's checks for a task its environment wrote (`workbench_validate_generated`,
+        with the run's domain options); nothing when it has none."""
+        if not self.implements("workbench_validate_generated"):
+            return []
+        hook = "validate_generated"
+        return self._rejection_list(hook, self._contained(hook, task=task, options=dict(options)))
+
     def _rejection_list(self, hook: str, result: Any) -> list[Rejection]:
         if isinstance(result, Fault):
             return [_rejection(result)]

@@ -66,6 +66,7 @@ OPTIONAL_DOMAIN_HOOKS = (
     "workbench_env_reply_format",
     "workbench_env_reply_refine",
     "workbench_task_identity",
+    "workbench_validate_generated",
 )
 CROSS_CUTTING_HOOKS = ("workbench_extra_validators", "workbench_run_start", "workbench_epoch_end")
 
@@ -101,9 +102,10 @@ def workbench_domain_info() -> DomainInfo:
     * `multi_turn`: True only with `workbench_make_interaction` implemented;
     * `difficulty`: a string, one line saying what the rung of `workbench_task_difficulty`
       counts (for example "digits + operations - 1"); empty without that hook.
-    * `options`: None, or the names of the domain options `workbench_seed_tasks` reads (for
-      example `("data_path", "limit")`): any other key in `domain_options` or `--option` is
-      refused before the plugin is called, naming these; None passes every key on unchecked.
+    * `options`: None, or the names of the domain options `workbench_seed_tasks` and
+      `workbench_validate_generated` read (for example `("data_path", "limit")`): any other key
+      in `domain_options` or `--option` is refused before the plugin is called, naming these;
+      None passes every key on unchecked.
     """
 
 
@@ -284,6 +286,21 @@ def workbench_validate_task(task: Task) -> list[Rejection]:
     Rules: return a list of `Rejection`, every reason the task is unusable (empty when
     valid); never raise for a bad task (a spec of the wrong shape is a Rejection); reject a
     task with an empty prompt and an empty spec; accept the plugin's own seed tasks.
+    """
+
+
+@hookspec(firstresult=True)
+def workbench_validate_generated(task: Task, options: dict[str, Any]) -> list[Rejection]:
+    """Optional: checks for a task the environment wrote (never called on a seed), after
+    `workbench_validate_task`, with the run's `domain_options`: a rule the official records
+    need not meet but a generated task should, for the co-evolution to learn from it (BFCL's
+    `require_grounded`: every required string of the gold call stated in the question). Read
+    `options` with `workbench.contract.plugin_support`, and declare the names it reads in
+    `DomainInfo.options`.
+
+    Rules: as `workbench_validate_task`: a list of `Rejection` (empty to accept), each with a
+    code of its own so it is counted apart; never raise for a bad task. A fault is counted and
+    rejects the task.
     """
 
 

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Sequence, overload
 from workbench.contract.tasks import Score, Task
 from workbench.errors import WorkbenchError
 
-__all__ = ["OptionError", "int_option", "limit_option", "path_option", "list_option", "mean", "mean_stderr", "rate", "grouped_means",
+__all__ = ["OptionError", "int_option", "bool_option", "limit_option", "path_option", "list_option", "mean", "mean_stderr", "rate", "grouped_means",
            "count_tasks", "first_failures", "example_failures"]
 
 
@@ -44,6 +44,21 @@ def int_option(options: dict[str, Any], name: str, default: int | None = None, m
     if minimum is not None and value < minimum:
         raise OptionError(f"domain option {name!r} must be at least {minimum}, got {value}")
     return value
+
+
+def bool_option(options: dict[str, Any], name: str, default: bool = False) -> bool:
+    """A yes/no option: a bool, or one of true/false, yes/no, on/off, 1/0 (from `--option name=true`)."""
+    value = options.get(name)
+    if value is None:
+        return default
+    if isinstance(value, str) and value.strip().lower() in _BOOL_WORDS:
+        return _BOOL_WORDS[value.strip().lower()]
+    if not isinstance(value, bool):
+        raise OptionError(f"domain option {name!r} must be true or false, got {value!r}")
+    return value
+
+
+_BOOL_WORDS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
 
 
 def limit_option(options: dict[str, Any]) -> int | None:

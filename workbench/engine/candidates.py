@@ -311,7 +311,7 @@ class CandidateWriter:
             return Candidate(context, text, None, [parsed], redraw_round=redraw_round, group=group)
         parsed.source, parsed.env_context, parsed.env_text = source, context, text
         parsed.id = content_id(parsed)
-        reasons = self.domain.validate(parsed) + self.agent_fit(parsed)
+        reasons = self.domain.validate(parsed) + self.domain.validate_generated(parsed, self.config.domain_options) + self.agent_fit(parsed)
         return Candidate(context, text, parsed, reasons, redraw_round=redraw_round, group=group)
 
     def _parse_repaired(self, rejection: Rejection, text: str, examples: list[Task]) -> tuple[Task | Rejection, str]:
