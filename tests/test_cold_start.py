@@ -331,3 +331,29 @@ def test_activation_checkpointing_of_the_environment_changes_no_bit_of_a_lora_ru
         assert getattr(plain, key) == getattr(ckpt, key), key
     assert same(plain_env, ckpt_env)
     assert cold_start._cache_key(plain_cfg, "env", plain_cfg.env.model, []) == cold_start._cache_key(ckpt_cfg, "env", ckpt_cfg.env.model, [])
+
+
+def test_the_output_layer_at_the_completion_only_gives_the_same_fine_tuning_up_to_rounding(base_config, tmp_path):
+    """`cold_start.completion_logits_only`: the loss from the completion's logits alone equals
+    TRL's fused head over every position, before, during and after the fine-tuning, to float
+    rounding; the setting enters the cache key only when on."""
+    from workbench.engine import cold_start
+
+    records = {}
+    for on in (False, True):
+        cfg = dataclasses.replace(base_config, cold_start=dataclasses.replace(FAST, completion_logits_only=on))
+        CoEvolution(cfg, tmp_path / str(on))
+        records[on] = json.loads((tmp_path / str(on) / "cold_start" / "record.json").read_text())["roles"]
+    for role in ("agent", "env"):
+        plain, lean = records[False][role], records[True][role]
+        assert lean["steps"] == plain["steps"] and len(lean["losses"]) == len(plain["losses"]), role
+        assert lean["loss_before"] == pytest.approx(plain["loss_before"], rel=1e-5), role
+        assert lean["losses"] == pytest.approx(plain["losses"], rel=1e-3), role
+        assert lean["loss_after"] == pytest.approx(plain["loss_after"], rel=1e-3), role
+        assert lean["loss_after"] < lean["loss_before"] - 0.5, role
+    model, rows = base_config.agent.model, [{"prompt": [{"role": "user", "content": "2+2"}], "completion": [{"role": "assistant", "content": "4"}]}]
+    key = cold_start._cache_key(base_config, "agent", model, rows)
+    assert cold_start._cache_key(dataclasses.replace(base_config, cold_start=dataclasses.replace(FAST, completion_logits_only=False)),
+                                 "agent", model, rows) == key, "off: the key entries stored before the setting have"
+    assert cold_start._cache_key(dataclasses.replace(base_config, cold_start=dataclasses.replace(FAST, completion_logits_only=True)),
+                                 "agent", model, rows) != key

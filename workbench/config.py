@@ -398,6 +398,13 @@ class ColdStartSettings:
         "rate below alpha and a harder one above it, so the model learns to read the rate its prompt reports. Off: "
         "rates drawn at random, which teach it to ignore them (measured on arithmetic: docs/real-model.md).",
     )
+    completion_logits_only: bool = _f(
+        False,
+        "The fine-tuning's loss runs the output layer only at the completion's positions (workbench.engine.rwr."
+        "chunked_nll_kl, as env.completion_logits_only does for RWR): TRL's fused head scores every prompt position too on a "
+        "CPU (only the labelled ones on Triton devices), though the loss reads only the completion's. The same loss up to "
+        "float rounding, so other bits: part of the cache key when on.",
+    )
     cache: bool = _f(
         False,
         "Keep the cold-started models under the workbench cache ($WORKBENCH_CACHE/cold-start/KEY), keyed by model, seeds, "

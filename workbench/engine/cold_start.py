@@ -347,7 +347,7 @@ def _fine_tune(config: RunConfig, model_settings: ModelSettings, field: str, row
     LoRA adapters merged into the base; saved to `out`."""
     from datasets import Dataset
     from transformers import PrinterCallback, set_seed
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTConfig
 
     from workbench.engine.finite_gradients import FiniteGradientGuard
 
@@ -381,10 +381,11 @@ def _fine_tune(config: RunConfig, model_settings: ModelSettings, field: str, row
         seed=cold_start_seed(config),
         data_seed=cold_start_seed(config),
         dataset_num_proc=None,
+        prediction_loss_only=settings.completion_logits_only,  # the probe's loss is all the cold start reads
         **checkpointing_arguments(model_settings.gradient_checkpointing),
     )
-    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
-                         eval_dataset=Dataset.from_list(probe), processing_class=tokenizer)
+    trainer = _sft_trainer_class(settings.completion_logits_only)(
+        model=model, args=args, train_dataset=Dataset.from_list(rows), eval_dataset=Dataset.from_list(probe), processing_class=tokenizer)
     trainer.remove_callback(PrinterCallback)
     trainer.add_callback(FiniteGradientGuard(f"{role} cold start"))
     loss_before = float(trainer.evaluate()["eval_loss"])
@@ -415,12 +416,39 @@ def _fine_tune(config: RunConfig, model_settings: ModelSettings, field: str, row
     return info
 
 
+def _sft_trainer_class(completion_logits_only: bool) -> Any:
+    """TRL's `SFTTrainer`, or (`cold_start.completion_logits_only`) one whose loss runs the output
+    layer only at the labelled positions, the completion's (`rwr.chunked_nll_kl`): on a CPU TRL's
+    fused head projects every prompt position onto the vocabulary too. The loss is TRL's, the
+    labelled tokens' summed NLL over `num_items_in_batch` (else their count); TRL's entropy and
+    token-accuracy logs are not computed."""
+    import torch
+    from trl import SFTTrainer
+
+    if not completion_logits_only:
+        return SFTTrainer
+    from workbench.engine.rwr import chunked_nll_kl, last_hidden_states, output_layer
+
+    class CompletionLogitsSFTTrainer(SFTTrainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # noqa: ANN001
+            hidden = last_hidden_states(model, inputs)
+            nll_sum, _, mask = chunked_nll_kl(hidden, output_layer(self.accelerator.unwrap_model(model)), inputs["labels"],
+                                              completion_only=True)
+            tokens = mask.sum() if num_items_in_batch is None else num_items_in_batch
+            loss = nll_sum.sum() / torch.as_tensor(tokens, device=nll_sum.device).clamp(min=1)
+            if self.args.average_tokens_across_devices and num_items_in_batch is not None:  # as TRL's: DDP averages the ranks
+                loss = loss * (self.accelerator.num_processes // self.get_tp_size())
+            return (loss, {"loss": loss}) if return_outputs else loss
+
+    return CompletionLogitsSFTTrainer
+
+
 # ---------------------------------------------------------------------------- files and the cache
 
 
 # cold-start settings added after cache entries were stored: they enter the key only away from their default,
 # so the entries stored before them keep their keys
-LATER_SETTINGS = ("stats_match_difficulty",)
+LATER_SETTINGS = ("stats_match_difficulty", "completion_logits_only")
 DEFAULT_SETTINGS = ColdStartSettings()
 
 
