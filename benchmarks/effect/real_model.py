@@ -389,8 +389,8 @@ def gather_only(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _process_start(pid: int) -> str | None:
-    """The start time of process `pid` (Linux `/proc`), so a claim outlives no reuse of its pid;
-    None when there is no such process."""
+    """The start time of process `pid` (Linux `/proc`), None when there is no such process: with
+    the pid it names one process, so a pid the system has reused for another is not the holder."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
