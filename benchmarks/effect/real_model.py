@@ -404,6 +404,7 @@ def claim_cell(out: Path, name: str) -> bool:
     cell: False while a live process holds it. A claim left by a process that is gone (killed,
     or on a machine before this one) is taken over."""
     claim = out / "cells" / f"{name}.claim"
+    claim.parent.mkdir(parents=True, exist_ok=True)
     mine = json.dumps({"pid": os.getpid(), "start": _process_start(os.getpid())})
     for _ in range(2):
         try:
