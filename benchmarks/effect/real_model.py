@@ -398,6 +398,11 @@ def _process_start(pid: int) -> str | None:
     return stat.rsplit(")", 1)[1].split()[19]  # field 22, counted after the command's name
 
 
+def _holder(pid: int) -> str:
+    """A claim's text: the process that holds it, by pid and start time."""
+    return json.dumps({"pid": pid, "start": _process_start(pid)})
+
+
 def claim_cell(out: Path, name: str) -> bool:
     """Take `OUT/cells/NAME.claim` for this process (made atomically; `hand_claim` then points it
     at the cell's own process), so that two table jobs on one `--out` never measure the same
@@ -405,7 +410,7 @@ def claim_cell(out: Path, name: str) -> bool:
     or on a machine before this one) is taken over."""
     claim = out / "cells" / f"{name}.claim"
     claim.parent.mkdir(parents=True, exist_ok=True)
-    mine = json.dumps({"pid": os.getpid(), "start": _process_start(os.getpid())})
+    mine = _holder(os.getpid())
     for _ in range(2):
         try:
             fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -430,7 +435,7 @@ def hand_claim(out: Path, name: str, pid: int) -> None:
     the claim holds while the cell runs even if this job is killed and its child is not."""
     claim = out / "cells" / f"{name}.claim"
     staged = claim.with_suffix(".claim.tmp")
-    staged.write_text(json.dumps({"pid": pid, "start": _process_start(pid)}), encoding="utf-8")
+    staged.write_text(_holder(pid), encoding="utf-8")
     os.replace(staged, claim)
 
 
