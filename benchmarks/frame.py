@@ -161,9 +161,9 @@ def benchmark_split(benchmark: str, domain: Any, train: int | None = None, heldo
                  stratify_train)
 
 
-def sampling_setup(benchmark: str, model_name: str) -> tuple[Any, list[Any], Any, Any]:
+def sampling_setup(benchmark: str, model_name: str, dtype: str = "float32") -> tuple[Any, list[Any], Any, Any]:
     """What a sampling benchmark starts from: (the benchmark's domain, the held-out table's
-    training seeds, a left-padding tokenizer, the model in float32 for inference), with torch's
+    training seeds, a left-padding tokenizer, the model in `dtype` for inference), with torch's
     threads set as a run sets them (`WORKBENCH_THREADS` or the load)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -177,7 +177,7 @@ def sampling_setup(benchmark: str, model_name: str) -> tuple[Any, list[Any], Any
     train, _ = benchmark_split(benchmark, domain)
     path = resolve_model(model_name)
     tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).eval()
     return domain, train, tokenizer, model
 
 

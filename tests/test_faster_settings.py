@@ -27,12 +27,13 @@ def test_the_set_turns_on_each_faster_path_and_nothing_else(make_config):
     assert fast.agent.share_prompt_prefill and fast.agent.shared_prompt_loss and fast.agent.trim_padding
     assert fast.agent.drop_finished_rows and fast.env.generation.drop_finished_rows and fast.env.generation.share_prefix
     assert fast.agent.cdf_sampling and fast.env.generation.cdf_sampling
+    assert fast.agent.grow_cache_in_place and fast.env.generation.grow_cache_in_place
     assert fast.env.generation.cache_implementation is None, "the dynamic cache: a static one gained nothing more with the rows leaving"
     assert fast.agent.model.packed_decode and fast.env.model.packed_decode
     undone = dataclasses.replace(
         fast,
         agent=dataclasses.replace(fast.agent, share_prompt_prefill=False, shared_prompt_loss=False, trim_padding=False,
-                                  drop_finished_rows=False, cdf_sampling=False, model=plain.agent.model),
+                                  drop_finished_rows=False, cdf_sampling=False, grow_cache_in_place=False, model=plain.agent.model),
         env=dataclasses.replace(fast.env, generation=plain.env.generation, model=plain.env.model),
     )
     assert undone == plain, "only the faster paths change"

@@ -117,6 +117,13 @@ class GenerationSettings:
         "max_new_tokens. 0 = off. 3 would have ended 19 of 34 runaway BFCL replies of a real model early and none of "
         "218 valid ones (docs/configuration.md).",
     )
+    grow_cache_in_place: bool = _f(
+        False,
+        "transformers backend: the dynamic key/value cache keeps each layer's keys and values in a buffer with room to "
+        "grow and writes a decode step's token into it, instead of copying the whole cache into a longer tensor at every "
+        "step (workbench.engine.cache_in_place). The same replies bit for bit; BFCL's environment sampled in 0.83-0.87x "
+        "the time in float32 (benchmarks/cost/uneven_replies.py, docs/real-model.md).",
+    )
     drop_finished_rows: bool = _f(
         False,
         "transformers backend: a reply that has ended (its end token) leaves the batch's later decode steps instead of "
@@ -202,6 +209,11 @@ class AgentSettings:
         "(workbench.engine.cdf_sampling) instead of torch.multinomial's race of one exponential number against every "
         "vocabulary entry (786,432 a step for 16 rows of SmolLM2: 47 ms on one core of this CPU, against 0.9 ms). The same "
         "distribution, other random draws: other replies than the plain path at the same seed, still reproducible.",
+    )
+    grow_cache_in_place: bool = _f(
+        False,
+        "Rollouts without vLLM: the key/value cache grows in place instead of being copied into a longer tensor at every "
+        "decode step (workbench.engine.cache_in_place); the same replies bit for bit.",
     )
     drop_finished_rows: bool = _f(
         False,

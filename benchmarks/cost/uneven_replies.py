@@ -8,7 +8,10 @@ own random draws (the plain path's replies, up to float rounding); `continuous`
 (`generation.continuous_batching`: workbench.engine.continuous_batching) samples through
 transformers' continuous batching, which refills an ended row from the queue (other random draws:
 other replies from the same distribution, so compare its seconds a token); `static` is the plain
-path on a static key/value cache (`generation.cache_implementation: static`), `static-dropped` both.
+path on a static key/value cache (`generation.cache_implementation: static`), `static-dropped` both;
+`in-place` grows the dynamic cache in place instead of copying it at every decode step
+(`generation.grow_cache_in_place`: workbench.engine.cache_in_place; the plain path's replies bit
+for bit), `dropped-in-place` with the ended rows leaving too (as `--fast` samples).
 
 `--role env` samples one reply to each of `--prompts` environment prompts of the benchmark (its
 instruction and two rendered training seeds as few-shot turns, as a run's epoch builds them);
@@ -16,10 +19,12 @@ instruction and two rendered training seeds as few-shot turns, as a run's epoch 
 For each path: seconds, new tokens, tokens a second, how many replies equal the first path's, and
 the ratios to the first path; for the plain path also the share of its decode row-steps that were
 padding after a row had ended. The machine (CPU, threads, load) is printed beside them.
-SmolLM2-135M-Instruct in float32, as `benchmarks.frame.sampling_setup` loads it.
+SmolLM2-135M-Instruct in float32 (`--dtype bfloat16` as the quiet table), as
+`benchmarks.frame.sampling_setup` loads it.
 
     python benchmarks/cost/uneven_replies.py --benchmark bfcl --role env --prompts 8 --slots 8 --max-new-tokens 480 --paths plain,dropped,static
     python benchmarks/cost/uneven_replies.py --benchmark arithmetic --role agent --prompts 16 --n 4 --slots 16 --max-new-tokens 64
+    python benchmarks/cost/uneven_replies.py --benchmark bfcl --role env --prompts 8 --slots 8 --paths dropped,dropped-in-place --packed
 """
 
 from __future__ import annotations
@@ -39,7 +44,8 @@ if __name__ == "__main__":  # run as a script: the repository and plugins/ first
 from benchmarks import frame
 
 PATHS = {"plain": {}, "dropped": {"drop_finished_rows": True}, "continuous": {"continuous_batching": True},
-         "static": {"cache_implementation": "static"}, "static-dropped": {"cache_implementation": "static", "drop_finished_rows": True}}
+         "static": {"cache_implementation": "static"}, "static-dropped": {"cache_implementation": "static", "drop_finished_rows": True},
+         "in-place": {"grow_cache_in_place": True}, "dropped-in-place": {"drop_finished_rows": True, "grow_cache_in_place": True}}
 
 
 def main() -> None:
@@ -56,6 +62,7 @@ def main() -> None:
     parser.add_argument("--paths", type=lambda v: v.split(","), default=["plain", "dropped", "continuous"],
                         help=f"of {','.join(PATHS)}; the first is the baseline of the ratios")
     parser.add_argument("--packed", action="store_true", help="every path samples with MKL-packed weights (model.packed_decode)")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--json", type=Path, help="write the figures to this file")
     args = parser.parse_args()
     unknown = set(args.paths) - set(PATHS)
@@ -69,7 +76,7 @@ def main() -> None:
     from workbench.engine.env_prompt import few_shot_turns
     from workbench.engine.generation import TransformersGenerator
 
-    domain, train, tokenizer, model = frame.sampling_setup(args.benchmark, args.model)
+    domain, train, tokenizer, model = frame.sampling_setup(args.benchmark, args.model, args.dtype)
     rng = random.Random(args.seed)
     if args.role == "env":
         shown_from = [t for t in train if domain.render_task(t)]
@@ -80,7 +87,8 @@ def main() -> None:
     else:
         prompts = [domain.agent_messages(t) for t in rng.sample(train, min(args.prompts, len(train)))]
     settings = GenerationSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature, batch_size=args.slots)
-    machine = {"cpu": frame.cpu_model(), "threads": torch.get_num_threads(), "load_1min": os.getloadavg()[0], "packed": args.packed}
+    machine = {"cpu": frame.cpu_model(), "threads": torch.get_num_threads(), "load_1min": os.getloadavg()[0], "packed": args.packed,
+               "dtype": args.dtype}
     print(f"{args.benchmark}, {args.role}: {len(prompts)} prompts x {args.n}, {args.slots} rows at once, up to "
           f"{args.max_new_tokens} new tokens; {machine}", flush=True)
     results: dict[str, dict] = {}

@@ -121,7 +121,9 @@ def evaluate(domain: Any, tasks: list[Any], model: Any, tokenizer: Any, max_new_
     # several answers a task (--reeval): each prompt computed once for its answers (workbench.engine.shared_prefill)
     # EVAL_BATCH rows at once, an ended answer leaving the batch (workbench.engine.finished_rows): the same answers as
     # without, 1.8x the tokens a second of batches of 16 on the base model (benchmarks/cost/uneven_replies.py)
-    settings = GenerationSettings(max_new_tokens=max_new_tokens, temperature=0.7, batch_size=EVAL_BATCH, drop_finished_rows=True)
+    # and the key/value cache grown in place (workbench.engine.cache_in_place): the same answers bit for bit
+    settings = GenerationSettings(max_new_tokens=max_new_tokens, temperature=0.7, batch_size=EVAL_BATCH, drop_finished_rows=True,
+                                  grow_cache_in_place=True)
     generator = TransformersGenerator(settings, model, tokenizer, share_prompt_prefill=samples > 1)
     outputs = generator.generate([domain.agent_messages(t) for t in tasks], n=samples, seed=seed)
     pairs = [(t, o) for t, outs in zip(tasks, outputs) for o in outs]

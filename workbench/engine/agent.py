@@ -171,6 +171,7 @@ class GRPOAgent:
             share_prompt_prefill=settings.share_prompt_prefill and not settings.use_vllm,
             drop_finished_rows=settings.drop_finished_rows and not settings.use_vllm,
             cdf_sampling=settings.cdf_sampling and not settings.use_vllm,
+            grow_cache_in_place=settings.grow_cache_in_place and not settings.use_vllm,
             trim_padding=settings.trim_padding,
             shared_prompt_loss=settings.shared_prompt_loss,
             episodes=self.episodes,

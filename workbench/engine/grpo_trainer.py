@@ -22,6 +22,7 @@ to it, and each is off unless asked for:
   with `share_prompt_prefill`, each group's prompt is computed once (`workbench.engine.shared_prefill`);
   with `drop_finished_rows`, a rollout that has ended leaves later decode steps (`workbench.engine.finished_rows`);
   with `cdf_sampling`, each token is drawn from its row's cumulative distribution (`workbench.engine.cdf_sampling`);
+  with `grow_cache_in_place`, the key/value cache grows in place (`workbench.engine.cache_in_place`);
   with TRL's continuous batching (`agent.continuous_batching`), each batch gets a paged cache sized
   from its prompts and a seed from the run's random state (`workbench.engine.continuous_batching`),
   and the model is sampled in its own dtype (TRL would cast fp32 master weights to bf16 for good);
@@ -58,12 +59,13 @@ class AgentGRPOTrainer(GRPOTrainer):
 
     def __init__(self, *args: Any, skip_zero_advantage: bool = False, merge_lora: bool = False, packed_decode: bool = False,
                  share_prompt_prefill: bool = False, drop_finished_rows: bool = False, trim_padding: bool = False,
-                 shared_prompt_loss: bool = False, cdf_sampling: bool = False,
+                 shared_prompt_loss: bool = False, cdf_sampling: bool = False, grow_cache_in_place: bool = False,
                  episodes: EpisodeRollout | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         # one process only: under DDP a rank that skips leaves the gradient reducer unprepared
         self.zero_advantage = ZeroAdvantageSkip(enabled=skip_zero_advantage and self.accelerator.num_processes == 1)
-        self.paths = SamplingPaths(merge_lora, packed_decode, share_prompt_prefill, drop_finished_rows, cdf_sampling=cdf_sampling)
+        self.paths = SamplingPaths(merge_lora, packed_decode, share_prompt_prefill, drop_finished_rows, cdf_sampling=cdf_sampling,
+                                   grow_cache_in_place=grow_cache_in_place)
         self.trim_padding = trim_padding
         # gradient checkpointing drops the key/value cache in training, which the shared prompt is passed in; one
         # process only: two forwards into one backward are not checked under DDP here

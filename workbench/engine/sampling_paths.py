@@ -2,14 +2,16 @@
 with its LoRA adapters merged (`workbench.engine.lora_merge`), with MKL-packed weights
 (`workbench.engine.packed_decode`), with a repeated prompt, or the prefix all prompts of a batch
 share, prefilled once (`workbench.engine.shared_prefill`), with each token drawn from its row's
-cumulative distribution (`workbench.engine.cdf_sampling`), and with ended rows left out of later decode steps
-(`workbench.engine.finished_rows`), each as asked."""
+cumulative distribution (`workbench.engine.cdf_sampling`), with ended rows left out of later decode steps
+(`workbench.engine.finished_rows`), and with a key/value cache that grows in place
+(`workbench.engine.cache_in_place`), each as asked."""
 
 from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
 from typing import Any, Iterator
 
+from workbench.engine.cache_in_place import cache_grows_in_place
 from workbench.engine.cdf_sampling import tokens_drawn_by_cdf
 from workbench.engine.finished_rows import finished_rows_leave
 from workbench.engine.lora_merge import LoraMerge
@@ -21,13 +23,15 @@ class SamplingPaths:
     """`with paths.around(model): model.generate(...)`: the asked-for paths around one sampling call."""
 
     def __init__(self, merge_lora: bool = False, packed_decode: bool = False, share_prompt_prefill: bool = False,
-                 drop_finished_rows: bool = False, share_prefix: bool = False, cdf_sampling: bool = False):
+                 drop_finished_rows: bool = False, share_prefix: bool = False, cdf_sampling: bool = False,
+                 grow_cache_in_place: bool = False):
         self.lora_merge = LoraMerge() if merge_lora else None
         self.packed = PackedDecode() if packed_decode else None  # kept across calls: a frozen weight is packed once a run
         self.share_prompt_prefill = share_prompt_prefill
         self.drop_finished_rows = drop_finished_rows
         self.share_prefix = share_prefix
         self.cdf_sampling = cdf_sampling
+        self.grow_cache_in_place = grow_cache_in_place
 
     @contextmanager
     def around(self, model: Any, *same_model: Any, repeats: bool = True) -> Iterator[None]:
@@ -44,6 +48,8 @@ class SamplingPaths:
                 stack.enter_context(common_prefix_prefilled_once(model, *same_model))
             if self.cdf_sampling:
                 stack.enter_context(tokens_drawn_by_cdf())
+            if self.grow_cache_in_place:  # a forward patch: the shared prefill's forward and generate's own both reach it
+                stack.enter_context(cache_grows_in_place(model))
             if self.drop_finished_rows:  # outermost: its generate sees the prompts, the shared prefill runs inside it
                 stack.enter_context(finished_rows_leave(model, *same_model))
             yield
