@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 from workbench import AgentStats, Rejection, ReplyJSONError, Task, find_bad_text, reply_json
 from workbench_bfcl.checker import PYTHON_TYPE_MAPPING
@@ -106,6 +106,32 @@ def spec_size(spec: Any) -> int | None:
         return None
 
 
+def known_type(kind: Any) -> TypeGuard[str]:
+    """Whether `kind` names one of the checker's parameter types. A reply may write anything
+    there (`["string", "null"]` as JSON Schema unions do, an object, a number): a list is not
+    hashable, so it cannot be looked up in the type table directly."""
+    return isinstance(kind, str) and kind in PYTHON_TYPE_MAPPING
+
+
+def _items_problem(prop: dict, pname: str, where: str) -> tuple[str, str] | None:
+    """`bad_type` for a parameter whose `items` is not `{type: <a checker type>}`: an array or
+    tuple needs one; any other parameter may leave it out, but one it writes must be well-formed
+    (the gold answer's renderer reads it)."""
+    if "items" not in prop and prop["type"] not in ("array", "tuple"):
+        return None
+    items = prop.get("items")
+    if isinstance(items, dict) and known_type(items.get("type")):
+        return None
+    found = "no items" if "items" not in prop else f"items {_short(items)}"
+    return "bad_type", f"{where} parameter {pname!r} (type {prop['type']}) has {found}; items must be {{type: one of {sorted(PYTHON_TYPE_MAPPING)}}}"
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """`value` as JSON for a message, cut to `limit` characters."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _problems_function(function: Any, index: int) -> list[tuple[str, str]]:
     where = f"functions[{index}]"
     if not isinstance(function, dict):
@@ -120,13 +146,12 @@ def _problems_function(function: Any, index: int) -> list[tuple[str, str]]:
     if not isinstance(params, dict) or params.get("type") not in ("dict", "object") or not isinstance(params.get("properties"), dict):
         return out + [("bad_parameters", f"{where}.parameters must be {{type: dict, properties: {{...}}, required: [...]}}")]
     for pname, prop in params["properties"].items():
-        if not isinstance(prop, dict) or prop.get("type") not in PYTHON_TYPE_MAPPING:
+        if not isinstance(prop, dict) or not known_type(prop.get("type")):
             out.append(("bad_type", f"{where} parameter {pname!r} type must be one of {sorted(PYTHON_TYPE_MAPPING)}"))
             continue
-        if prop["type"] in ("array", "tuple"):
-            items = prop.get("items")
-            if not isinstance(items, dict) or items.get("type") not in PYTHON_TYPE_MAPPING:
-                out.append(("bad_type", f"{where} parameter {pname!r} is an array without items.type"))
+        items = _items_problem(prop, pname, where)
+        if items is not None:
+            out.append(items)
         if "enum" in prop and not (isinstance(prop["enum"], list) and 0 < len(prop["enum"]) <= MAX_ENUM):
             out.append(("bad_enum", f"{where} parameter {pname!r} enum must be a non-empty list of at most {MAX_ENUM} values"))
     required = params.get("required", [])
@@ -137,14 +162,14 @@ def _problems_function(function: Any, index: int) -> list[tuple[str, str]]:
 
 def _value_problems(value: Any, prop: dict, where: str) -> list[tuple[str, str]]:
     kind = prop.get("type", "")
-    check = TYPE_CHECKS.get(kind)
+    check = TYPE_CHECKS.get(kind) if known_type(kind) else None  # an unknown type is `bad_type` already (_problems_function)
     if check is None:
         return []
     if not check(value):
         return [("bad_value_type", f"{where}: {value!r} is not of type {kind}")]
     items = prop.get("items")
     item_type = items.get("type") if isinstance(items, dict) else None
-    if kind in ("array", "tuple") and item_type in TYPE_CHECKS and not all(TYPE_CHECKS[item_type](v) for v in value):
+    if kind in ("array", "tuple") and known_type(item_type) and not all(TYPE_CHECKS[item_type](v) for v in value):
         return [("bad_value_type", f"{where}: elements of {value!r} are not all {item_type}")]
     enum = prop.get("enum")
     if isinstance(enum, list) and 0 < len(enum) <= MAX_ENUM and value not in enum:

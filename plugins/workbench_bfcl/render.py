@@ -31,8 +31,10 @@ def first_value(allowed: list) -> tuple[bool, Any]:
 
 
 def python_value(value: Any, details: dict) -> Any:
-    """A gold value as a call argument: dict gold is `{key: [allowed]}`, so take the first."""
-    nested = (details.get("items") or {}).get("type")
+    """A gold value as a call argument: dict gold is `{key: [allowed]}`, so take the first.
+    An `items` that is no object (a reply may write `"items": "string"`) has no nested type."""
+    items = details.get("items")
+    nested = items.get("type") if isinstance(items, dict) else None
     if details.get("type") == "dict" and isinstance(value, dict):
         return _first_of_each(value)
     if details.get("type") == "array" and nested == "dict" and isinstance(value, list):

@@ -137,7 +137,9 @@ def _typed_value(prop: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
     if kind in ("array", "tuple"):
         items = prop.get("items")
         # the items' type only: the checker tests an array's elements for type, not for an items enum (seeds break it)
-        item = _typed_value({"type": items["type"]}, value) if isinstance(items, dict) and items.get("type") in SIMPLE else {"$ref": "#/$defs/value"}
+        item_type = items.get("type") if isinstance(items, dict) else None
+        simple = isinstance(item_type, str) and item_type in SIMPLE  # a reply may write a list there, which is unhashable
+        item = _typed_value({"type": item_type}, value) if simple else {"$ref": "#/$defs/value"}
         return {"type": "array", "maxItems": value["anyOf"][4]["maxItems"], "items": item}
     if kind == "dict":
         return {"type": "object", "maxProperties": value["anyOf"][5]["maxProperties"], "additionalProperties": {"$ref": "#/$defs/value"}}

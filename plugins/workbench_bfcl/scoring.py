@@ -116,5 +116,5 @@ def reference_output(task: Task) -> str | None:
     None for a spec without renderable gold calls."""
     try:
         return render_gold(task.spec)
-    except (KeyError, TypeError, ValueError, IndexError):
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError):  # AttributeError: a gold call or parameter schema that is no object
         return None
