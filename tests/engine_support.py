@@ -171,3 +171,29 @@ def run_killed_in_epoch_then_resumed(config, run_dir: Path, monkeypatch, epoch: 
     if before_resume is not None:
         before_resume()
     CoEvolution(config, run_dir, resume=True).run()
+
+
+RUN_TIMINGS = {"time", "gen_tokens_per_s", "checkpoint_write", "threads"}  # what two runs with the same bits may differ in
+
+
+def run_records(run_dir: Path) -> list[dict]:
+    """A run folder's metrics records without their timing fields: equal for two runs with the same bits."""
+    from workbench.contract.files import read_jsonl
+
+    return [{k: v for k, v in r.items() if k not in RUN_TIMINGS} for r in read_jsonl(run_dir / "metrics.jsonl")]
+
+
+def records_without_and_with(make_config, run_dir: Path, *settings: str) -> tuple[list[dict], list[dict]]:
+    """Two 2-epoch runs of `make_config`, with `settings` (its keys, such as
+    `agent__drop_finished_rows`) off and then on, each run folder's invariants checked: their
+    records without timings."""
+    from workbench.engine.invariants import check_run_folder
+    from workbench.engine.loop import CoEvolution
+
+    records = []
+    for on in (False, True):
+        config = make_config(epochs=2, **{name: on for name in settings})
+        CoEvolution(config, run_dir / ("on" if on else "off")).run()
+        assert check_run_folder(run_dir / ("on" if on else "off"), n=config.agent.num_generations)
+        records.append(run_records(run_dir / ("on" if on else "off")))
+    return records[0], records[1]

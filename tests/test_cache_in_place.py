@@ -88,15 +88,7 @@ def test_the_cache_holds_views_of_buffers_with_room_to_grow(env_model):
 
 
 def test_a_run_with_the_setting_writes_the_plain_runs_records(make_config, tmp_path):
-    from workbench.contract.files import read_jsonl
-    from workbench.engine.invariants import check_run_folder
-    from workbench.engine.loop import CoEvolution
+    from engine_support import records_without_and_with
 
-    timings = {"time", "gen_tokens_per_s", "checkpoint_write", "threads"}
-    records = {}
-    for name, on in (("plain", False), ("in-place", True)):
-        config = make_config(epochs=2, agent__grow_cache_in_place=on, env__generation__grow_cache_in_place=on)
-        CoEvolution(config, tmp_path / name).run()
-        assert check_run_folder(tmp_path / name, n=config.agent.num_generations)
-        records[name] = [{k: v for k, v in r.items() if k not in timings} for r in read_jsonl(tmp_path / name / "metrics.jsonl")]
-    assert records["in-place"] == records["plain"] and len(records["plain"]) == 2
+    plain, changed = records_without_and_with(make_config, tmp_path, "agent__grow_cache_in_place", "env__generation__grow_cache_in_place")
+    assert changed == plain and len(plain) == 2

@@ -69,9 +69,8 @@ def test_the_generator_samples_reproducibly_with_it(tiny_models):
 
 
 def test_a_run_drawing_by_cdf_on_both_models_keeps_its_invariants_and_resumes_to_the_same_bits(make_config, tmp_path, monkeypatch):
-    from engine_support import run_killed_in_epoch_then_resumed
+    from engine_support import run_killed_in_epoch_then_resumed, run_records
 
-    from workbench.contract.files import read_jsonl
     from workbench.engine.invariants import check_run_folder
     from workbench.engine.loop import CoEvolution
 
@@ -83,9 +82,4 @@ def test_a_run_drawing_by_cdf_on_both_models_keeps_its_invariants_and_resumes_to
     assert check_run_folder(tmp_path / "whole", n=config.agent.num_generations)
     assert draws, "tokens were drawn by the rows' cumulative sums"
     run_killed_in_epoch_then_resumed(config, tmp_path / "killed", monkeypatch)
-    timings = {"time", "gen_tokens_per_s", "checkpoint_write", "threads"}
-
-    def records(run: str) -> list[dict]:
-        return [{k: v for k, v in r.items() if k not in timings} for r in read_jsonl(tmp_path / run / "metrics.jsonl")]
-
-    assert records("killed") == records("whole") and len(records("whole")) == 2
+    assert run_records(tmp_path / "killed") == run_records(tmp_path / "whole") and len(run_records(tmp_path / "whole")) == 2

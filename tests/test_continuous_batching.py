@@ -79,10 +79,9 @@ def test_a_run_sampling_both_models_continuously_keeps_its_invariants_and_resume
     """agent.continuous_batching and env.generation.continuous_batching together: every rollout
     and every task comes through generate_batch, and a run killed in its second epoch resumes
     to the uninterrupted run's records (the sampling seeds come from the run's random state)."""
-    from engine_support import run_killed_in_epoch_then_resumed
+    from engine_support import run_killed_in_epoch_then_resumed, run_records
     from transformers.generation.continuous_batching.continuous_api import ContinuousMixin
 
-    from workbench.contract.files import read_jsonl
     from workbench.engine.invariants import check_run_folder
     from workbench.engine.loop import CoEvolution
 
@@ -101,12 +100,7 @@ def test_a_run_sampling_both_models_continuously_keeps_its_invariants_and_resume
     assert check_run_folder(tmp_path / "whole", n=config.agent.num_generations)
     assert calls and not plain_calls, "every task and rollout was sampled continuously"
     run_killed_in_epoch_then_resumed(config, tmp_path / "killed", monkeypatch)
-    timings = {"time", "gen_tokens_per_s", "checkpoint_write", "threads"}
-
-    def records(run: str) -> list[dict]:
-        return [{k: v for k, v in r.items() if k not in timings} for r in read_jsonl(tmp_path / run / "metrics.jsonl")]
-
-    assert records("killed") == records("whole") and len(records("whole")) == 2
+    assert run_records(tmp_path / "killed") == run_records(tmp_path / "whole") and len(run_records(tmp_path / "whole")) == 2
 
 
 def test_rollouts_under_bf16_autocast_leave_the_fp32_master_weights_in_fp32(tiny_models, tmp_path):

@@ -66,18 +66,10 @@ def test_nested_with_the_shared_prefill_it_gives_that_paths_tokens(env_model):
 
 
 def test_a_run_with_both_settings_writes_the_plain_runs_records(make_config, tmp_path):
-    from workbench.contract.files import read_jsonl
-    from workbench.engine.invariants import check_run_folder
-    from workbench.engine.loop import CoEvolution
+    from engine_support import records_without_and_with
 
-    timings = {"time", "gen_tokens_per_s", "checkpoint_write", "threads"}
-    records = {}
-    for name, on in (("plain", False), ("dropped", True)):
-        config = make_config(epochs=2, agent__drop_finished_rows=on, env__generation__drop_finished_rows=on)
-        CoEvolution(config, tmp_path / name).run()
-        assert check_run_folder(tmp_path / name, n=config.agent.num_generations)
-        records[name] = [{k: v for k, v in r.items() if k not in timings} for r in read_jsonl(tmp_path / name / "metrics.jsonl")]
-    assert records["dropped"] == records["plain"] and len(records["plain"]) == 2
+    plain, changed = records_without_and_with(make_config, tmp_path, "agent__drop_finished_rows", "env__generation__drop_finished_rows")
+    assert changed == plain and len(plain) == 2
 
 
 def test_on_a_static_cache_the_replies_are_that_paths_and_ended_rows_skip_their_steps(env_model):

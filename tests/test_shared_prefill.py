@@ -193,9 +193,8 @@ def test_a_run_writing_its_tasks_with_the_shared_prefix_keeps_its_invariants_and
     """env.generation.share_prefix on a whole run: the environment's batches are written from one
     prefill of their common instruction, the run folder passes its checks, and a run killed in its
     second epoch resumes to the uninterrupted run's records."""
-    from engine_support import run_killed_in_epoch_then_resumed
+    from engine_support import run_killed_in_epoch_then_resumed, run_records
 
-    from workbench.contract.files import read_jsonl
     from workbench.engine import shared_prefill
     from workbench.engine.invariants import check_run_folder
 
@@ -212,9 +211,4 @@ def test_a_run_writing_its_tasks_with_the_shared_prefix_keeps_its_invariants_and
     assert check_run_folder(tmp_path / "whole", n=config.agent.num_generations)
     assert prefixes and min(prefixes) >= shared_prefill.MIN_SHARED_PREFIX, f"every batch shared its instruction: {prefixes}"
     run_killed_in_epoch_then_resumed(config, tmp_path / "killed", monkeypatch)
-    timings = {"time", "gen_tokens_per_s", "checkpoint_write", "threads"}
-
-    def records(run: str) -> list[dict]:
-        return [{k: v for k, v in r.items() if k not in timings} for r in read_jsonl(tmp_path / run / "metrics.jsonl")]
-
-    assert records("killed") == records("whole") and len(records("whole")) == 2
+    assert run_records(tmp_path / "killed") == run_records(tmp_path / "whole") and len(run_records(tmp_path / "whole")) == 2
