@@ -220,3 +220,16 @@ def test_the_grounded_row_is_constrained_and_rejects_bfcl_s_ungrounded_tasks_whe
     assert grounded.env.constrained and grounded.mode == "genenv"
     for row in ("genenv", "genenv-constrained"):
         assert real_model.train_config(args, row, 0, ids).domain_options == frame.BENCHMARKS["bfcl"]["options"], row
+
+
+def test_a_trained_cell_stopped_part_way_resumes_only_a_run_of_its_own_config(make_config, tmp_path):
+    from workbench.engine.loop import CoEvolution
+
+    config = make_config(epochs=2)
+    assert not real_model.resumable(tmp_path / "none", config), "no folder: start"
+    run = CoEvolution(config, tmp_path / "cell")
+    run.run(epochs=1)  # stopped after its first epoch's checkpoint
+    run.close()
+    assert real_model.resumable(tmp_path / "cell", config)
+    assert not real_model.resumable(tmp_path / "cell", dataclasses.replace(config, seed=config.seed + 1)), "another cell's config: start over"
+    assert CoEvolution(config, tmp_path / "cell", resume=True).epoch == 1, "it goes on after epoch 1"

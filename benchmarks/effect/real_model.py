@@ -29,8 +29,9 @@ is the plugin's headline metric, with the success rate per difficulty rung besid
 
 Each (row, seed) cell runs in a child process of its own (its peak memory is its own) and is
 saved as `OUT/cells/BENCHMARK-ROW-sSEED.json` when it completes: a stopped table loses at most
-the cells in flight, and the next invocation measures only the missing cells (`--redo` measures
-named rows again). `--workers N` measures N cells at once (the cold starts first, one at a time),
+the epochs in flight (a trained cell whose run folder holds a checkpoint of its own config goes on
+from it, the run's resume: `resumable`), and the next invocation measures only the missing cells
+(`--redo` measures named rows again). `--workers N` measures N cells at once (the cold starts first, one at a time),
 each child with the cores shared out and its output in `OUT/logs/`. Two invocations may share one
 `--out` (a second job started later, when a core frees): each claims a cell before it measures it
 (`OUT/cells/CELL.claim`, taken over when its process is gone) and leaves the other's cells alone.
@@ -253,9 +254,14 @@ def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any
     else:
         import shutil
 
-        shutil.rmtree(run_dir, ignore_errors=True)
+        resume = row not in args.redo and resumable(run_dir, config)
+        if not resume:
+            shutil.rmtree(run_dir, ignore_errors=True)
         try:
-            run = CoEvolution(config, run_dir, progress=print)
+            run = CoEvolution(config, run_dir, progress=print, resume=resume)
+            if resume:  # a cell stopped part-way (its job killed, the session over) goes on from its last checkpoint
+                cell["resumed_after_epoch"] = run.epoch
+                print(f"  {row} seed {seed}: resumed after epoch {run.epoch} from {run_dir}", flush=True)
             records = run.run()
         except RunError as exc:  # e.g. static: no valid variation up front; the cell says so instead of the table dying
             cell["error"] = str(exc)
@@ -445,6 +451,24 @@ def release_cell(out: Path, name: str) -> None:
     (out / "cells" / f"{name}.claim").unlink(missing_ok=True)
 
 
+def resumable(run_dir: Path, config: Any) -> bool:
+    """Whether `run_dir` holds a checkpoint of a run with this very `config`: a trained cell
+    stopped part-way then continues from its last checkpointed epoch, with the run's own resume
+    (the same bits as a run never stopped), instead of starting over. A folder of another config
+    (other code's settings, another row) starts over."""
+    from workbench.engine.checkpoint import latest_checkpoint
+    from workbench.errors import WorkbenchError
+    from workbench.run_layout import RunLayout
+
+    layout = RunLayout(run_dir)
+    if not layout.config_path.exists() or latest_checkpoint(run_dir, verify=False) is None:
+        return False
+    try:
+        return layout.read_config() == config
+    except WorkbenchError:
+        return False
+
+
 def run_cells(args: argparse.Namespace, cells: list[tuple[str, int]], workers: int,
               identity: dict[str, Any] | None = None) -> None:
     """Measure `cells` ((row, seed) pairs, in order), each in a child process, `workers` at a time.
@@ -473,6 +497,7 @@ def run_cells(args: argparse.Namespace, cells: list[tuple[str, int]], workers: i
                 continue
             cmd = [sys.executable, __file__, "--cell", row, str(seed), "--benchmark", args.benchmark, "--out", str(out),
                    "--model", args.model, "--answers", str(args.answers)] + _size_flags(args) + (["--flop-bound"] if args.flop_bound else [])
+            cmd += ["--redo", row] if row in args.redo else []  # measured again: its run folder is not resumed
             log = open(out / "logs" / f"{name}.log", "w") if workers > 1 else None  # closed when the cell ends
             proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT if log else None)
             hand_claim(out, name, proc.pid)
