@@ -26,7 +26,7 @@ def test_a_failed_cell_stops_the_table(tmp_path, monkeypatch):
     started = []
     monkeypatch.setattr(real_model.subprocess, "Popen", lambda cmd, **kwargs: started.append(cmd) or FailedCell())
     args = argparse.Namespace(out=str(tmp_path), benchmark="arithmetic", model="m", flop_bound=False,
-                              epochs=None, train=None, heldout=None, max_prompt_chars=None, answers=1)
+                              epochs=None, train=None, heldout=None, max_prompt_chars=None, answers=1, redo=[])
     outcome: list[BaseException] = []
 
     def run() -> None:
