@@ -92,3 +92,11 @@ def test_a_run_with_the_setting_writes_the_plain_runs_records(make_config, tmp_p
 
     plain, changed = records_without_and_with(make_config, tmp_path, "agent__grow_cache_in_place", "env__generation__grow_cache_in_place")
     assert changed == plain and len(plain) == 2
+
+
+def test_a_forward_with_gradients_keeps_the_plain_cache(env_model):
+    model, _, batch = env_model
+    cache = DynamicCache(config=model.config)
+    with cache_grows_in_place(model):
+        model(**batch, cache=cache, use_cache=True)
+    assert not any(isinstance(layer, InPlaceLayer) for layer in cache.layers), "a training forward's cache is not written in place"

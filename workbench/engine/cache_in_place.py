@@ -101,15 +101,16 @@ def grow_in_place(cache: Any) -> None:
 
 @contextlib.contextmanager
 def cache_grows_in_place(model: Any) -> Iterator[None]:
-    """Within the context, every forward of `model` (its base model under PEFT) on a dynamic cache
-    grows that cache in place (module doc)."""
+    """Within the context, every forward of `model` (its base model under PEFT) on a dynamic cache,
+    without gradients (sampling), grows that cache in place (module doc)."""
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
     forward = inner.forward
     own_forward = inner.__dict__.get("forward")  # another path's patch of this instance, put back afterwards
 
     @functools.wraps(forward)  # generate reads the forward's signature to decide what to pass
     def forward_growing_in_place(*args: Any, **kwargs: Any) -> Any:
-        grow_in_place(kwargs.get("cache", kwargs.get("past_key_values")))  # transformers 5.24 passes `cache`
+        if not torch.is_grad_enabled():  # sampling only: an in-place write into a cache autograd recorded would break its backward
+            grow_in_place(kwargs.get("cache", kwargs.get("past_key_values")))  # transformers 5.24 passes `cache`
         return forward(*args, **kwargs)
 
     inner.forward = forward_growing_in_place
