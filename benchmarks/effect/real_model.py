@@ -831,7 +831,9 @@ def draw_figures(out: Path, to: Path, name: str | None = None) -> list[Path]:
         axes = list(axes_grid.flat)
         colors = {"genenv": "tab:red", "genenv-constrained": "tab:orange", "genenv-pg": "tab:purple", "genenv-pg-over": "tab:green",
                   "genenv-replay": "tab:pink", "genenv-redraw": "tab:brown", "genenv-repair": "tab:olive", "genenv-edge": "tab:cyan", "random": "tab:blue",
-                  "static": "tab:gray"}
+                  "genenv-grounded": "black", "static": "tab:gray"}
+        others = iter(["gold", "teal", "navy", "lime"])  # a row added later is drawn too, not left out of the figure
+        colors.update({row: next(others, "black") for row in rows if row not in colors and dynamics(rows, row)})
         for ax, (key, title) in zip(axes, panels):
             for row, color in colors.items():
                 for seed, epochs in sorted(dynamics(rows, row).items()):
