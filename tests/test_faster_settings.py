@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+import pytest
 import torch
 
 from benchmarks.effect import real_model
@@ -22,8 +23,9 @@ from workbench.engine.loop import CoEvolution
 
 
 def test_the_set_turns_on_each_faster_path_and_nothing_else(make_config):
+    """Set 1: the sampling paths and the agent's training passes (set 2's additions: the next test)."""
     plain = make_config()
-    fast = faster_cpu_settings(plain)
+    fast = faster_cpu_settings(plain, 1)
     assert fast.agent.share_prompt_prefill and fast.agent.shared_prompt_loss and fast.agent.trim_padding
     assert fast.agent.drop_finished_rows and fast.env.generation.drop_finished_rows and fast.env.generation.share_prefix
     assert fast.agent.cdf_sampling and fast.env.generation.cdf_sampling
@@ -73,12 +75,43 @@ def test_a_run_with_every_faster_path_keeps_its_invariants_and_resumes_to_the_sa
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), f"{path.parent.name}'s weights differ"
 
 
-def test_a_fast_table_is_a_table_of_its_own():
-    args = argparse.Namespace(benchmark="arithmetic", model="m", epochs=None, train=None, heldout=None, max_prompt_chars=None, fast=False)
+def test_a_fast_table_is_a_table_of_its_own_one_a_set():
+    """Set 1's cells keep the identity they were measured under (`fast`); a later set's are a table
+    of their own, and a cell's child process is told which set."""
+    args = argparse.Namespace(benchmark="arithmetic", model="m", epochs=None, train=None, heldout=None, max_prompt_chars=None, fast=None)
     plain = real_model._identity(args, [], [])
-    fast_args = argparse.Namespace(**{**vars(args), "fast": True})
-    assert real_model._identity(fast_args, [], []) == {**plain, "settings": "fast"}
-    assert real_model._size_flags(fast_args) == ["--fast"] and real_model._size_flags(args) == []
+    first, second = (argparse.Namespace(**{**vars(args), "fast": n}) for n in (1, 2))
+    assert real_model._identity(first, [], []) == {**plain, "settings": "fast"}
+    assert real_model._identity(second, [], []) == {**plain, "settings": "fast-2"}
+    assert real_model._size_flags(first) == ["--fast", "1"] and real_model._size_flags(second) == ["--fast", "2"]
+    assert real_model._size_flags(args) == []
+
+
+def test_set_2_adds_the_training_settings_to_set_1_and_nothing_else(make_config):
+    """Set 2 = set 1 + the cold start's and the environment update's output layer at the
+    completion only, the update a micro-batch of one example accumulated to the same batch, and the
+    agent's bfloat16 weights packed for its rollouts. An unknown set is refused by name."""
+    from workbench.config import ColdStartSettings
+    from workbench.demo import FASTER_SET, DemoError
+
+    plain = make_config(env__batch_size=4, env__gradient_accumulation_steps=2, cold_start=ColdStartSettings())
+    first, second = faster_cpu_settings(plain, 1), faster_cpu_settings(plain, 2)
+    assert FASTER_SET == 2 and faster_cpu_settings(plain) == second
+    assert not first.agent.model.packed_decode_bfloat16 and not first.env.completion_logits_only
+    assert first.cold_start == plain.cold_start and first.env.batch_size == 4
+    assert second.agent.model.packed_decode_bfloat16 and not second.env.model.packed_decode_bfloat16
+    assert second.env.completion_logits_only and second.cold_start.completion_logits_only
+    assert (second.env.batch_size, second.env.gradient_accumulation_steps) == (1, 8), "the same examples an optimizer step"
+    undone = dataclasses.replace(
+        second,
+        agent=dataclasses.replace(second.agent, model=dataclasses.replace(second.agent.model, packed_decode_bfloat16=False)),
+        env=dataclasses.replace(second.env, completion_logits_only=False, batch_size=4, gradient_accumulation_steps=2),
+        cold_start=plain.cold_start,
+    )
+    assert undone == first
+    assert faster_cpu_settings(make_config(), 2).cold_start is None, "no cold start, none added"
+    with pytest.raises(DemoError, match="no faster CPU settings set 3"):
+        faster_cpu_settings(plain, 3)
 
 
 def test_demo_model_runs_take_the_faster_set_on_a_cpu_and_the_plain_path_on_request(tiny_models):
@@ -94,5 +127,5 @@ def test_demo_model_runs_take_the_faster_set_on_a_cpu_and_the_plain_path_on_requ
     if torch.cuda.is_available():
         assert faster == plain
     else:
-        assert faster == faster_cpu_settings(plain) and faster != plain
+        assert faster == faster_cpu_settings(plain, 1) and faster != plain, "set 1 until set 2 has run through every domain"
         assert "faster CPU settings" in said[0] and "faster" not in said[1]

@@ -67,6 +67,36 @@ def test_small_and_non_float32_layers_are_left_alone():
     model = nn.Sequential(nn.Linear(64, 64), nn.Linear(576, 576).to(torch.bfloat16), nn.Linear(576, 576))
     with PackedDecode().active(model) as layers:
         assert layers == 1, "only the large float32 layer"
+    with PackedDecode(packed_decode.PACKABLE_DTYPES).active(model) as layers:
+        assert layers == 2, "asked for bfloat16 too: both large layers, not the small one"
+    with pytest.raises(ValueError, match="float16"):
+        PackedDecode((torch.float16,))
+
+
+def test_a_bfloat16_layer_packed_as_float32_computes_the_bfloat16_product():
+    """Packed as its float32 copy, a bfloat16 layer gives bfloat16 outputs equal to the plain
+    product's or one bfloat16 step from it (the same products of the same values, summed in
+    another order), for every row count and with or without a bias; the settings say when."""
+    torch.manual_seed(0)
+    packed = PackedDecode(packed_decode.PACKABLE_DTYPES)
+    for bias in (True, False):
+        layer = nn.Linear(576, 1536, bias=bias).to(torch.bfloat16)
+        with torch.no_grad():
+            for rows in (2, 8, 16, 64):
+                x = torch.randn(rows, 576).to(torch.bfloat16)
+                plain = layer(x)
+                with packed.active(layer):
+                    out = layer(x)
+                assert out.dtype == torch.bfloat16 and out.shape == plain.shape
+                step = torch.finfo(torch.bfloat16).eps * plain.float().abs().clamp_min(1e-2)
+                assert ((out.float() - plain.float()).abs() <= step).all(), (bias, rows)
+                assert (out == plain).float().mean() > 0.99, "nearly every output is the same bits"
+    from workbench.config import ModelSettings
+
+    assert packed_decode.packed_dtypes(ModelSettings(name_or_path="m")) == ()
+    assert packed_decode.packed_dtypes(ModelSettings(name_or_path="m", packed_decode=True)) == (torch.float32,)
+    both = ModelSettings(name_or_path="m", packed_decode=True, packed_decode_bfloat16=True)
+    assert packed_decode.packed_dtypes(both) == (torch.float32, torch.bfloat16)
 
 
 def test_greedy_generation_gives_the_same_tokens(tiny_models, small_layers):
@@ -83,6 +113,27 @@ def test_greedy_generation_gives_the_same_tokens(tiny_models, small_layers):
             assert layers > 0
             fast = model.generate(**inputs, **kwargs)
     assert packed.packs == layers, "each layer packed once, for the prefill's 4 x 6 rows and the decode steps' 4 alike"
+    assert torch.equal(plain, fast)
+
+
+def test_greedy_generation_in_bfloat16_packed_as_float32(tiny_models, small_layers):
+    """The tiny model in bfloat16: packed, its greedy replies are the plain path's (the products
+    differ from bfloat16's in rare last bits, none here)."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_models[0], dtype=torch.bfloat16).eval()
+    ids = torch.tensor([[5, 17, 42, 8, 99, 3], [7, 7, 12, 19, 4, 2], [9, 30, 31, 2, 2, 1], [3, 4, 5, 6, 7, 8]])
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    kwargs = {"max_new_tokens": 24, "min_new_tokens": 24, "do_sample": False, "pad_token_id": 0}
+    with torch.no_grad():
+        plain = model.generate(**inputs, **kwargs)
+        packed = PackedDecode(packed_decode.PACKABLE_DTYPES)
+        with packed.active(model) as layers:
+            assert layers > 0
+            fast = model.generate(**inputs, **kwargs)
+        with PackedDecode().active(model) as untouched:
+            assert untouched == 0, "not asked for bfloat16: nothing packed"
+    assert packed.packs == layers
     assert torch.equal(plain, fast)
 
 

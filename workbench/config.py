@@ -83,6 +83,12 @@ class ModelSettings:
         "for SmolLM2-135M), kept for the run; replies may differ from the plain path's in rare tokens (the last bits "
         "of a product), still reproducible from the seed.",
     )
+    packed_decode_bfloat16: bool = _f(
+        False,
+        "With packed_decode: bfloat16 weights too, packed as their float32 copies (the decode step's rows cast to float32 "
+        "and the product rounded back): a CPU's bfloat16 product of a few rows reads its weight at a fraction of the "
+        "memory bandwidth (benchmarks/cost/small_products.py). An output may differ from the bfloat16 product's in its last bit.",
+    )
 
 
 @dataclass

@@ -26,6 +26,7 @@ the same invocation:
 * `drop`: an ended reply leaves its batch's later decode steps, both models
   (`drop_finished_rows`: `workbench.engine.finished_rows`);
 * `faster`: every setting of `workbench.demo.faster_cpu_settings` (what `real_model.py --fast` runs);
+  `faster-N` its set N (`faster-1`: the set the `--fast` tables were measured with);
 * `continuous`: both models sample through transformers' continuous batching
   (`agent.continuous_batching`, `env.generation.continuous_batching` unless the environment is
   constrained; `workbench.engine.continuous_batching`): a finished reply leaves its batch, the
@@ -124,10 +125,10 @@ def variant(name: str, config):  # noqa: ANN001, ANN201
         generation = dataclasses.replace(config.env.generation, drop_finished_rows=True)
         return dataclasses.replace(config, agent=dataclasses.replace(agent, drop_finished_rows=True),
                                    env=dataclasses.replace(config.env, generation=generation))
-    if name == "faster":
-        from workbench.demo import faster_cpu_settings
+    if name == "faster" or name in ("faster-1", "faster-2"):
+        from workbench.demo import FASTER_SET, faster_cpu_settings
 
-        return faster_cpu_settings(config)
+        return faster_cpu_settings(config, int(name.removeprefix("faster-")) if "-" in name else FASTER_SET)
     if name == "continuous":  # transformers' continuous batching for the rollouts, and for the environment unless constrained
         agent = dataclasses.replace(agent, continuous_batching=True, share_prompt_prefill=False, cache_implementation=None)
         env = config.env

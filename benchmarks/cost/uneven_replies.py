@@ -11,7 +11,9 @@ other replies from the same distribution, so compare its seconds a token); `stat
 path on a static key/value cache (`generation.cache_implementation: static`), `static-dropped` both;
 `in-place` grows the dynamic cache in place instead of copying it at every decode step
 (`generation.grow_cache_in_place`: workbench.engine.cache_in_place; the plain path's replies bit
-for bit), `dropped-in-place` with the ended rows leaving too (as `--fast` samples).
+for bit), `dropped-in-place` with the ended rows leaving too (as `--fast` samples). A path's name
+with `+packed` (`dropped-in-place+packed`) samples with MKL-packed weights (`model.packed_decode`,
+and bfloat16 weights as float32 copies: `packed_decode_bfloat16`), as `--packed` makes every path do.
 
 `--role env` samples one reply to each of `--prompts` environment prompts of the benchmark (its
 instruction and two rendered training seeds as few-shot turns, as a run's epoch builds them);
@@ -25,6 +27,7 @@ SmolLM2-135M-Instruct in float32 (`--dtype bfloat16` as the quiet table), as
     python benchmarks/cost/uneven_replies.py --benchmark bfcl --role env --prompts 8 --slots 8 --max-new-tokens 480 --paths plain,dropped,static
     python benchmarks/cost/uneven_replies.py --benchmark arithmetic --role agent --prompts 16 --n 4 --slots 16 --max-new-tokens 64
     python benchmarks/cost/uneven_replies.py --benchmark bfcl --role env --prompts 8 --slots 8 --paths dropped,dropped-in-place --packed
+    python benchmarks/cost/uneven_replies.py --benchmark bfcl --role env --prompts 8 --slots 8 --dtype bfloat16 --paths dropped-in-place,dropped-in-place+packed
 """
 
 from __future__ import annotations
@@ -42,10 +45,12 @@ if __name__ == "__main__":  # run as a script: the repository and plugins/ first
     sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[2] / "plugins")]
 
 from benchmarks import frame
+from workbench.engine.packed_decode import PACKABLE_DTYPES
 
 PATHS = {"plain": {}, "dropped": {"drop_finished_rows": True}, "continuous": {"continuous_batching": True},
          "static": {"cache_implementation": "static"}, "static-dropped": {"cache_implementation": "static", "drop_finished_rows": True},
          "in-place": {"grow_cache_in_place": True}, "dropped-in-place": {"drop_finished_rows": True, "grow_cache_in_place": True}}
+PACKED = "+packed"  # a path's name with this suffix samples with packed weights
 
 
 def main() -> None:
@@ -65,9 +70,9 @@ def main() -> None:
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--json", type=Path, help="write the figures to this file")
     args = parser.parse_args()
-    unknown = set(args.paths) - set(PATHS)
+    unknown = {name.removesuffix(PACKED) for name in args.paths} - set(PATHS)
     if unknown:
-        parser.error(f"unknown paths {sorted(unknown)}; choose from {','.join(PATHS)}")
+        parser.error(f"unknown paths {sorted(unknown)}; choose from {','.join(PATHS)}, each with an optional {PACKED}")
 
     import torch
 
@@ -94,7 +99,8 @@ def main() -> None:
     results: dict[str, dict] = {}
     replies: dict[str, list[list[str]]] = {}
     for name in args.paths:
-        generator = TransformersGenerator(dataclasses.replace(settings, **PATHS[name]), model, tokenizer, packed_decode=args.packed)
+        generator = TransformersGenerator(dataclasses.replace(settings, **PATHS[name.removesuffix(PACKED)]), model, tokenizer,
+                                          packed_decode=PACKABLE_DTYPES if args.packed or name.endswith(PACKED) else ())
         start = time.perf_counter()
         outputs = generator.generate(prompts, n=args.n, seed=args.seed)
         seconds = time.perf_counter() - start

@@ -54,7 +54,8 @@ start again (the workbench cache is not in the repository), from the same seed.
 `--fast` measures a table with the settings that make a run faster on a CPU
 (`workbench.demo.faster_cpu_settings`, whose docstring lists them) on every trained row; its cells are a table of their own (the identity
 says `settings: fast`, so give it its own `--out`), to set against the plain table's cells of the
-same seeds.
+same seeds. `--fast` takes the newest set; `--fast N` an earlier one (`FASTER_SETS`), as a table
+measured with it must to be resumed: set 1's identity says `fast`, a later set N's `fast-N`.
 
 `--table` prints, per benchmark: mean +/- sd over seeds per row, the paired differences genenv -
 random and genenv - static (mean +/- sd of the per-seed differences), wall time and peak memory per
@@ -189,10 +190,10 @@ def train_config(args: argparse.Namespace, row: str, seed: int, seed_ids: list[s
     # different machines keeps every cell's numbers alike
     config = dataclasses.replace(config, agent=dataclasses.replace(config.agent, model=dataclasses.replace(config.agent.model, dtype=dtype)),
                                  env=dataclasses.replace(config.env, model=dataclasses.replace(config.env.model, dtype=dtype)))
-    if getattr(args, "fast", False):
+    if getattr(args, "fast", None):
         from workbench.demo import faster_cpu_settings
 
-        config = faster_cpu_settings(config)
+        config = faster_cpu_settings(config, args.fast)
     pool = dataclasses.replace(config.pool, base_per_epoch=spec["base"], history_per_epoch=spec["history"], max_new_per_epoch=spec["tasks"])
     if row == "seeds":  # no generated tasks: the agent's mixture is as many seeds as the others' whole mixture
         pool = dataclasses.replace(pool, base_per_epoch=spec["base"] + spec["history"] + spec["tasks"], history_per_epoch=0)
@@ -581,15 +582,15 @@ def _identity(args: argparse.Namespace, train: list[Any], heldout: list[Any]) ->
     for key in ("cold_start", "env"):  # a benchmark's own settings (the others take the run's): without them, another table
         if key in spec:
             identity[key] = spec[key]
-    if getattr(args, "fast", False):  # the faster CPU settings sample other bits: a table of their own
-        identity["settings"] = "fast"
+    if getattr(args, "fast", None):  # the faster CPU settings sample other bits: a table of their own, one a set
+        identity["settings"] = "fast" if args.fast == 1 else f"fast-{args.fast}"
     if getattr(args, "stats_match_difficulty", False):  # another environment cold start: a table of its own
         identity["stats_match_difficulty"] = True
     return identity
 
 
 def _size_flags(args: argparse.Namespace) -> list[str]:
-    flags = ["--fast"] if getattr(args, "fast", False) else []
+    flags = ["--fast", str(args.fast)] if getattr(args, "fast", None) else []
     if getattr(args, "env_checkpointing", False):
         flags.append("--env-checkpointing")
     if getattr(args, "stratify_training", False):
@@ -856,6 +857,8 @@ def draw_figures(out: Path, to: Path, name: str | None = None) -> list[Path]:
 
 
 def main() -> None:
+    from workbench.demo import FASTER_SET, FASTER_SETS
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--benchmark", choices=sorted(frame.BENCHMARKS))
     parser.add_argument("--table", metavar="OUT", help="print the tables over every result in OUT and stop")
@@ -885,8 +888,9 @@ def main() -> None:
     parser.add_argument("--flop-bound", action="store_true",
                         help="trained cells also measure this CPU's roofline (matrix-product rate and memory bandwidth) before the "
                              "run and each epoch phase against it (benchmarks/frame.py), kept in the cell as `flops`; run on a quiet machine")
-    parser.add_argument("--fast", action="store_true",
-                        help="the trained rows with workbench.demo.faster_cpu_settings: a table of its own (give it its own --out)")
+    parser.add_argument("--fast", type=int, nargs="?", const=FASTER_SET, choices=FASTER_SETS, metavar="SET",
+                        help=f"the trained rows with workbench.demo.faster_cpu_settings, set SET (default: the newest, {FASTER_SET}): "
+                             "a table of its own (give it its own --out)")
     parser.add_argument("--env-checkpointing", action="store_true",
                         help="the environment's update with activation checkpointing: the same bits (not part of the cells' "
                              "identity), about 1.1x its time, far less memory (a BFCL genenv-pg cell: benchmarks/cost/env_update.py)")

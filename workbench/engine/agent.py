@@ -35,6 +35,7 @@ from workbench.engine import distributed as dist
 from workbench.engine.episodes import Episode, EpisodeError, EpisodeRollout, EpisodeStats
 from workbench.engine.generation import check_cache_implementation
 from workbench.engine.models import checkpointing_arguments
+from workbench.engine.packed_decode import packed_dtypes
 
 
 @dataclass
@@ -167,7 +168,7 @@ class GRPOAgent:
             skip_zero_advantage=settings.skip_zero_advantage,
             # TRL's vLLM path merges adapters itself
             merge_lora=bool(settings.model.lora and settings.model.lora.merge_for_generation and not settings.use_vllm),
-            packed_decode=settings.model.packed_decode and not settings.use_vllm,
+            packed_decode=() if settings.use_vllm else packed_dtypes(settings.model),
             share_prompt_prefill=settings.share_prompt_prefill and not settings.use_vllm,
             drop_finished_rows=settings.drop_finished_rows and not settings.use_vllm,
             cdf_sampling=settings.cdf_sampling and not settings.use_vllm,

@@ -75,7 +75,7 @@ class TransformersGenerator:
     """Batched sampling with `model.generate` on the model's own device."""
 
     def __init__(self, settings: GenerationSettings, model: Any, tokenizer: Any, merge_lora: bool = False, grammar: Any = None,
-                 packed_decode: bool = False, share_prompt_prefill: bool = False):
+                 packed_decode: bool | tuple[Any, ...] = False, share_prompt_prefill: bool = False):
         """`grammar` (a `workbench.engine.constrained.ReplyGrammar`): every reply is sampled under it.
         `packed_decode`: decode steps use MKL-packed weights (`workbench.engine.packed_decode`).
         `share_prompt_prefill`: with n > 1, each prompt is computed once for its n completions
@@ -341,7 +341,7 @@ def vllm_available() -> bool:
 
 def make_generator(
     settings: GenerationSettings, model: Any, tokenizer: Any, model_path: str = "", seed: int = 0, merge_lora: bool = False,
-    reply_format: ReplyFormat | None = None, packed_decode: bool = False,
+    reply_format: ReplyFormat | None = None, packed_decode: bool | tuple[Any, ...] = False,
 ) -> Generator:
     """The configured backend; `merge_lora` (transformers backend) samples with LoRA adapters merged,
     `packed_decode` (transformers backend) with MKL-packed weights (`workbench.engine.packed_decode`);

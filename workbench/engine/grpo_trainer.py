@@ -57,7 +57,7 @@ class AgentGRPOTrainer(GRPOTrainer):
     """`GRPOTrainer` that skips exact-zero-gradient micro-batches, samples with merged LoRA
     adapters and plays episodes, each as asked (module doc); TRL's arguments otherwise."""
 
-    def __init__(self, *args: Any, skip_zero_advantage: bool = False, merge_lora: bool = False, packed_decode: bool = False,
+    def __init__(self, *args: Any, skip_zero_advantage: bool = False, merge_lora: bool = False, packed_decode: bool | tuple[Any, ...] = False,
                  share_prompt_prefill: bool = False, drop_finished_rows: bool = False, trim_padding: bool = False,
                  shared_prompt_loss: bool = False, cdf_sampling: bool = False, grow_cache_in_place: bool = False,
                  episodes: EpisodeRollout | None = None, **kwargs: Any):

@@ -25,6 +25,7 @@ from workbench.engine import cold_start as cold
 from workbench.engine.agent import GRPOAgent, StepProgress
 from workbench.engine.generation import make_generator
 from workbench.engine.models import load_model, load_tokenizer, resolve_device, uses_bf16_autocast
+from workbench.engine.packed_decode import packed_dtypes
 from workbench.engine.run_folder import RunFolder
 from workbench.engine.rwr import RWRSettings, RWRUpdater
 from workbench.errors import RunError
@@ -104,7 +105,7 @@ class ModelPair:
         self.env_generator: Any = make_generator(
             config.env.generation, self.env_updater.model, self.env_tokenizer, env_settings.name_or_path, config.seed,
             merge_lora=bool(env_settings.lora and env_settings.lora.merge_for_generation), reply_format=reply_format,
-            packed_decode=env_settings.packed_decode,
+            packed_decode=packed_dtypes(env_settings),
         )
 
     def settings(self, role: str) -> ModelSettings:

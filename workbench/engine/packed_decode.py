@@ -8,7 +8,7 @@ the arithmetic. MKL can pack a weight once for a given row count and reuse it
 (`cblas_sgemm_pack`), which torch exposes as `torch.ops.mkl._mkl_reorder_linear_weight` and
 `torch.ops.mkl._mkl_linear` (the ops its inductor uses for frozen CPU linears).
 
-`PackedDecode.active(model)` (a context manager around `generate`) makes every large float32
+`PackedDecode.active(model)` (a context manager around `generate`) makes every large float32 or bfloat16
 `nn.Linear` of `model` use a packed copy of its weight for inputs of 2-64 rows (a decode step,
 or a short prompt's prefill); one row and larger inputs, and any pass that records gradients,
 take the plain product. One packed copy serves every row count (MKL's packed layout does not
@@ -25,7 +25,15 @@ Exactness: the packed product is MKL's own; it equalled `F.linear` bit for bit f
 on this machine and differed in the last bits below (a different kernel: the tests keep a
 tolerance). So sampled replies may differ from the plain path's in rare tokens (none did in the
 greedy checks: tests/test_packed_decode.py, benchmarks/cost/rollout_sampling.py); a run is still
-reproducible from its seed (the same path, the same bits). Only float32 weights on a CPU with MKL.
+reproducible from its seed (the same path, the same bits).
+
+bfloat16 weights are packed as a float32 copy (exact: every bfloat16 value is a float32 one), the
+decode step's rows are cast to float32, and the product is rounded back to bfloat16. A CPU's
+bfloat16 product of a few rows is slow (1 thread, SmolLM2's shapes at 8 rows, Intel Xeon with
+AVX512-BF16: 2-5 GB/s of weights against 10-20 GB/s packed float32, benchmarks/cost/small_products.py),
+so reading twice the bytes still pays. Both compute the products of the same bfloat16 values in
+float32, in another order, so an output may differ from the plain product's in its last bfloat16
+bit. Only float32 and bfloat16 weights on a CPU with MKL.
 """
 
 from __future__ import annotations
@@ -43,6 +51,8 @@ MIN_ROWS, MAX_ROWS = 2, 64
 PACKED_FOR_ROWS = 16  # the row count passed to MKL's pack: the layout (and the products) are the same for any
 # Weights smaller than this (LoRA adapters, tiny test models' layers) are left alone.
 MIN_WEIGHT_ELEMENTS = 1 << 16
+# MKL packs float32; a bfloat16 weight is packed as its (exact) float32 copy (module doc)
+PACKABLE_DTYPES = (torch.float32, torch.bfloat16)
 
 
 def available() -> bool:
@@ -50,21 +60,43 @@ def available() -> bool:
     return torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_reorder_linear_weight")
 
 
-def packable(module: nn.Module) -> bool:
-    """A linear layer whose weight is large, float32 and on the CPU."""
+def packable(module: nn.Module, dtypes: tuple[torch.dtype, ...] = PACKABLE_DTYPES) -> bool:
+    """A linear layer whose weight is large, of one of `dtypes` and on the CPU."""
     weight = getattr(module, "weight", None)
-    return (isinstance(module, nn.Linear) and weight is not None and weight.dtype == torch.float32
+    return (isinstance(module, nn.Linear) and weight is not None and weight.dtype in dtypes
             and weight.device.type == "cpu" and weight.numel() >= MIN_WEIGHT_ELEMENTS)
+
+
+def _float32_shape_of(weight: torch.Tensor) -> torch.Tensor:
+    """What `_mkl_linear` takes as the original weight: it reads only its dtype and shape when given
+    the row count it multiplies (as `_forward` always does), so a bfloat16 weight's stand-in is one
+    float32 zero expanded to its shape, no copy. A float32 weight is itself."""
+    if weight.dtype == torch.float32:
+        return weight.detach()
+    return torch.zeros((), dtype=torch.float32).expand(weight.shape)
+
+
+def packed_dtypes(settings: Any) -> tuple[torch.dtype, ...]:
+    """The weight dtypes a model's settings (`ModelSettings`) sample packed: none
+    (`packed_decode` off), float32, or float32 and bfloat16 (`packed_decode_bfloat16` too)."""
+    if not settings.packed_decode:
+        return ()
+    return PACKABLE_DTYPES if settings.packed_decode_bfloat16 else (torch.float32,)
 
 
 class PackedDecode:
     """Packed weights of one model's linear layers, kept across generate calls (module doc).
 
+    `dtypes`: the weight dtypes it packs (float32 alone unless told; bfloat16 as float32 copies).
     `packed` maps a layer to (its weight's identity when packed, the packed buffer); a
     weight's identity is its storage pointer, version counter and shape, which any in-place write
     (an optimizer step, a LoRA merge, a checkpoint load) changes."""
 
-    def __init__(self) -> None:
+    def __init__(self, dtypes: tuple[torch.dtype, ...] = (torch.float32,)) -> None:
+        unknown = set(dtypes) - set(PACKABLE_DTYPES)
+        if unknown:
+            raise ValueError(f"packed_decode packs only {PACKABLE_DTYPES} weights, not {sorted(map(str, unknown))}")
+        self.dtypes = tuple(dtypes)
         self.packed: dict[int, tuple[tuple[Any, ...], torch.Tensor]] = {}
         self.packs = 0  # how many times a weight was packed (tests, the benchmark)
 
@@ -73,24 +105,26 @@ class PackedDecode:
         identity = (weight.data_ptr(), weight._version, tuple(weight.shape))
         found = self.packed.get(id(module))
         if found is None or found[0] != identity:
-            found = (identity, torch.ops.mkl._mkl_reorder_linear_weight(weight.detach(), PACKED_FOR_ROWS))
+            found = (identity, torch.ops.mkl._mkl_reorder_linear_weight(weight.detach().float(), PACKED_FOR_ROWS))
             self.packed[id(module)] = found
             self.packs += 1
         return found[1]
 
     def _forward(self, module: nn.Linear, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // x.shape[-1] if x.dim() else 0
-        if not (MIN_ROWS <= rows <= MAX_ROWS) or torch.is_grad_enabled() or x.dtype != torch.float32:
-            return nn.functional.linear(x, module.weight, module.bias)
+        weight = module.weight
+        if not (MIN_ROWS <= rows <= MAX_ROWS) or torch.is_grad_enabled() or x.dtype != weight.dtype:
+            return nn.functional.linear(x, weight, module.bias)
         packed = self._weight_packed(module)
-        out = torch.ops.mkl._mkl_linear(x.reshape(rows, x.shape[-1]), packed, module.weight.detach(), module.bias, rows)
-        return out.reshape(*x.shape[:-1], out.shape[-1])
+        bias = None if module.bias is None else module.bias.detach().float()
+        out = torch.ops.mkl._mkl_linear(x.reshape(rows, x.shape[-1]).float(), packed, _float32_shape_of(weight), bias, rows)
+        return out.to(x.dtype).reshape(*x.shape[:-1], out.shape[-1])
 
     @contextlib.contextmanager
     def active(self, model: Any) -> Iterator[int]:
         """Inside, `model`'s packable linear layers decode with packed weights; yields how many
         layers that is (0 where MKL's packed product is not available: then nothing changes)."""
-        layers = [m for m in model.modules() if packable(m)] if available() else []
+        layers = [m for m in model.modules() if packable(m, self.dtypes)] if available() else []
         for module in layers:
             module.forward = types.MethodType(lambda m, x: self._forward(m, x), module)
         try:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from contextlib import ExitStack, contextmanager
 from typing import Any, Iterator
 
+import torch
+
 from workbench.engine.cache_in_place import cache_grows_in_place
 from workbench.engine.cdf_sampling import tokens_drawn_by_cdf
 from workbench.engine.finished_rows import finished_rows_leave
@@ -22,11 +24,14 @@ from workbench.engine.shared_prefill import common_prefix_prefilled_once, prompt
 class SamplingPaths:
     """`with paths.around(model): model.generate(...)`: the asked-for paths around one sampling call."""
 
-    def __init__(self, merge_lora: bool = False, packed_decode: bool = False, share_prompt_prefill: bool = False,
+    def __init__(self, merge_lora: bool = False, packed_decode: bool | tuple[Any, ...] = False, share_prompt_prefill: bool = False,
                  drop_finished_rows: bool = False, share_prefix: bool = False, cdf_sampling: bool = False,
                  grow_cache_in_place: bool = False):
         self.lora_merge = LoraMerge() if merge_lora else None
-        self.packed = PackedDecode() if packed_decode else None  # kept across calls: a frozen weight is packed once a run
+        # kept across calls: a frozen weight is packed once a run. True packs float32 weights; a tuple names the
+        # dtypes (`packed_decode.packed_dtypes` of a model's settings), empty for none
+        dtypes = (torch.float32,) if packed_decode is True else tuple(packed_decode or ())
+        self.packed = PackedDecode(dtypes) if dtypes else None
         self.share_prompt_prefill = share_prompt_prefill
         self.drop_finished_rows = drop_finished_rows
         self.share_prefix = share_prefix

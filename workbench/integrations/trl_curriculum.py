@@ -75,6 +75,7 @@ from workbench.engine.generation import make_generator
 from workbench.engine.mixture import training_mixture
 from workbench.engine.model_pair import load_trainable
 from workbench.engine.models import load_model, load_tokenizer, resolve_device, uses_bf16_autocast
+from workbench.engine.packed_decode import packed_dtypes
 from workbench.engine.run_folder import RunFolder, RunState
 from workbench.engine.rwr import RWRSettings, RWRUpdater
 from workbench.integrations._rows import IntegrationError, completion_text, domain_named
@@ -166,7 +167,7 @@ class GenEnvCurriculum(TrainerCallback):
         reply_format = run_reply_format(cfg, self.domain, self.seeds)
         self.env_generator = make_generator(cfg.env.generation, self.env_updater.model, self.env_tokenizer,
                                             cfg.env.model.name_or_path, cfg.seed, merge_lora=bool(lora and lora.merge_for_generation),
-                                            reply_format=reply_format, packed_decode=cfg.env.model.packed_decode)
+                                            reply_format=reply_format, packed_decode=packed_dtypes(cfg.env.model))
 
     # ------------------------------------------------------------------ the dataset
 
