@@ -354,7 +354,19 @@ def test_parse_task_rejections():
     assert P.workbench_parse_task(json.dumps({"question": "x", "functions": []}), []).code == "schema"
     # one closing brace too many ends the outer object early; the reply's first well-formed object is an inner one
     unbalanced = P.workbench_parse_task('{"question": "x", "functions": [{"name": "f", "parameters": {"type": "dict"}}}], "ground_truth": []}', [])
-    assert unbalanced.code == "schema" and "not well-formed" in unbalanced.message and "inner object" in unbalanced.message
+    assert unbalanced.code == "schema" and "closes the wrong kind of bracket" in unbalanced.message and "inner object" in unbalanced.message
+    # the outer object's real fault is named: an integer of more digits than Python reads (JSON's own error), an unclosed object
+    huge = _generated().replace('"question": ', '"n": ' + "9" * 5000 + ', "question": ', 1)
+    too_many_digits = P.workbench_parse_task(huge, [])
+    assert too_many_digits.code == "schema" and "4300 digits" in too_many_digits.message, too_many_digits.message
+    cut = P.workbench_parse_task('{"question": "x", "functions": [{"name": "f", "parameters": {"type": "dict"}}], "ground_truth": [', [])
+    assert cut.code == "schema" and "never closed" in cut.message, cut.message
+    # `</think>` inside the task's own text is not a reasoning block's end: the task is read whole
+    thinking = {**GOOD_GENERATED, "question": GOOD_GENERATED["question"] + " Mention the </think> tag."}
+    read = P.workbench_parse_task(json.dumps(thinking), [])
+    assert not isinstance(read, Rejection) and "</think> tag" in read.prompt
+    after_reasoning = P.workbench_parse_task("I should write a task.</think>" + _generated(), [])
+    assert not isinstance(after_reasoning, Rejection)
     assert P.workbench_parse_task(json.dumps({"question": 3, "functions": [], "ground_truth": []}), []).code == "schema"
     assert P.workbench_parse_task("x" * 60_000, []).code == "too_long"
     assert P.workbench_parse_task(_generated(functions=[None]), []).code == "schema"  # raised AttributeError before

@@ -21,7 +21,7 @@ import json
 import re
 from typing import Any, TypeGuard
 
-from workbench import AgentStats, Rejection, ReplyJSONError, Task, find_bad_text, reply_json
+from workbench import AgentStats, Rejection, ReplyJSONError, Task, balanced_json_end, find_bad_text, reply_json
 from workbench_bfcl.checker import PYTHON_TYPE_MAPPING
 from workbench_bfcl.data import NAME as DOMAIN
 from workbench_bfcl.data import SYSTEM, agent_prompt, make_spec
@@ -54,12 +54,41 @@ def parse_generated(text: str) -> dict | str:
         return f"generation is longer than {MAX_TEXT} characters"
     if _UNDECODABLE.search(text):
         return "generation is not valid UTF-8 (undecodable bytes)"
-    if "</think>" in text:
+    if "</think>" in text:  # a reasoning block before the object, unless the tag is inside the object's own strings
+        whole = _read_json(text)
+        if isinstance(whole, dict) and "question" in whole:
+            return whole
         text = text.rsplit("</think>", 1)[1]
+    return _read_json(text)
+
+
+def _read_json(text: str) -> dict | str:
     try:
         return reply_json(text, max_chars=MAX_TEXT, max_depth=MAX_JSON_DEPTH)
     except ReplyJSONError as exc:
         return exc.message
+
+
+def outer_object_problem(text: str) -> str:
+    """Why the first JSON object of the reply's part that names the question (after a reasoning
+    block, if it does) was not read: it is never closed, nests too deep, or `json.loads` refused it
+    (in its own words: a missing comma, single quotes, an integer of more digits than Python reads)."""
+    after_reasoning = text.rsplit("</think>", 1)[-1]
+    if '"question"' in after_reasoning:
+        text = after_reasoning
+    start = text.find("{")
+    if start < 0:
+        return "no '{' opens it"
+    end, why = balanced_json_end(text, start, MAX_JSON_DEPTH)
+    if end is None:
+        return {"too_deep": f"it nests deeper than {MAX_JSON_DEPTH} levels",
+                "mismatched": "a bracket closes the wrong kind of bracket"}.get(why or "", "it is never closed (cut off, or a quote "
+                                                                                      "or bracket that does not balance)")
+    try:
+        json.loads(text[start:end])
+    except (ValueError, RecursionError) as exc:
+        return f"JSON cannot read it ({exc.__class__.__name__}: {str(exc)[:120]})"
+    return "it is not a JSON object"
 
 
 def generated_record_id(data: dict) -> str:
@@ -288,8 +317,8 @@ def parse_task(text: str) -> Task | Rejection:
     for key in ("question", "functions", "ground_truth"):
         if key not in data:
             if key == "question" and '"question"' in text:  # the object that holds it did not parse; a later, inner one did
-                return Rejection("schema", "the JSON object with the question is not well-formed (its brackets or quotes do not "
-                                           "balance), so only an inner object was read, which has no 'question'")
+                return Rejection("schema", f"the JSON object with the question was not read: {outer_object_problem(text)}; "
+                                           "only an inner object was, which has no 'question'")
             return Rejection("schema", f"the JSON object has no {key!r}")
     functions = data["functions"]
     if not isinstance(data["question"], str) or not isinstance(functions, list) or not isinstance(data["ground_truth"], list):
