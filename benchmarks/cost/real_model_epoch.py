@@ -52,7 +52,8 @@ the sampling forwards and the training passes with their rows and tokens (paddin
 went through the model, so `trim` shows the tokens it dropped).
 
 For each: the seconds of every phase (environment generation, agent rollouts + update,
-environment update, checkpoint) summed over the epochs, as a ratio to the baseline, with the
+environment update, checkpoint) summed over the epochs, and the variant's wall time (loading the
+models and the cold start included, unless the cold-start cache holds it), as a ratio to the baseline, with the
 1-minute load average read before each variant (a second torch process on the same cores
 slows everything: benchmarks/cost/cpu_threads.py).
 
@@ -65,6 +66,7 @@ slows everything: benchmarks/cost/cpu_threads.py).
     python benchmarks/cost/real_model_epoch.py --domain arithmetic --epochs 2 --variants baseline,fast --cold-start --profile
     python benchmarks/cost/real_model_epoch.py --domain bfcl --epochs 1 --variants no-skip,no-skip+shared-loss --half --profile
     python benchmarks/cost/real_model_epoch.py --domain bfcl --epochs 1 --half --cold-start --variants baseline,fast+trim+shared-loss+static
+    python benchmarks/cost/real_model_epoch.py --domain arithmetic --epochs 2 --cold-start --flop-bound --variants faster-1,faster-2
 
 `--half` uses the held-out table's sizes (benchmarks/effect/real_model.py: 4 generated tasks and a
 mixture of 8 an epoch, 32 rollouts); every finished run folder is checked with
@@ -310,10 +312,11 @@ def main() -> None:
             shutil.rmtree(folder, ignore_errors=True)
     print(f"\n{args.domain}, {args.model}, {args.epochs} epochs, {os.cpu_count()} CPUs ({cpu_description()}); "
           f"seconds summed over epochs, ratio to {names[0]} (the first variant)")
-    print(f"{'variant':<10} " + " ".join(f"{p:>16}" for p in PHASES) + f" {'load before':>12}")
+    columns = [*PHASES, "wall"]  # wall: the whole variant, its model loading and cold start (unless cached) included
+    print(f"{'variant':<10} " + " ".join(f"{p:>16}" for p in columns) + f" {'load before':>12}")
     baseline = rows[names[0]][0]
     for name, (total, load) in rows.items():
-        cells = [f"{total[p]:7.1f} ({total[p] / baseline[p]:.2f}x)" if baseline[p] else f"{total[p]:7.1f}" for p in PHASES]
+        cells = [f"{total[p]:7.1f} ({total[p] / baseline[p]:.2f}x)" if baseline[p] else f"{total[p]:7.1f}" for p in columns]
         print(f"{name:<10} " + " ".join(f"{c:>16}" for c in cells) + f" {load:>12.2f}")
 
 
