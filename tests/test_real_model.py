@@ -74,6 +74,7 @@ def test_the_held_out_table_script_runs_end_to_end(tmp_path):
     assert sorted(p.name for p in (out / "logs").iterdir()) == [f"arithmetic-{r}-s{s}.log" for r in ("base", "genenv") for s in (0, 1)]
     assert all(c["threads"] == max(1, (os.cpu_count() or 1) // 2) for row in result["rows"].values() for c in row["cells"]
                if row is not result["rows"]["cold"])  # two workers share the cores out; the cold starts ran alone
+    assert result["cpu"] == real_model.cells_cpu(result) and "not recorded" not in result["cpu"], "each cell names its CPU"
     again = run_process_group(cmd, timeout=600)  # every cell exists: nothing is measured again
     assert again.returncode == 0 and "genenv  seed 0:" not in again.stdout
 

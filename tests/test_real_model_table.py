@@ -233,3 +233,12 @@ def test_a_trained_cell_stopped_part_way_resumes_only_a_run_of_its_own_config(ma
     assert real_model.resumable(tmp_path / "cell", config)
     assert not real_model.resumable(tmp_path / "cell", dataclasses.replace(config, seed=config.seed + 1)), "another cell's config: start over"
     assert CoEvolution(config, tmp_path / "cell", resume=True).epoch == 1, "it goes on after epoch 1"
+
+
+def test_a_table_names_the_cpus_its_cells_were_measured_on():
+    """Each cell records its CPU; the gathered table names every CPU with its count of cells, and
+    counts the cells from before cells recorded one instead of calling them this machine's."""
+    result = {"rows": {"random": {"cells": [{"cpu": "AMD EPYC"}, {"cpu": "Intel Xeon"}]},
+                       "genenv": {"cells": [{"cpu": "Intel Xeon"}, {}]}}}
+    assert real_model.cells_cpu(result) == "AMD EPYC (1 cells); Intel Xeon (2 cells); not recorded (1 cells)"
+    assert real_model.cells_cpu({"rows": {}}) == "no cells"

@@ -231,7 +231,10 @@ def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any
     config = train_config(args, row, seed, [t.id for t in train])
     max_new = config.agent.max_completion_length
     run_dir = cell_run_dir(args, row, seed)
-    cell: dict[str, Any] = {"row": row, "seed": seed, "load_before": os.getloadavg()[0], "threads": torch.get_num_threads()}
+    from workbench.engine.models import cpu_description
+
+    cell: dict[str, Any] = {"row": row, "seed": seed, "load_before": os.getloadavg()[0], "threads": torch.get_num_threads(),
+                            "cpu": cpu_description()}
     peak = None
     if args.flop_bound and row in TRAINED + list(VARIANTS):
         peak = frame.measure_roofline(getattr(torch, config.agent.model.dtype))  # with the threads the run uses, before it
@@ -357,7 +360,6 @@ def benchmark_split(args: argparse.Namespace, domain: Any) -> tuple[list[Any], l
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Every missing (row, seed) cell, each in a child process; then the result gathered."""
     from workbench.contract.registry import load_registry
-    from workbench.engine.models import cpu_description
 
     out = Path(args.out)
     domain = load_registry().domain(args.benchmark)
@@ -379,7 +381,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     run_cells(args, [c for c in pending if c[0] == "cold"], 1, identity)
     run_cells(args, [c for c in pending if c[0] != "cold"], args.workers, identity)
     result = gather(out, args.benchmark, identity, args.seeds)
-    result["cpu"] = cpu_description()
+    result["cpu"] = cells_cpu(result)
     write_table_result(args, result)
     return result
 
@@ -388,13 +390,22 @@ def gather_only(args: argparse.Namespace) -> dict[str, Any]:
     """`--gather`: the result file from the cells measured so far (`complete` says whether every
     row of every seed is there), nothing measured."""
     from workbench.contract.registry import load_registry
-    from workbench.engine.models import cpu_description
 
     train, heldout = benchmark_split(args, load_registry().domain(args.benchmark))
     result = gather(Path(args.out), args.benchmark, _identity(args, train, heldout), args.seeds)
-    result["cpu"] = cpu_description()
+    result["cpu"] = cells_cpu(result)
     write_table_result(args, result)
     return result
+
+
+def cells_cpu(result: dict[str, Any]) -> str:
+    """The CPUs a table's cells were measured on, as each cell recorded it (cells measured before
+    cells recorded theirs are counted as such, not guessed to be this machine's)."""
+    cpus = [c.get("cpu") for row in result["rows"].values() for c in row["cells"]]
+    named = sorted({c for c in cpus if c})
+    unknown = sum(1 for c in cpus if not c)
+    parts = [f"{cpu} ({cpus.count(cpu)} cells)" for cpu in named] + ([f"not recorded ({unknown} cells)"] if unknown else [])
+    return "; ".join(parts) or "no cells"
 
 
 def _process_start(pid: int) -> str | None:
