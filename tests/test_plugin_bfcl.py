@@ -367,6 +367,11 @@ def test_parse_task_rejections():
     assert not isinstance(read, Rejection) and "</think> tag" in read.prompt
     after_reasoning = P.workbench_parse_task("I should write a task.</think>" + _generated(), [])
     assert not isinstance(after_reasoning, Rejection)
+    # a reasoning block that drafts a task of its own: the task after it is the reply's
+    draft = json.dumps({**GOOD_GENERATED, "question": "A draft I will not keep."})
+    final = P.workbench_parse_task(f"<think>A first try: {draft}</think>" + _generated(), [])
+    assert not isinstance(final, Rejection) and "A draft I will not keep." not in final.prompt
+    assert GOOD_GENERATED["question"] in final.prompt
     assert P.workbench_parse_task(json.dumps({"question": 3, "functions": [], "ground_truth": []}), []).code == "schema"
     assert P.workbench_parse_task("x" * 60_000, []).code == "too_long"
     assert P.workbench_parse_task(_generated(functions=[None]), []).code == "schema"  # raised AttributeError before

@@ -127,9 +127,10 @@ def variant(name: str, config):  # noqa: ANN001, ANN201
         generation = dataclasses.replace(config.env.generation, drop_finished_rows=True)
         return dataclasses.replace(config, agent=dataclasses.replace(agent, drop_finished_rows=True),
                                    env=dataclasses.replace(config.env, generation=generation))
-    if name == "faster" or name in ("faster-1", "faster-2"):
+    if name == "faster" or (name.startswith("faster-") and name.removeprefix("faster-").isdigit()):
         from workbench.demo import FASTER_SET, faster_cpu_settings
 
+        # an unknown set is refused by faster_cpu_settings, before any variant runs
         return faster_cpu_settings(config, int(name.removeprefix("faster-")) if "-" in name else FASTER_SET)
     if name == "continuous":  # transformers' continuous batching for the rollouts, and for the environment unless constrained
         agent = dataclasses.replace(agent, continuous_batching=True, share_prompt_prefill=False, cache_implementation=None)

@@ -54,12 +54,15 @@ def parse_generated(text: str) -> dict | str:
         return f"generation is longer than {MAX_TEXT} characters"
     if _UNDECODABLE.search(text):
         return "generation is not valid UTF-8 (undecodable bytes)"
-    if "</think>" in text:  # a reasoning block before the object, unless the tag is inside the object's own strings
-        whole = _read_json(text)
-        if isinstance(whole, dict) and "question" in whole:
-            return whole
-        text = text.rsplit("</think>", 1)[1]
-    return _read_json(text)
+    if "</think>" not in text:
+        return _read_json(text)
+    # the task after a reasoning block (which may draft one of its own); failing that, the reply read whole,
+    # where the tag was inside the task's own text
+    after = _read_json(text.rsplit("</think>", 1)[1])
+    if isinstance(after, dict) and "question" in after:
+        return after
+    whole = _read_json(text)
+    return whole if isinstance(whole, dict) and "question" in whole else after
 
 
 def _read_json(text: str) -> dict | str:
@@ -71,7 +74,7 @@ def _read_json(text: str) -> dict | str:
 
 def outer_object_problem(text: str) -> str:
     """Why the first JSON object of the reply's part that names the question (after a reasoning
-    block, if it does) was not read: it is never closed, nests too deep, or `json.loads` refused it
+    block, if it does) was not read: it is never closed, a bracket is mismatched, or `json.loads` refused it
     (in its own words: a missing comma, single quotes, an integer of more digits than Python reads)."""
     after_reasoning = text.rsplit("</think>", 1)[-1]
     if '"question"' in after_reasoning:
@@ -79,11 +82,11 @@ def outer_object_problem(text: str) -> str:
     start = text.find("{")
     if start < 0:
         return "no '{' opens it"
-    end, why = balanced_json_end(text, start, MAX_JSON_DEPTH)
+    end, why = balanced_json_end(text, start, MAX_JSON_DEPTH)  # too deep never gets here: reply_json refused it first
+    if end is None and why == "mismatched":
+        return "a bracket closes the wrong kind of bracket"
     if end is None:
-        return {"too_deep": f"it nests deeper than {MAX_JSON_DEPTH} levels",
-                "mismatched": "a bracket closes the wrong kind of bracket"}.get(why or "", "it is never closed (cut off, or a quote "
-                                                                                      "or bracket that does not balance)")
+        return "it is never closed (cut off, or a quote or bracket that does not balance)"
     try:
         json.loads(text[start:end])
     except (ValueError, RecursionError) as exc:

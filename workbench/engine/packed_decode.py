@@ -88,36 +88,38 @@ class PackedDecode:
     """Packed weights of one model's linear layers, kept across generate calls (module doc).
 
     `dtypes`: the weight dtypes it packs (float32 alone unless told; bfloat16 as float32 copies).
-    `packed` maps a layer to (its weight's identity when packed, the packed buffer); a
-    weight's identity is its storage pointer, version counter and shape, which any in-place write
-    (an optimizer step, a LoRA merge, a checkpoint load) changes."""
+    `packed` maps a layer to (its weight's identity when packed, the packed buffer, the float32
+    stand-in `_mkl_linear` takes for the original weight: both made once a pack); a weight's
+    identity is its storage pointer, version counter and shape, which any in-place write (an
+    optimizer step, a LoRA merge, a checkpoint load) changes."""
 
     def __init__(self, dtypes: tuple[torch.dtype, ...] = (torch.float32,)) -> None:
         unknown = set(dtypes) - set(PACKABLE_DTYPES)
         if unknown:
             raise ValueError(f"packed_decode packs only {PACKABLE_DTYPES} weights, not {sorted(map(str, unknown))}")
         self.dtypes = tuple(dtypes)
-        self.packed: dict[int, tuple[tuple[Any, ...], torch.Tensor]] = {}
+        self.packed: dict[int, tuple[tuple[Any, ...], torch.Tensor, torch.Tensor]] = {}
         self.packs = 0  # how many times a weight was packed (tests, the benchmark)
 
-    def _weight_packed(self, module: nn.Linear) -> torch.Tensor:
+    def _weight_packed(self, module: nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
         weight = module.weight
         identity = (weight.data_ptr(), weight._version, tuple(weight.shape))
         found = self.packed.get(id(module))
         if found is None or found[0] != identity:
-            found = (identity, torch.ops.mkl._mkl_reorder_linear_weight(weight.detach().float(), PACKED_FOR_ROWS))
+            packed = torch.ops.mkl._mkl_reorder_linear_weight(weight.detach().float(), PACKED_FOR_ROWS)
+            found = (identity, packed, _float32_shape_of(weight))
             self.packed[id(module)] = found
             self.packs += 1
-        return found[1]
+        return found[1], found[2]
 
     def _forward(self, module: nn.Linear, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // x.shape[-1] if x.dim() else 0
         weight = module.weight
         if not (MIN_ROWS <= rows <= MAX_ROWS) or torch.is_grad_enabled() or x.dtype != weight.dtype:
             return nn.functional.linear(x, weight, module.bias)
-        packed = self._weight_packed(module)
+        packed, original = self._weight_packed(module)
         bias = None if module.bias is None else module.bias.detach().float()
-        out = torch.ops.mkl._mkl_linear(x.reshape(rows, x.shape[-1]).float(), packed, _float32_shape_of(weight), bias, rows)
+        out = torch.ops.mkl._mkl_linear(x.reshape(rows, x.shape[-1]).float(), packed, original, bias, rows)
         return out.to(x.dtype).reshape(*x.shape[:-1], out.shape[-1])
 
     @contextlib.contextmanager
