@@ -755,7 +755,7 @@ def real_model_config(
 # every domain's epoch has run through with it (docs/real-model.md, "Set 2 of the faster settings").
 FASTER_SETS = (1, 2)
 FASTER_SET = FASTER_SETS[-1]
-DEMO_FASTER_SET = 1
+DEMO_FASTER_SET = 2
 
 
 def faster_cpu_settings(config: RunConfig, version: int = FASTER_SET) -> RunConfig:
@@ -774,9 +774,7 @@ def faster_cpu_settings(config: RunConfig, version: int = FASTER_SET) -> RunConf
     instead of being copied at every decode step (`grow_cache_in_place`: the same replies bit for
     bit; BFCL environment shapes decode 0.70-0.76x), and MKL-packed weights for sampling
     (`model.packed_decode`: float32 weights on a CPU, about 2.5 GiB more a 135M model; other
-    dtypes and devices sample as before). `demo --model`'s default on a CPU (`DEMO_FASTER_SET`; `--plain` turns it
-    off), after every domain's epoch ran through with them, the run folder's invariants checked
-    (docs/real-model.md); the held-out tables sample the plain way unless
+    dtypes and devices sample as before). The held-out tables sample the plain way unless
     `benchmarks/effect/real_model.py --fast`, a table of its own.
 
     That is set 1. Set 2 (`version`, the newest and the default; `FASTER_SETS`) adds settings each
@@ -788,7 +786,9 @@ def faster_cpu_settings(config: RunConfig, version: int = FASTER_SET) -> RunConf
     together 0.41x the update), and the agent's bfloat16 weights packed for its rollouts as float32
     copies (`agent.model.packed_decode_bfloat16`: a decode step of 16 rows 0.83-0.89x; the
     environment's BFCL batches of 8 long prompts, where attention weighs most, gained nothing, 1.03x,
-    so its weights stay as they are)."""
+    so its weights stay as they are). Set 2 is `demo --model`'s default on a CPU (`DEMO_FASTER_SET`;
+    `--plain` turns the faster settings off), after every domain's epoch ran through with it, the
+    run folder's invariants checked (docs/real-model.md)."""
     if version not in FASTER_SETS:
         raise DemoError(f"there is no faster CPU settings set {version!r}; the sets are {', '.join(map(str, FASTER_SETS))}")
     agent, env = config.agent, config.env
