@@ -242,3 +242,33 @@ def test_a_table_names_the_cpus_its_cells_were_measured_on():
                        "genenv": {"cells": [{"cpu": "Intel Xeon"}, {}]}}}
     assert real_model.cells_cpu(result) == "AMD EPYC (1 cells); Intel Xeon (2 cells); not recorded (1 cells)"
     assert real_model.cells_cpu({"rows": {}}) == "no cells"
+
+
+def test_two_tables_of_one_benchmark_compare_row_by_row_over_the_seeds_both_measured():
+    """`--table OUT --against OTHER`: per row, the held-out scores paired over the run seeds both
+    tables measured (a seed only one has is left out), the interval of the difference, and the
+    cells' seconds in both; tables over other held-out tasks refuse to compare."""
+    tasks = [f"t{i}" for i in range(40)]
+
+    def table(solved, seeds, seconds: float) -> dict:
+        rows = {}
+        for row, is_solved in solved.items():
+            cells = _cells({s: {t: [float(is_solved(i))] for i, t in enumerate(tasks)} for s in seeds})["cells"]
+            for c in cells:
+                c["eval"]["score"] = sum(is_solved(i) for i in range(40)) / 40
+                c["seconds"] = seconds
+            rows[row] = {"cells": cells}
+        return {"benchmark": "bfcl", "heldout_ids": tasks, "rows": rows}
+
+    ours = table({"seeds": lambda i: i % 2 == 0 or i % 5 == 0, "random": lambda i: i % 2 == 0}, (0, 1, 2), 60.0)
+    other = table({"seeds": lambda i: i % 2 == 0, "random": lambda i: i % 2 == 0, "genenv": lambda i: True}, (0, 1), 120.0)
+    compared = {c["row"]: c for c in real_model.compare_tables(ours, other)}
+    assert set(compared) == {"seeds", "random"}, "a row only one table has is not compared"
+    seeds = compared["seeds"]
+    assert seeds["seeds"] == [0, 1], "seed 2 is only in one table"
+    assert seeds["diffs"] == pytest.approx([0.1, 0.1])
+    assert 0 < seeds["interval"][0] <= 0.1 <= seeds["interval"][1]
+    assert seeds["seconds"] == (120.0, 240.0)
+    assert compared["random"]["interval"] == (0.0, 0.0)
+    with pytest.raises(SystemExit, match="heldout_ids"):
+        real_model.compare_tables(ours, {**other, "heldout_ids": tasks[:39]})

@@ -50,6 +50,7 @@ start again (the workbench cache is not in the repository), from the same seed.
     python benchmarks/effect/real_model.py --table runs/real-model
     python benchmarks/effect/real_model.py --benchmark arithmetic --seeds 5 --gather --out runs/real-model  # the cells so far
     python benchmarks/effect/real_model.py --figures runs/real-model --to docs/figures
+    python benchmarks/effect/real_model.py --table runs/fast --against runs/real-model  # two tables row by row
 
 `--fast` measures a table with the settings that make a run faster on a CPU
 (`workbench.demo.faster_cpu_settings`, whose docstring lists them) on every trained row; its cells are a table of their own (the identity
@@ -745,6 +746,64 @@ def print_table(out: Path) -> None:
         print_dynamics(rows)
 
 
+def compare_tables(ours: dict[str, Any], other: dict[str, Any]) -> list[dict[str, Any]]:
+    """Row by row, two tables of one benchmark and one held-out set measured another way (other
+    settings, another machine): over the run seeds both measured, each row's held-out score in
+    both, their paired difference ours - other with its bootstrap interval over tasks and seeds,
+    and the cells' seconds in both. What `--table OUT --against OTHER` prints."""
+    for key in ("benchmark", "heldout_ids"):
+        if ours.get(key) != other.get(key):
+            raise SystemExit(f"--against: the two tables differ in {key}; compare tables of one benchmark "
+                             "over the same held-out tasks (the same --benchmark, --heldout and --max-prompt-chars)")
+    compared = []
+    for row in ALL_ROWS:
+        if row not in ours["rows"] or row not in other["rows"]:
+            continue
+        mine = {c["seed"]: c for c in ours["rows"][row]["cells"]}
+        theirs = {c["seed"]: c for c in other["rows"][row]["cells"]}
+        seeds = sorted(set(mine) & set(theirs))
+        if not seeds:
+            continue
+        pair = {"ours": {"cells": [mine[s] for s in seeds]}, "other": {"cells": [theirs[s] for s in seeds]}}
+        found = paired(pair, "ours", "other")
+        if found is None:
+            continue
+        answers, diffs = found
+        mine_scores, their_scores = _scores(pair["ours"], answers), _scores(pair["other"], answers)
+        seeds = sorted(set(mine_scores) & set(their_scores))
+        compared.append({
+            "row": row, "seeds": seeds, "answers": answers, "diffs": diffs,
+            "ours": [mine_scores[s] for s in seeds], "other": [their_scores[s] for s in seeds],
+            "interval": paired_bootstrap(pair, "ours", "other", answers),
+            "seconds": (sum(mine[s]["seconds"] for s in seeds), sum(theirs[s]["seconds"] for s in seeds)),
+        })
+    return compared
+
+
+def print_against(out: Path, other_out: Path) -> None:
+    """`--table OUT --against OTHER`: each benchmark the two folders share, row by row."""
+    others = {r["benchmark"]: r for r in (read_result(p) for p in sorted(other_out.glob("result-*.json")))}
+    shared = [r for r in (read_result(p) for p in sorted(out.glob("result-*.json"))) if r["benchmark"] in others]
+    if not shared:
+        raise SystemExit(f"--against: {out} and {other_out} share no benchmark's result-*.json")
+    for ours in shared:
+        other = others[ours["benchmark"]]
+        compared = compare_tables(ours, other)
+        print(f"\n## {ours['benchmark']}: {out} against {other_out}, over the run seeds both measured")
+        print(f"CPUs: {cells_cpu(ours)} against {cells_cpu(other)}")
+        print("\n| row | seeds | held out, this | held out, other | paired this - other (95% interval) | minutes of cells, this / other |")
+        print("|---|---|---|---|---|---|")
+        for c in compared:
+            low_high = "" if c["interval"] is None else f" ({100 * c['interval'][0]:+.1f} to {100 * c['interval'][1]:+.1f})"
+            mine, theirs = c["seconds"]
+            print(f"| {c['row']} | {','.join(map(str, c['seeds']))} | {_mean_sd(c['ours'])} | {_mean_sd(c['other'])} | "
+                  f"{_mean_sd(c['diffs'])}{low_high} | {mine / 60:.1f} / {theirs / 60:.1f} ({mine / theirs:.2f}x) |")
+        mine = sum(c["seconds"][0] for c in compared)
+        theirs = sum(c["seconds"][1] for c in compared)
+        if compared:
+            print(f"\ncells both measured: {mine / 60:.1f} min against {theirs / 60:.1f} min ({mine / theirs:.2f}x)")
+
+
 def print_rungs(rows: dict[str, Any]) -> None:
     rungs = sorted({k for row in rows.values() for c in row["cells"] for k in (cell_eval(c) or {}).get("by_rung", {})}, key=int)
     if not rungs:
@@ -873,6 +932,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--benchmark", choices=sorted(frame.BENCHMARKS))
     parser.add_argument("--table", metavar="OUT", help="print the tables over every result in OUT and stop")
+    parser.add_argument("--against", metavar="OTHER", help="with --table OUT: compare OUT's tables row by row with OTHER's "
+                        "(the same benchmark and held-out tasks, measured another way): held-out scores paired over the "
+                        "seeds both measured, and the cells' time")
     parser.add_argument("--figures", metavar="OUT", help="draw the training-dynamics figures of every result in OUT and stop")
     parser.add_argument("--to", default="docs/figures", help="where --figures writes its PNGs")
     parser.add_argument("--figure-name", help="--figures: the PNG's name without .png (default real-model-BENCHMARK)")
@@ -917,8 +979,13 @@ def main() -> None:
     parser.add_argument("--cell", nargs=2, metavar=("ROW", "SEED"), help=argparse.SUPPRESS)  # one cell, in a child process
     parser.add_argument("--cell-eval", nargs=3, metavar=("ROW", "SEED", "N"), help=argparse.SUPPRESS)  # one re-evaluation
     args = parser.parse_args()
+    if args.against and not args.table:
+        parser.error("--against OTHER compares with --table OUT: give both")
     if args.table:
-        print_table(Path(args.table))
+        if args.against:
+            print_against(Path(args.table), Path(args.against))
+        else:
+            print_table(Path(args.table))
         return
     if args.figures:
         for path in draw_figures(Path(args.figures), Path(args.to), args.figure_name):
