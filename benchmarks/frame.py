@@ -424,6 +424,56 @@ def phase_ratios(run: Any, run_dir: Path, records: list[Any], roofline: Roofline
     return epochs
 
 
+def cold_start_work(info: dict[str, Any], fpt: float, head_flops: float, weight_bytes: float, train_passes: int,
+                    batch_size: int) -> dict[str, dict[str, float]]:
+    """The least work of one role's cold start (`info`, its record from `workbench.engine.cold_start`,
+    with its token counts): `train`, the fine-tuning's forward and backward over every example's
+    tokens (`train_passes` forward-sized passes: 2 with LoRA, whose frozen weights need no gradient,
+    3 without, one more with activation checkpointing), the output layer (`head_flops` a token) at
+    the completion's tokens only, the loss's; `probe`, the two forwards over the probe examples
+    (before and after). `fpt` is the forward FLOPs a token, the output layer's included, at the
+    examples' mean length; each micro-batch of `batch_size` examples reads the weights once a pass."""
+    parts = {}
+    for part, passes, count in (("train", train_passes, info["examples"]), ("probe", 2, info["probe_examples"])):
+        tokens = info["tokens"][part]
+        flops = tokens["tokens"] * (fpt - head_flops) + tokens["completion"] * head_flops
+        micro_batches = -(-count // max(1, batch_size))
+        parts[part] = {"flops": passes * flops, "bytes": passes * micro_batches * weight_bytes}
+    return parts
+
+
+def cold_start_ratios(info: dict[str, Any], model: Any, settings: Any, roofline: Roofline) -> dict[str, Any] | None:
+    """One role's cold start against `roofline`: `cold_start_work` of its record with `model`'s
+    facts (the role's base model, before the fine-tuning) and `settings` (the run's RunConfig),
+    set against the fine-tuning's and the probes' seconds, and the whole (its loading, merging
+    and saving included) against both bounds together. None for a record without token counts (a
+    cold start stored before they were kept)."""
+    if "tokens" not in info:
+        return None
+    role_model = settings.agent.model if info["role"] == "agent" else settings.env.model
+    passes = (2 if role_model.lora is not None else 3) + (1 if role_model.gradient_checkpointing else 0)
+    examples = info["examples"] or 1
+    fpt = flops_per_token(model, info["tokens"]["train"]["tokens"] / examples)
+    head = 2 * model.config.hidden_size * model.config.vocab_size
+    work = cold_start_work(info, fpt, head, ModelFacts.of(model).weight_bytes, passes, settings.cold_start.per_device_batch_size)
+    found: dict[str, Any] = {}
+    for part, seconds in (("train", info.get("train_seconds")), ("probe", info.get("probe_seconds"))):
+        bound = roofline.seconds(work[part]["flops"], work[part]["bytes"])
+        found[part] = {"tflop": work[part]["flops"] / 1e12, "seconds": seconds, "bound_seconds": bound,
+                       "ratio": bound / seconds if seconds else None}
+    bound = found["train"]["bound_seconds"] + found["probe"]["bound_seconds"]
+    found["whole"] = {"seconds": info["seconds"], "bound_seconds": bound, "ratio": bound / info["seconds"]}
+    return found
+
+
+def describe_cold_start(role: str, found: dict[str, Any]) -> str:
+    """One line of `cold_start_ratios`."""
+    train, probe, whole = found["train"], found["probe"], found["whole"]
+    return (f"  cold start of the {role}: fine-tuning {train['tflop']:.1f} TFLOP in {train['seconds']:.1f} s, "
+            f"{train['ratio']:.2f} of the roofline; probes {probe['tflop']:.1f} TFLOP in {probe['seconds']:.1f} s, "
+            f"{probe['ratio']:.2f}; the whole {whole['seconds']:.1f} s (loading and saving included), {whole['ratio']:.2f}")
+
+
 def describe_flops(epoch: dict[str, Any]) -> str:
     """One line of `phase_ratios`' epoch."""
     cells = [f"{phase} -" if p is None else

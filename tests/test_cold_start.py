@@ -62,6 +62,32 @@ def test_the_cold_start_lowers_the_seed_loss_and_the_run_folder_records_it(base_
         assert info["examples"] == 2 * len(run.seeds)  # two passes, one example a seed
         assert info["probe_examples"] == len(run.seeds), "the loss is measured on one example a seed"
         assert info["steps"] > 0 and info["seconds"] > 0 and info["files"]
+        assert 0 < info["train_seconds"] and 0 < info["probe_seconds"]
+        assert info["train_seconds"] + info["probe_seconds"] <= info["seconds"], "the fine-tuning and probes are parts of the whole"
+        train, probe = info["tokens"]["train"], info["tokens"]["probe"]
+        assert 0 < train["completion"] < train["tokens"] and 0 < probe["completion"] < probe["tokens"], "the loss is on the completion"
+    agent_tokens = record["roles"]["agent"]["tokens"]
+    assert agent_tokens["train"] == {k: 2 * v for k, v in agent_tokens["probe"].items()}, \
+        "the agent's two passes are its probe's rows twice (its reference answers do not vary)"
+    # against this machine's roofline (benchmarks/frame.py) each part of the fine-tuning takes longer than its bound:
+    # a ratio above 1 would mean its FLOPs or bytes are over-counted
+    from transformers import AutoModelForCausalLM
+
+    from benchmarks import frame
+
+    base = AutoModelForCausalLM.from_pretrained(base_config.agent.model.name_or_path)
+    roof = frame.Roofline(peak=frame.matmul_peak(size=256, repeats=3), bandwidth=frame.memory_bandwidth(size_mib=16, repeats=2)["bound"])
+    found = frame.cold_start_ratios(record["roles"]["agent"], base, base_config, roof)
+    for part in ("train", "probe", "whole"):
+        assert 0 < found[part]["ratio"] < 1, (part, found)
+    assert "cold start of the agent" in frame.describe_cold_start("agent", found)
+    assert frame.cold_start_ratios({k: v for k, v in record["roles"]["agent"].items() if k != "tokens"}, base, base_config, roof) is None
+    # a table's cold cell (`real_model.py --flop-bound`) counts the roles it fine-tuned, not one copied from the cache
+    from benchmarks.effect import real_model
+
+    assert set(real_model.cold_start_flops(base_config, record["roles"], roof)) == {"agent", "env"}
+    copied = {**record["roles"], "env": {**record["roles"]["env"], "from_cache": "/cache/cold-start/key"}}
+    assert set(real_model.cold_start_flops(base_config, copied, roof)) == {"agent"}
     assert record["settings"] == dataclasses.asdict(FAST)
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert saved["cold_start"] == dataclasses.asdict(FAST), "config.yaml records the cold start's settings"

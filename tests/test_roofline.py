@@ -61,6 +61,18 @@ def test_phase_work_counts_what_each_phase_did(make_config):
     assert static["generate"] == [] and static["agent"] == work["agent"]
 
 
+def test_a_cold_start_counts_its_examples_passes_and_the_output_layer_at_the_completion_only():
+    info = {"examples": 8, "probe_examples": 4,
+            "tokens": {"train": {"tokens": 8000, "completion": 800}, "probe": {"tokens": 4000, "completion": 400}}}
+    work = frame.cold_start_work(info, fpt=3e6, head_flops=1e6, weight_bytes=1e8, train_passes=2, batch_size=2)
+    assert work["train"]["flops"] == pytest.approx(2 * (8000 * 2e6 + 800 * 1e6)), "LoRA: forward and backward"
+    assert work["train"]["bytes"] == pytest.approx(2 * 4 * 1e8), "4 micro-batches of 2, the weights read once a pass"
+    assert work["probe"]["flops"] == pytest.approx(2 * (4000 * 2e6 + 400 * 1e6)), "two forwards: before and after"
+    assert work["probe"]["bytes"] == pytest.approx(2 * 2 * 1e8)
+    full = frame.cold_start_work(info, 3e6, 1e6, 1e8, train_passes=3, batch_size=3)
+    assert full["train"]["flops"] == pytest.approx(1.5 * work["train"]["flops"]) and full["train"]["bytes"] == pytest.approx(3 * 3 * 1e8)
+
+
 def test_memory_bandwidth_measures_both_ways_and_bounds_by_the_faster():
     bw = frame.memory_bandwidth(size_mib=16, repeats=2)
     assert bw["copy"] > 0 and bw["gemv"] > 0 and bw["bound"] == max(bw["copy"], bw["gemv"])

@@ -16,6 +16,7 @@ variant:
 * `completion`: `cold_start.completion_logits_only`.
 
     python benchmarks/cost/cold_start.py --benchmark bfcl --role env --seeds 8
+    python benchmarks/cost/cold_start.py --benchmark bfcl --role env --seeds 8 --flop-bound  # against the roofline
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ from benchmarks import frame
 VARIANTS = {"plain": False, "completion": True}
 
 
-def fine_tune(benchmark: str, model: str, role: str, seeds: int, dtype: str, variant: str, queue: Any) -> None:
-    """One role's cold start under `variant`, in this (child) process; its record goes to `queue`."""
+def fine_tune(benchmark: str, model: str, role: str, seeds: int, dtype: str, variant: str, queue: Any, flop_bound: bool = False) -> None:
+    """One role's cold start under `variant`, in this (child) process; its record goes to `queue`,
+    with (`flop_bound`) its parts against this machine's roofline measured before it."""
     from workbench.contract.registry import load_registry
     from workbench.demo import real_model_config
     from workbench.engine import cold_start
@@ -57,10 +59,17 @@ def fine_tune(benchmark: str, model: str, role: str, seeds: int, dtype: str, var
     apply_threads(config.threads)
     chosen = [t for t in domain.seed_tasks(config.domain_options) if t.id in set(config.seed_ids or [])]
     rows, probe, _ = cold_start.role_rows(config, domain, cold_start.role_seeds(settings, role, chosen), role)
-    with tempfile.TemporaryDirectory(prefix=f"cold-start-{variant}-") as folder:
-        info = cold_start._fine_tune(config, models[role], f"{role}.model", rows, probe, Path(folder) / "out", role)
     import torch
 
+    roofline = frame.measure_roofline(getattr(torch, dtype)) if flop_bound else None  # with the threads the fine-tuning uses
+    with tempfile.TemporaryDirectory(prefix=f"cold-start-{variant}-") as folder:
+        info = cold_start._fine_tune(config, models[role], f"{role}.model", rows, probe, Path(folder) / "out", role)
+    if roofline is not None:
+        from workbench.engine.models import load_model
+
+        base = load_model(dataclasses.replace(models[role], lora=None), f"{role}.model", trainable=False)
+        info["roofline"] = roofline.describe()
+        info["ratios"] = frame.cold_start_ratios(info, base, config, roofline)
     queue.put({**info, "threads": torch.get_num_threads()})
 
 
@@ -72,6 +81,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=8, help="the first N training seeds (the table's cold start takes them all)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--variants", type=lambda s: s.split(","), default=list(VARIANTS))
+    parser.add_argument("--flop-bound", action="store_true",
+                        help="measure this machine's roofline (matrix-product rate, memory bandwidth) in each variant's process and "
+                             "print the fine-tuning and its loss probes against it (benchmarks/frame.py, cold_start_ratios)")
     args = parser.parse_args()
     unknown = set(args.variants) - set(VARIANTS)
     if unknown:
@@ -86,7 +98,8 @@ def main() -> None:
     for variant in args.variants:
         load = os.getloadavg()[0]
         queue = context.Queue()
-        child = context.Process(target=fine_tune, args=(args.benchmark, args.model, args.role, args.seeds, args.dtype, variant, queue))
+        child = context.Process(target=fine_tune, args=(args.benchmark, args.model, args.role, args.seeds, args.dtype, variant, queue,
+                                                            args.flop_bound))
         child.start()
         info = None
         while info is None:
@@ -100,6 +113,8 @@ def main() -> None:
         print(f"{variant:<11} {info['examples']} examples, {info['steps']} steps, {info['threads']} threads (load {load:.2f} before): "
               f"{info['seconds']:.1f} s ({info['seconds'] / first:.2f}x), loss on the seeds {info['loss_before']:.4f} -> "
               f"{info['loss_after']:.4f}", flush=True)
+        if info.get("ratios"):
+            print(f"  {info['roofline']}\n{frame.describe_cold_start(args.role, info['ratios'])}", flush=True)
 
 
 if __name__ == "__main__":

@@ -237,7 +237,7 @@ def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any
     cell: dict[str, Any] = {"row": row, "seed": seed, "load_before": os.getloadavg()[0], "threads": torch.get_num_threads(),
                             "cpu": cpu_description()}
     peak = None
-    if args.flop_bound and row in TRAINED + list(VARIANTS):
+    if args.flop_bound and row in TRAINED + list(VARIANTS) + ["cold"]:  # cold: its cold start against the roofline
         peak = frame.measure_roofline(getattr(torch, config.agent.model.dtype))  # with the threads the run uses, before it
         cell["flop_bound_gflops"], cell["bandwidth_gbs"] = peak.peak / 1e9, peak.bandwidth / 1e9
     tokenizer = load_tokenizer(config.agent.model, "--model")
@@ -252,6 +252,8 @@ def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any
             models = cold_start.prepare(config, domain, seeds, RunLayout(run_dir), progress=print)
             cell["cold_start"] = {role: {k: v for k, v in info.items() if k not in ("files", "losses")}
                                   for role, info in models.record["roles"].items()}
+            if peak is not None:
+                cell["cold_start_flops"] = cold_start_flops(config, models.record["roles"], peak)
             settings = dataclasses.replace(settings, name_or_path=str(models.folders["agent"]))
         model = load_model(settings, "--model", trainable=False)
         cell["eval"] = evaluate(domain, heldout, model, tokenizer, max_new, seed)
@@ -289,6 +291,25 @@ def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any
     cell["seconds"] = time.perf_counter() - start
     cell["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     return cell
+
+
+def cold_start_flops(config: Any, roles: dict[str, dict[str, Any]], peak: Any) -> dict[str, Any]:
+    """Each role's cold start, done in this cell (not copied from the cache), against the roofline
+    `peak` measured before it (`frame.cold_start_ratios`), printed and returned by role."""
+    from workbench.engine.models import load_model
+
+    found = {}
+    for role, info in roles.items():
+        if info.get("from_cache"):
+            continue
+        model_settings = config.agent.model if role == "agent" else config.env.model
+        base = load_model(dataclasses.replace(model_settings, lora=None), f"{role}.model", trainable=False)
+        ratios = frame.cold_start_ratios(info, base, config, peak)
+        if ratios is not None:
+            found[role] = ratios
+            print(frame.describe_cold_start(role, ratios), flush=True)
+        del base
+    return found
 
 
 def _evaluate_answers(args: argparse.Namespace, cell: dict[str, Any], domain: Any, heldout: list[Any], model: Any, tokenizer: Any,
@@ -960,7 +981,8 @@ def main() -> None:
                         help="evaluate every measured cell's final agent again with N answers per held-out task (less noise)")
     parser.add_argument("--flop-bound", action="store_true",
                         help="trained cells also measure this CPU's roofline (matrix-product rate and memory bandwidth) before the "
-                             "run and each epoch phase against it (benchmarks/frame.py), kept in the cell as `flops`; run on a quiet machine")
+                             "run and each epoch phase against it (benchmarks/frame.py), kept in the cell as `flops` (a cold cell's cold start "
+                             "as `cold_start_flops`); run on a quiet machine")
     parser.add_argument("--fast", type=int, nargs="?", const=FASTER_SET, choices=FASTER_SETS, metavar="SET",
                         help=f"the trained rows with workbench.demo.faster_cpu_settings, set SET (default: the newest, {FASTER_SET}): "
                              "a table of its own (give it its own --out)")

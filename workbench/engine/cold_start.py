@@ -388,9 +388,15 @@ def _fine_tune(config: RunConfig, model_settings: ModelSettings, field: str, row
         model=model, args=args, train_dataset=Dataset.from_list(rows), eval_dataset=Dataset.from_list(probe), processing_class=tokenizer)
     trainer.remove_callback(PrinterCallback)
     trainer.add_callback(FiniteGradientGuard(f"{role} cold start"))
+    started = time.perf_counter()
     loss_before = float(trainer.evaluate()["eval_loss"])
+    probe_seconds = time.perf_counter() - started
+    started = time.perf_counter()
     out_train = trainer.train()
+    train_seconds = time.perf_counter() - started
+    started = time.perf_counter()
     loss_after = float(trainer.evaluate()["eval_loss"])
+    probe_seconds += time.perf_counter() - started
     losses = [round(float(h["loss"]), 5) for h in trainer.state.log_history if "loss" in h]
     trained: Any = trainer.model
     if model_settings.lora is not None:
@@ -410,10 +416,23 @@ def _fine_tune(config: RunConfig, model_settings: ModelSettings, field: str, row
         "losses": losses,
         "lora_merged": model_settings.lora is not None,
         "seconds": round(time.perf_counter() - start, 3),
+        # what benchmarks/frame.py's cold_start_work sets against the CPU's roofline: the fine-tuning's and the two
+        # probes' seconds apart (the rest is loading, merging and saving), and the tokens each went through
+        "train_seconds": round(train_seconds, 3),
+        "probe_seconds": round(probe_seconds, 3),
+        "tokens": {"train": _token_counts(trainer.train_dataset), "probe": _token_counts(trainer.eval_dataset)},
     }
     del trainer, trained, model
     gc.collect()
     return info
+
+
+def _token_counts(dataset: Any) -> dict[str, int]:
+    """Of a dataset as the SFT trainer prepared it: its examples' tokens (no padding) and, of
+    those, the completions' (the tokens with a label: the loss is on the completion only)."""
+    ids = dataset["input_ids"]
+    labels = dataset["labels"] if "labels" in dataset.column_names else ids  # no labels: TRL trains on every token
+    return {"tokens": sum(len(one) for one in ids), "completion": sum(sum(1 for label in one if label != -100) for one in labels)}
 
 
 def _sft_trainer_class(completion_logits_only: bool) -> Any:
