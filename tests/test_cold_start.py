@@ -82,6 +82,14 @@ def test_the_cold_start_lowers_the_seed_loss_and_the_run_folder_records_it(base_
         assert 0 < found[part]["ratio"] < 1, (part, found)
     assert "cold start of the agent" in frame.describe_cold_start("agent", found)
     assert frame.cold_start_ratios({k: v for k, v in record["roles"]["agent"].items() if k != "tokens"}, base, base_config, roof) is None
+    # a table measured before records kept token counts has its cold start's examples rebuilt and counted
+    # (benchmarks/effect/table_bound.py): the same examples and tokens as the SFT trainer prepared
+    from benchmarks.effect.table_bound import rebuilt_cold_start
+
+    for role in ("agent", "env"):
+        rebuilt, kept = rebuilt_cold_start(base_config, run.domain, run.seeds, role, run.agent_tokenizer), record["roles"][role]
+        assert (rebuilt["examples"], rebuilt["probe_examples"]) == (kept["examples"], kept["probe_examples"])
+        assert rebuilt["tokens"] == kept["tokens"], role
     # a table's cold cell (`real_model.py --flop-bound`) counts the roles it fine-tuned, not one copied from the cache
     from benchmarks.effect import real_model
 

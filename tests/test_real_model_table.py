@@ -272,3 +272,29 @@ def test_two_tables_of_one_benchmark_compare_row_by_row_over_the_seeds_both_meas
     assert compared["random"]["interval"] == (0.0, 0.0)
     with pytest.raises(SystemExit, match="heldout_ids"):
         real_model.compare_tables(ours, {**other, "heldout_ids": tasks[:39]})
+
+
+def test_a_table_s_bound_sums_its_cells_epoch_bounds_with_the_bounds_its_cells_measured(capsys):
+    """`--bound` (benchmarks/effect/table_bound.py): each phase's measured and least seconds summed
+    over every cell's epochs; the roofline the median of the cells'; a table measured without
+    --flop-bound has no bound to give."""
+    from benchmarks.effect import table_bound
+
+    def epoch(generate, agent):
+        return {"phases": {"generate": generate, "agent": {"seconds": agent, "bound_seconds": agent / 4}, "env_update": None}}
+
+    cells = [{"flop_bound_gflops": 100.0, "bandwidth_gbs": 20.0, "flops": [epoch({"seconds": 10.0, "bound_seconds": 5.0}, 8.0)]},
+             {"flop_bound_gflops": 300.0, "bandwidth_gbs": 40.0, "flops": [epoch(None, 12.0), epoch(None, 4.0)]},
+             {"flop_bound_gflops": 200.0, "bandwidth_gbs": 30.0}]
+    bounds = table_bound.phase_bounds(cells)
+    assert bounds["generate"] == (10.0, 5.0) and bounds["agent"] == (24.0, 6.0) and bounds["env_update"] == (0.0, 0.0)
+    roof = table_bound.cell_roofline(cells)
+    assert (roof.peak, roof.bandwidth) == (200e9, 30e9)
+    with pytest.raises(SystemExit, match="--flop-bound"):
+        table_bound.cell_roofline([{"seconds": 1.0}])
+    parts = {table_bound.PHASES[p]: b for p, b in bounds.items()}
+    table_bound.print_bound({"benchmark": "bfcl", "cells": 3, "seconds": 120.0, "roofline": roof, "cpu": "x", "parts": {
+        **parts, "held-out evaluation, prefill only (3 evaluations)": (None, 9.0)}})
+    printed = capsys.readouterr().out
+    assert "| the table | 2.0 | 0.3 (at least) | 0.17 |" in printed, printed
+    assert "| the rest: loading, the evaluations' decoding, a static row's tasks up front, bookkeeping | 1.4 |" in printed

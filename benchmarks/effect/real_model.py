@@ -51,6 +51,7 @@ start again (the workbench cache is not in the repository), from the same seed.
     python benchmarks/effect/real_model.py --benchmark arithmetic --seeds 5 --gather --out runs/real-model  # the cells so far
     python benchmarks/effect/real_model.py --figures runs/real-model --to docs/figures
     python benchmarks/effect/real_model.py --table runs/fast --against runs/real-model  # two tables row by row
+    python benchmarks/effect/real_model.py --benchmark bfcl --seeds 3 --flop-bound --out runs/flops --bound  # at the roofline
 
 `--fast` measures a table with the settings that make a run faster on a CPU
 (`workbench.demo.faster_cpu_settings`, whose docstring lists them) on every trained row; its cells are a table of their own (the identity
@@ -995,6 +996,9 @@ def main() -> None:
     parser.add_argument("--stats-match-difficulty", action="store_true",
                         help="cold_start.stats_match_difficulty: the environment's cold-start examples show a success rate that "
                              "fits the reply's difficulty (arithmetic); a table of its own")
+    parser.add_argument("--bound", action="store_true",
+                        help="measure nothing: print each part of the table's cells so far beside its roofline bound, the bounds "
+                             "the cells measured with --flop-bound (benchmarks/effect/table_bound.py)")
     parser.add_argument("--gather", action="store_true",
                         help="gather the cells measured so far into OUT/result-BENCHMARK.json and print the table, measuring nothing "
                              "(a table measured over several sittings, read while it is incomplete)")
@@ -1037,6 +1041,11 @@ def main() -> None:
     unknown = set(args.rows) - set(ALL_ROWS)
     if unknown:
         parser.error(f"unknown rows {sorted(unknown)}; choose from {','.join(ALL_ROWS)}")
+    if args.bound:
+        from benchmarks.effect.table_bound import print_bound, table_bound
+
+        print_bound(table_bound(args))
+        return
     if args.gather:
         gather_only(args)
     elif args.reeval:

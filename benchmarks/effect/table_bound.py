@@ -1,0 +1,147 @@
+"""The least time a held-out table's cells could take on the machine that measured them.
+
+`python benchmarks/effect/real_model.py ... --out OUT --bound` (the table's own command, `--bound`
+added) sets each part of the table's measured time beside its roofline bound
+(`benchmarks/frame.py`: each piece of work at least max(FLOPs / matrix-product rate, bytes /
+memory bandwidth)), with the bounds the cells measured (`--flop-bound`):
+
+* the epochs' phases (environment generation, agent phase, environment update): the bounds the
+  cells kept (`flops`);
+* the cold start, each role fine-tuned in a `cold` cell (`frame.cold_start_work`): from the
+  tokens its record kept, or for a cell measured before records kept them, its examples rebuilt
+  and counted as the chat template renders them;
+* the held-out evaluations: their prompts' prefill only (the answers' lengths are not kept, and
+  decoding 112 tokens is a few seconds at the bandwidth), so this part's bound is low.
+
+What is left (loading models, decoding the evaluations' answers, a static row's tasks written
+before epoch 1, checkpoints and bookkeeping) has no bound here. The sum of the bounds is the time
+the table would take were every counted part at its roofline: a table goal below it cannot be met
+on that machine at that table's size, however fast the code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+from typing import Any
+
+from benchmarks import frame
+
+PHASES = {"generate": "environment generation (the epochs)", "agent": "agent phase", "env_update": "environment update"}
+
+
+def phase_bounds(cells: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """Phase -> (seconds measured, seconds at the roofline), summed over every cell's epochs."""
+    found = {phase: [0.0, 0.0] for phase in PHASES}
+    for cell in cells:
+        for epoch in cell.get("flops") or []:
+            for phase, part in epoch["phases"].items():
+                if part is not None and phase in found:
+                    found[phase][0] += part["seconds"]
+                    found[phase][1] += part["bound_seconds"]
+    return {phase: (measured, bound) for phase, (measured, bound) in found.items()}
+
+
+def cell_roofline(cells: list[dict[str, Any]]) -> frame.Roofline:
+    """The median of the bounds the cells measured (`--flop-bound`)."""
+    measured = [c for c in cells if c.get("flop_bound_gflops") and c.get("bandwidth_gbs")]
+    if not measured:
+        raise SystemExit("--bound: no cell measured the machine's bounds; measure the table with --flop-bound")
+    return frame.Roofline(peak=statistics.median(c["flop_bound_gflops"] for c in measured) * 1e9,
+                          bandwidth=statistics.median(c["bandwidth_gbs"] for c in measured) * 1e9)
+
+
+def chat_tokens(tokenizer: Any, prompt: list[dict[str, str]], completion: str) -> tuple[int, int]:
+    """(tokens, completion tokens) of one example as the chat template renders it: the prompt with
+    its generation prompt, then the completion and the end of the turn."""
+    from workbench.engine.generation import chat_prompt
+
+    head = frame.count_tokens(tokenizer, chat_prompt(tokenizer, prompt))
+    whole = frame.count_tokens(tokenizer, tokenizer.apply_chat_template(prompt + [{"role": "assistant", "content": completion}],
+                                                                        tokenize=False))
+    return whole, max(1, whole - head)
+
+
+def rebuilt_cold_start(config: Any, domain: Any, seeds: list[Any], role: str, tokenizer: Any) -> dict[str, Any]:
+    """A role's cold-start record's counts (examples, probe examples, tokens), its examples rebuilt
+    from the run's `seeds` as the cold start built them (`workbench.engine.cold_start.role_rows`)."""
+    from workbench.engine import cold_start
+
+    rows, probe, _ = cold_start.role_rows(config, domain, cold_start.role_seeds(config.cold_start, role, seeds), role)
+
+    def counts(examples: list[dict[str, Any]]) -> dict[str, int]:
+        pairs = [chat_tokens(tokenizer, r["prompt"], r["completion"][0]["content"]) for r in examples]
+        return {"tokens": sum(p[0] for p in pairs), "completion": sum(p[1] for p in pairs)}
+
+    return {"role": role, "examples": len(rows), "probe_examples": len(probe), "tokens": {"train": counts(rows), "probe": counts(probe)}}
+
+
+def table_bound(args: argparse.Namespace) -> dict[str, Any]:
+    """Each part of the table in `args.out` (the cells of its identity so far): measured seconds
+    and seconds at the roofline (see the module's docstring)."""
+    from pathlib import Path
+
+    from benchmarks.effect import real_model
+    from workbench.contract.registry import load_registry
+    from workbench.engine.generation import chat_prompt
+    from workbench.engine.models import load_model, load_tokenizer
+
+    domain = load_registry().domain(args.benchmark)
+    train, heldout = real_model.benchmark_split(args, domain)
+    identity = real_model._identity(args, train, heldout)
+    result = real_model.gather(Path(args.out), args.benchmark, identity, args.seeds)
+    cells = [c for row in result["rows"].values() for c in row["cells"]]
+    if not cells:
+        raise SystemExit(f"--bound: no cell of this table in {args.out}")
+    roofline = cell_roofline(cells)
+    config = real_model.train_config(args, "cold", 0, [t.id for t in train])
+    tokenizer = load_tokenizer(config.agent.model, "--model")
+    models = {role: load_model(dataclasses.replace(settings, lora=None), f"{role}.model", trainable=False)
+              for role, settings in (("agent", config.agent.model), ("env", config.env.model))}
+    parts: dict[str, tuple[float | None, float]] = {PHASES[p]: bounds for p, bounds in phase_bounds(cells).items()}
+
+    by_id = {t.id: t for t in train}
+    seeds = [by_id[i] for i in config.seed_ids or []]  # in the run's order, as the cold cell passed them
+    cold_measured, cold_bound = 0.0, 0.0
+    for cell in cells:
+        for role, info in (cell.get("cold_start") or {}).items():
+            if info.get("from_cache"):
+                continue
+            counted = info if "tokens" in info else rebuilt_cold_start(config, domain, seeds, role, tokenizer)
+            model = models[role]
+            role_settings = config.agent.model if role == "agent" else config.env.model
+            passes = (2 if role_settings.lora is not None else 3) + (1 if role_settings.gradient_checkpointing else 0)
+            fpt = frame.flops_per_token(model, counted["tokens"]["train"]["tokens"] / max(1, counted["examples"]))
+            work = frame.cold_start_work(counted, fpt, 2 * model.config.hidden_size * model.config.vocab_size,
+                                         frame.ModelFacts.of(model).weight_bytes, passes, config.cold_start.per_device_batch_size)
+            cold_measured += info["seconds"]
+            cold_bound += sum(roofline.seconds(w["flops"], w["bytes"]) for w in work.values())
+    parts["cold start (fine-tuning and loss probes)"] = (cold_measured, cold_bound)
+
+    prompts = [frame.count_tokens(tokenizer, chat_prompt(tokenizer, domain.agent_messages(t))) for t in heldout]
+    fpt = frame.flops_per_token(models["agent"], sum(prompts) / len(prompts))
+    evaluations = sum(1 for c in cells if c.get("eval")) + sum(1 for c in cells if c.get("eval_samples"))
+    calls = -(-len(prompts) // real_model.EVAL_BATCH)
+    prefill = roofline.seconds(sum(prompts) * fpt, calls * frame.ModelFacts.of(models["agent"]).weight_bytes)
+    parts[f"held-out evaluation, prefill only ({evaluations} evaluations)"] = (None, evaluations * prefill)
+    total = sum(c["seconds"] for c in cells)
+    return {"benchmark": args.benchmark, "cells": len(cells), "seconds": total, "roofline": roofline, "parts": parts,
+            "cpu": real_model.cells_cpu(result)}
+
+
+def print_bound(found: dict[str, Any]) -> None:
+    roofline = found["roofline"]
+    print(f"## {found['benchmark']}: {found['cells']} cells, {found['seconds'] / 60:.1f} minutes; CPUs: {found['cpu']}")
+    print(f"bounds, the median of the cells': {roofline.describe()}\n")
+    print("| part | minutes measured | minutes at the roofline | ratio |")
+    print("|---|---|---|---|")
+    timed, bound = 0.0, 0.0
+    for part, (measured, least) in found["parts"].items():
+        timed += measured or 0.0
+        bound += least
+        ratio = f"{least / measured:.2f}" if measured else "-"
+        print(f"| {part} | {'not timed apart' if measured is None else f'{measured / 60:.1f}'} | {least / 60:.1f} | {ratio} |")
+    print(f"| the rest: loading, the evaluations' decoding, a static row's tasks up front, bookkeeping | "
+          f"{(found['seconds'] - timed) / 60:.1f} | - | - |")
+    print(f"| the table | {found['seconds'] / 60:.1f} | {bound / 60:.1f} (at least) | {bound / found['seconds']:.2f} |")
