@@ -108,15 +108,11 @@ def table_bound(args: argparse.Namespace) -> dict[str, Any]:
         for role, info in (cell.get("cold_start") or {}).items():
             if info.get("from_cache"):
                 continue
-            counted = info if "tokens" in info else rebuilt_cold_start(config, domain, seeds, role, tokenizer)
-            model = models[role]
-            role_settings = config.agent.model if role == "agent" else config.env.model
-            passes = (2 if role_settings.lora is not None else 3) + (1 if role_settings.gradient_checkpointing else 0)
-            fpt = frame.flops_per_token(model, counted["tokens"]["train"]["tokens"] / max(1, counted["examples"]))
-            work = frame.cold_start_work(counted, fpt, 2 * model.config.hidden_size * model.config.vocab_size,
-                                         frame.ModelFacts.of(model).weight_bytes, passes, config.cold_start.per_device_batch_size)
+            counted = info if "tokens" in info else {**rebuilt_cold_start(config, domain, seeds, role, tokenizer), "seconds": info["seconds"]}
+            found = frame.cold_start_ratios(counted, models[role], config, roofline)
+            assert found is not None  # counted has its tokens
             cold_measured += info["seconds"]
-            cold_bound += sum(roofline.seconds(w["flops"], w["bytes"]) for w in work.values())
+            cold_bound += found["whole"]["bound_seconds"]
     parts["cold start (fine-tuning and loss probes)"] = (cold_measured, cold_bound)
 
     prompts = [frame.count_tokens(tokenizer, chat_prompt(tokenizer, domain.agent_messages(t))) for t in heldout]
