@@ -8,7 +8,9 @@ call pays the compile, so the warm-up call's seconds are printed as `compile_sec
 Takes the held-out table's training seeds of one benchmark (`benchmarks/frame.py`), renders the
 agent's chat prompts of `--tasks` of them as TRL does (chat template, left padding) and samples
 `--n` rollouts of each, as one GRPO generation batch (tasks x n rows), `--tokens` new tokens a
-row (min = max, so every variant does the same work), with SmolLM2-135M-Instruct in `--dtype`. For
+row (min = max, so every variant does the same work), with SmolLM2-135M-Instruct in `--dtype`
+(`packed` packs bfloat16 weights as float32 copies, as `packed_decode_bfloat16` does, even on a
+CPU where the run would not: it measures that choice). For
 each variant, the best of `--repeats` calls, its ratio to the plain path's seconds, and whether its
 greedy tokens equal the plain path's. Prints the machine beside it (CPU, load, threads).
 
@@ -43,14 +45,14 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=32, help="new tokens a rollout")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--variants", type=lambda s: s.split(","), default=VARIANTS)
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the model's weights (packed needs float32)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the model's weights (packed: float32, or bfloat16 packed as float32 copies)")
     args = parser.parse_args()
 
     import torch
     from transformers import CompileConfig
 
     from workbench.engine.cdf_sampling import tokens_drawn_by_cdf
-    from workbench.engine.packed_decode import PackedDecode
+    from workbench.engine.packed_decode import PACKABLE_DTYPES, PackedDecode
     from workbench.engine.shared_prefill import prompts_prefilled_once
 
     domain, train, tokenizer, model = frame.sampling_setup(args.benchmark, args.model)
@@ -59,7 +61,7 @@ def main() -> None:
     compiled._compile_all_devices = True  # transformers compiles generate's decode step on CUDA-like devices only
     texts = [tokenizer.apply_chat_template(domain.agent_messages(t), tokenize=False, add_generation_prompt=True) for t in train[: args.tasks]]
     batch = tokenizer([t for t in texts for _ in range(args.n)], return_tensors="pt", padding=True)
-    packed = PackedDecode()
+    packed = PackedDecode(PACKABLE_DTYPES)  # float32, and bfloat16 as float32 copies (set 2's agent)
 
     def sample(variant: str, greedy: bool) -> tuple[float, torch.Tensor]:
         contexts = [packed.active(model) if "packed" in variant else contextlib.nullcontext(),
