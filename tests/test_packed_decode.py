@@ -73,7 +73,7 @@ def test_small_and_non_float32_layers_are_left_alone():
         PackedDecode((torch.float16,))
 
 
-def test_a_bfloat16_layer_packed_as_float32_computes_the_bfloat16_product():
+def test_a_bfloat16_layer_packed_as_float32_computes_the_bfloat16_product(monkeypatch):
     """Packed as its float32 copy, a bfloat16 layer gives bfloat16 outputs equal to the plain
     product's or one bfloat16 step from it (the same products of the same values, summed in
     another order), for every row count and with or without a bias; the settings say when."""
@@ -96,7 +96,10 @@ def test_a_bfloat16_layer_packed_as_float32_computes_the_bfloat16_product():
     assert packed_decode.packed_dtypes(ModelSettings(name_or_path="m")) == ()
     assert packed_decode.packed_dtypes(ModelSettings(name_or_path="m", packed_decode=True)) == (torch.float32,)
     both = ModelSettings(name_or_path="m", packed_decode=True, packed_decode_bfloat16=True)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
     assert packed_decode.packed_dtypes(both) == (torch.float32, torch.bfloat16)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
+    assert packed_decode.packed_dtypes(both) == (torch.float32,), "with AMX tiles a bfloat16 product of a few rows is the faster"
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -87,7 +87,8 @@ class ModelSettings:
         False,
         "With packed_decode: bfloat16 weights too, packed as their float32 copies (the decode step's rows cast to float32 "
         "and the product rounded back): a CPU's bfloat16 product of a few rows reads its weight at a fraction of the "
-        "memory bandwidth (benchmarks/cost/small_products.py). An output may differ from the bfloat16 product's in its last bit.",
+        "memory bandwidth (benchmarks/cost/small_products.py). An output may differ from the bfloat16 product's in its last bit. "
+        "Not on a CPU with AMX tiles, whose bfloat16 product of a few rows is the faster (workbench.engine.packed_decode.bfloat16_tiles).",
     )
 
 

@@ -784,7 +784,7 @@ def faster_cpu_settings(config: RunConfig, version: int = FASTER_SET) -> RunConf
     environment, 0.61x for the agent), the environment update's likewise (`env.completion_logits_only`)
     and in micro-batches of one example accumulated to the same batch (`env.batch_size: 1`: no padding;
     together 0.41x the update), and the agent's bfloat16 weights packed for its rollouts as float32
-    copies (`agent.model.packed_decode_bfloat16`: a decode step of 16 rows 0.83-0.89x; the
+    copies where the CPU has no AMX tiles (`agent.model.packed_decode_bfloat16`: a decode step of 16 rows 0.83-0.89x; the
     environment's BFCL batches of 8 long prompts, where attention weighs most, gained nothing, 1.03x,
     so its weights stay as they are). Set 2 is `demo --model`'s default on a CPU (`DEMO_FASTER_SET`;
     `--plain` turns the faster settings off), after every domain's epoch ran through with it, the

@@ -45,7 +45,8 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=32, help="new tokens a rollout")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--variants", type=lambda s: s.split(","), default=VARIANTS)
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the model's weights (packed: float32, or bfloat16 packed as float32 copies)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the model's weights (packed: float32, or bfloat16 packed "
+                        "as float32 copies)")
     args = parser.parse_args()
 
     import torch

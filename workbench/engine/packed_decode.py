@@ -33,7 +33,10 @@ bfloat16 product of a few rows is slow (1 thread, SmolLM2's shapes at 8 rows, In
 AVX512-BF16: 2-5 GB/s of weights against 10-20 GB/s packed float32, benchmarks/cost/small_products.py),
 so reading twice the bytes still pays. Both compute the products of the same bfloat16 values in
 float32, in another order, so an output may differ from the plain product's in its last bfloat16
-bit. Only float32 and bfloat16 weights on a CPU with MKL.
+bit. Only float32 and bfloat16 weights on a CPU with MKL. On a CPU with AMX tiles the bfloat16 product
+of a few rows is the faster one, so there `packed_decode_bfloat16` leaves bfloat16 weights alone
+(`bfloat16_tiles`): the setting asks for the faster path on whatever CPU runs it, and a run's bits
+differ between such CPUs anyway (their bfloat16 products round differently).
 """
 
 from __future__ import annotations
@@ -76,12 +79,21 @@ def _float32_shape_of(weight: torch.Tensor) -> torch.Tensor:
     return torch.zeros((), dtype=torch.float32).expand(weight.shape)
 
 
+def bfloat16_tiles() -> bool:
+    """Whether this CPU has AMX tiles: there a bfloat16 product of a few rows is faster than its
+    packed float32 copy (SmolLM2's decode products at 16 rows 17.9 ms a step against 35.4;
+    benchmarks/cost/small_products.py, docs/real-model.md), so bfloat16 weights stay as they are."""
+    check = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    return bool(check and check())
+
+
 def packed_dtypes(settings: Any) -> tuple[torch.dtype, ...]:
     """The weight dtypes a model's settings (`ModelSettings`) sample packed: none
-    (`packed_decode` off), float32, or float32 and bfloat16 (`packed_decode_bfloat16` too)."""
+    (`packed_decode` off), float32, or float32 and bfloat16 (`packed_decode_bfloat16` too, on a
+    CPU without AMX tiles: `bfloat16_tiles`)."""
     if not settings.packed_decode:
         return ()
-    return PACKABLE_DTYPES if settings.packed_decode_bfloat16 else (torch.float32,)
+    return PACKABLE_DTYPES if settings.packed_decode_bfloat16 and not bfloat16_tiles() else (torch.float32,)
 
 
 class PackedDecode:
