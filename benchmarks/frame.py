@@ -424,6 +424,19 @@ def phase_ratios(run: Any, run_dir: Path, records: list[Any], roofline: Roofline
     return epochs
 
 
+def base_models(config: Any) -> dict[str, Any]:
+    """Each role's base model (its settings without LoRA), frozen, for counting its FLOPs and
+    bytes: one load for the two roles where they share a base, as the real-model demo's do."""
+    import dataclasses
+
+    from workbench.engine.models import load_model
+
+    agent, env = (dataclasses.replace(settings, lora=None) for settings in (config.agent.model, config.env.model))
+    models = {"agent": load_model(agent, "agent.model", trainable=False)}
+    models["env"] = models["agent"] if env == agent else load_model(env, "env.model", trainable=False)
+    return models
+
+
 def cold_start_work(info: dict[str, Any], fpt: float, head_flops: float, weight_bytes: float, train_passes: int,
                     batch_size: int) -> dict[str, dict[str, float]]:
     """The least work of one role's cold start (`info`, its record from `workbench.engine.cold_start`,

@@ -297,19 +297,14 @@ def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any
 def cold_start_flops(config: Any, roles: dict[str, dict[str, Any]], peak: Any) -> dict[str, Any]:
     """Each role's cold start, done in this cell (not copied from the cache), against the roofline
     `peak` measured before it (`frame.cold_start_ratios`), printed and returned by role."""
-    from workbench.engine.models import load_model
-
+    fresh = {role: info for role, info in roles.items() if not info.get("from_cache")}
+    models = frame.base_models(config) if fresh else {}
     found = {}
-    for role, info in roles.items():
-        if info.get("from_cache"):
-            continue
-        model_settings = config.agent.model if role == "agent" else config.env.model
-        base = load_model(dataclasses.replace(model_settings, lora=None), f"{role}.model", trainable=False)
-        ratios = frame.cold_start_ratios(info, base, config, peak)
+    for role, info in fresh.items():
+        ratios = frame.cold_start_ratios(info, models[role], config, peak)
         if ratios is not None:
             found[role] = ratios
             print(frame.describe_cold_start(role, ratios), flush=True)
-        del base
     return found
 
 

@@ -22,7 +22,6 @@ on that machine at that table's size, however fast the code.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import statistics
 from typing import Any
 
@@ -85,7 +84,7 @@ def table_bound(args: argparse.Namespace) -> dict[str, Any]:
     from benchmarks.effect import real_model
     from workbench.contract.registry import load_registry
     from workbench.engine.generation import chat_prompt
-    from workbench.engine.models import load_model, load_tokenizer
+    from workbench.engine.models import load_tokenizer
 
     domain = load_registry().domain(args.benchmark)
     train, heldout = real_model.benchmark_split(args, domain)
@@ -97,8 +96,7 @@ def table_bound(args: argparse.Namespace) -> dict[str, Any]:
     roofline = cell_roofline(cells)
     config = real_model.train_config(args, "cold", 0, [t.id for t in train])
     tokenizer = load_tokenizer(config.agent.model, "--model")
-    models = {role: load_model(dataclasses.replace(settings, lora=None), f"{role}.model", trainable=False)
-              for role, settings in (("agent", config.agent.model), ("env", config.env.model))}
+    models = frame.base_models(config)
     parts: dict[str, tuple[float | None, float]] = {PHASES[p]: bounds for p, bounds in phase_bounds(cells).items()}
 
     by_id = {t.id: t for t in train}
