@@ -298,3 +298,27 @@ def test_a_table_s_bound_sums_its_cells_epoch_bounds_with_the_bounds_its_cells_m
     printed = capsys.readouterr().out
     assert "| the table | 2.0 | 0.3 (at least) | 0.17 |" in printed, printed
     assert "| the rest: loading, the evaluations' decoding, a static row's tasks up front, bookkeeping | 1.4 |" in printed
+
+
+def test_a_table_s_bound_times_the_evaluations_and_overheads_its_cells_kept(capsys):
+    """Cells that kept their evaluations' seconds and their overheads (`setup_seconds`,
+    `bounds_seconds`) give `--bound` those parts measured; one evaluation without its seconds (a
+    cell measured before they were kept) leaves the evaluations untimed rather than undercounted."""
+    from benchmarks.effect import table_bound
+
+    cells = [{"eval": {"seconds": 30.0}, "bounds_seconds": 6.0, "setup_seconds": 20.0},
+             {"eval": {"seconds": 40.0}, "eval_samples": {"seconds": 50.0}, "bounds_seconds": 4.0},
+             {"eval": {"seconds": 20.0}}]
+    assert table_bound.evaluation_seconds(cells) == 140.0
+    assert table_bound.evaluation_seconds(cells + [{"eval": {"score": 0.1}}]) is None
+    assert table_bound.evaluation_seconds([{"seconds": 1.0}]) is None
+    found = table_bound.overheads(cells)
+    assert found == {table_bound.OVERHEADS["setup_seconds"]: (20.0, 0.0), table_bound.OVERHEADS["bounds_seconds"]: (10.0, 0.0)}
+    assert table_bound.overheads([{"eval": {}}]) == {}
+    roof = table_bound.cell_roofline([{"flop_bound_gflops": 100.0, "bandwidth_gbs": 20.0}])
+    table_bound.print_bound({"benchmark": "bfcl", "cells": 3, "seconds": 300.0, "roofline": roof, "cpu": "x", "parts": {
+        "held-out evaluation": (140.0, 14.0), **found}})
+    printed = capsys.readouterr().out
+    assert "| held-out evaluation | 2.3 | 0.2 | 0.10 |" in printed, printed
+    assert f"| {table_bound.OVERHEADS['bounds_seconds']} | 0.2 | 0.0 | - |" in printed, printed
+    assert "| the rest: loading and bookkeeping | 2.2 |" in printed, printed

@@ -118,7 +118,8 @@ EVAL_BATCH = 64  # held-out answers sampled at once (part of a cell's identity: 
 
 def evaluate(domain: Any, tasks: list[Any], model: Any, tokenizer: Any, max_new_tokens: int, seed: int, samples: int = 1) -> dict[str, Any]:
     """The plugin's headline metric over `samples` sampled answers per held-out task (temperature
-    0.7), and the success rate per difficulty rung (when the domain rates difficulty)."""
+    0.7), the success rate per difficulty rung (when the domain rates difficulty), and the
+    seconds it took (sampling and scoring)."""
     from workbench.config import GenerationSettings
     from workbench.engine.generation import TransformersGenerator
 
@@ -126,6 +127,7 @@ def evaluate(domain: Any, tasks: list[Any], model: Any, tokenizer: Any, max_new_
     # EVAL_BATCH rows at once, an ended answer leaving the batch (workbench.engine.finished_rows): the same answers as
     # without, 1.8x the tokens a second of batches of 16 on the base model (benchmarks/cost/uneven_replies.py)
     # and the key/value cache grown in place (workbench.engine.cache_in_place): the same answers bit for bit
+    start = time.perf_counter()
     settings = GenerationSettings(max_new_tokens=max_new_tokens, temperature=0.7, batch_size=EVAL_BATCH, drop_finished_rows=True,
                                   grow_cache_in_place=True)
     generator = TransformersGenerator(settings, model, tokenizer, share_prompt_prefill=samples > 1)
@@ -149,6 +151,7 @@ def evaluate(domain: Any, tasks: list[Any], model: Any, tokenizer: Any, max_new_
         "parse_errors": sum(s.error is not None for s in scores),
         "by_rung": {r: {"n": len(v) // samples, "success": sum(v) / len(v)} for r, v in sorted(by_rung.items(), key=lambda kv: int(kv[0]))},
         "examples": [o[:200] for _, o in pairs[:3]],
+        "seconds": time.perf_counter() - start,
     }
 
 
@@ -239,8 +242,10 @@ def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any
                             "cpu": cpu_description()}
     peak = None
     if args.flop_bound and row in TRAINED + list(VARIANTS) + ["cold"]:  # cold: its cold start against the roofline
+        started = time.perf_counter()
         peak = frame.measure_roofline(getattr(torch, config.agent.model.dtype))  # with the threads the run uses, before it
         cell["flop_bound_gflops"], cell["bandwidth_gbs"] = peak.peak / 1e9, peak.bandwidth / 1e9
+        cell["bounds_seconds"] = time.perf_counter() - started  # what --flop-bound adds to the cell
     tokenizer = load_tokenizer(config.agent.model, "--model")
     if row in ("base", "cold"):
         settings = ModelSettings(name_or_path=args.model, device="cpu", dtype=config.agent.model.dtype)
@@ -266,7 +271,11 @@ def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any
         if not resume:
             shutil.rmtree(run_dir, ignore_errors=True)
         try:
+            started = time.perf_counter()
             run = CoEvolution(config, run_dir, progress=print, resume=resume)
+            # the run's setup before epoch 1: the models loaded, the cold start copied from its cache (or done), a
+            # static row's variations generated up front
+            cell["setup_seconds"] = time.perf_counter() - started
             if resume:  # a cell stopped part-way (its job killed, the session over) goes on from its last checkpoint
                 cell["resumed_after_epoch"] = run.epoch
                 print(f"  {row} seed {seed}: resumed after epoch {run.epoch} from {run_dir}", flush=True)
@@ -313,9 +322,7 @@ def _evaluate_answers(args: argparse.Namespace, cell: dict[str, Any], domain: An
     """`--answers N` (N > 1): the cell's final agent evaluated again with N answers a task while it
     is in memory, kept as `eval_samples` (what `--reeval N` would add later from the run folder)."""
     if args.answers > 1:
-        start = time.perf_counter()
         cell["eval_samples"] = evaluate(domain, heldout, model, tokenizer, max_new, seed, args.answers)
-        cell["eval_samples"]["seconds"] = time.perf_counter() - start
 
 
 # The fields of each epoch record a cell keeps (its `epochs`): `cell_epochs` reads them back as `EpochRecord`s.

@@ -11,10 +11,14 @@ memory bandwidth)), with the bounds the cells measured (`--flop-bound`):
   tokens its record kept, or for a cell measured before records kept them, its examples rebuilt
   and counted as the chat template renders them;
 * the held-out evaluations: their prompts' prefill only (the answers' lengths are not kept, and
-  decoding 112 tokens is a few seconds at the bandwidth), so this part's bound is low.
+  decoding 112 tokens is a few seconds at the bandwidth), so this part's bound is low; their
+  measured seconds where every evaluation kept them (cells measured since they do).
 
-What is left (loading models, decoding the evaluations' answers, a static row's tasks written
-before epoch 1, checkpoints and bookkeeping) has no bound here. The sum of the bounds is the time
+Cells measured since they keep them also time two overheads, printed with no bound: a trained
+cell's setup before epoch 1 (`setup_seconds`: its models loaded, the cold start copied from its
+cache, a static row's variations generated up front) and measuring the bounds themselves
+(`bounds_seconds`). What is left (loading models for base and cold, checkpoints, invariant checks
+and bookkeeping; for older cells also the evaluations and the setup) has no bound here. The sum of the bounds is the time
 the table would take were every counted part at its roofline: a table goal below it cannot be met
 on that machine at that table's size, however fast the code.
 """
@@ -118,10 +122,29 @@ def table_bound(args: argparse.Namespace) -> dict[str, Any]:
     evaluations = sum(1 for c in cells if c.get("eval")) + sum(1 for c in cells if c.get("eval_samples"))
     calls = -(-len(prompts) // real_model.EVAL_BATCH)
     prefill = roofline.seconds(sum(prompts) * fpt, calls * frame.ModelFacts.of(models["agent"]).weight_bytes)
-    parts[f"held-out evaluation, prefill only ({evaluations} evaluations)"] = (None, evaluations * prefill)
+    parts[f"held-out evaluation (sampling and scoring; its bound the prefill only, {evaluations} evaluations)"] = (
+        evaluation_seconds(cells), evaluations * prefill)
+    parts.update(overheads(cells))
     total = sum(c["seconds"] for c in cells)
     return {"benchmark": args.benchmark, "cells": len(cells), "seconds": total, "roofline": roofline, "parts": parts,
             "cpu": real_model.cells_cpu(result)}
+
+
+# a cell's timed parts that are overheads (their least time is nil): key -> what the table prints
+OVERHEADS = {"setup_seconds": "a trained cell's setup: models loaded, the cold start copied, static's variations up front",
+             "bounds_seconds": "measuring the bounds (--flop-bound)"}
+
+
+def evaluation_seconds(cells: list[dict[str, Any]]) -> float | None:
+    """The held-out evaluations' seconds summed, or None where any evaluation did not keep them
+    (cells measured before they did): a part timed in some cells only is not a measured part."""
+    timed = [e.get("seconds") for c in cells for e in (c.get("eval"), c.get("eval_samples")) if e]
+    return sum(timed) if timed and None not in timed else None
+
+
+def overheads(cells: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """Each overhead some cell timed (`OVERHEADS`) -> (its seconds summed over those cells, 0.0)."""
+    return {part: (sum(c[key] for c in cells if key in c), 0.0) for key, part in OVERHEADS.items() if any(key in c for c in cells)}
 
 
 def print_bound(found: dict[str, Any]) -> None:
@@ -134,8 +157,10 @@ def print_bound(found: dict[str, Any]) -> None:
     for part, (measured, least) in found["parts"].items():
         timed += measured or 0.0
         bound += least
-        ratio = f"{least / measured:.2f}" if measured else "-"
+        ratio = f"{least / measured:.2f}" if measured and least else "-"
         print(f"| {part} | {'not timed apart' if measured is None else f'{measured / 60:.1f}'} | {least / 60:.1f} | {ratio} |")
-    print(f"| the rest: loading, the evaluations' decoding, a static row's tasks up front, bookkeeping | "
+    rest = "loading and bookkeeping" if any(p in found["parts"] for p in OVERHEADS.values()) else \
+        "loading, the evaluations' decoding, a static row's tasks up front, bookkeeping"
+    print(f"| the rest: {rest} | "
           f"{(found['seconds'] - timed) / 60:.1f} | - | - |")
     print(f"| the table | {found['seconds'] / 60:.1f} | {bound / 60:.1f} (at least) | {bound / found['seconds']:.2f} |")
