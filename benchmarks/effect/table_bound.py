@@ -159,8 +159,11 @@ def print_bound(found: dict[str, Any]) -> None:
         bound += least
         ratio = f"{least / measured:.2f}" if measured and least else "-"
         print(f"| {part} | {'not timed apart' if measured is None else f'{measured / 60:.1f}'} | {least / 60:.1f} | {ratio} |")
-    rest = "loading and bookkeeping" if any(p in found["parts"] for p in OVERHEADS.values()) else \
-        "loading, the evaluations' decoding, a static row's tasks up front, bookkeeping"
+    # the short label only where every cell timed its evaluation and overheads apart (a table of older cells, or of
+    # older and newer ones, still has them in the rest)
+    timed_apart = all(measured is not None for measured, _ in found["parts"].values()) and \
+        all(p in found["parts"] for p in OVERHEADS.values())
+    rest = "loading and bookkeeping" if timed_apart else "loading, the evaluations' decoding, a static row's tasks up front, bookkeeping"
     print(f"| the rest: {rest} | "
           f"{(found['seconds'] - timed) / 60:.1f} | - | - |")
     print(f"| the table | {found['seconds'] / 60:.1f} | {bound / 60:.1f} (at least) | {bound / found['seconds']:.2f} |")
