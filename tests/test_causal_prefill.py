@@ -100,3 +100,23 @@ def test_a_prefill_in_chunks_of_rows_gives_the_cache_of_one_forward(tiny_models)
     for a, b in zip(whole.layers, chunked.layers):
         assert a.keys.shape == b.keys.shape == (8, model.config.num_key_value_heads, 5, a.keys.shape[-1])
         assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
+
+
+def test_under_the_faster_paths_a_greedy_generator_writes_the_plain_paths_replies(tiny_models):
+    """With an ended row leaving the batch and the cache grown in place (as the held-out evaluation
+    samples), the causal layout's gap in the middle of each row's mask changes no reply."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from workbench.config import GenerationSettings
+    from workbench.engine.generation import TransformersGenerator
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_models[0], dtype=torch.float32).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models[0], padding_side="left")
+    prompts = ["What is 2 + 3?", "Compute 17 * 4 - 9, then add 100 to it and say the result.", "1 + 1?", "Say 7."]
+
+    def replies(causal: bool) -> list[list[str]]:
+        settings = GenerationSettings(max_new_tokens=24, batch_size=8, top_k=1, causal_prefill=causal, drop_finished_rows=True,
+                                      grow_cache_in_place=True)  # top_k 1: each draw is the most likely token
+        return TransformersGenerator(settings, model, tokenizer).generate(prompts, n=2, seed=0)
+
+    assert replies(True) == replies(False)

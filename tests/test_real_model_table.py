@@ -322,3 +322,62 @@ def test_a_table_s_bound_times_the_evaluations_and_overheads_its_cells_kept(caps
     assert "| held-out evaluation | 2.3 | 0.2 | 0.10 |" in printed, printed
     assert f"| {table_bound.OVERHEADS['bounds_seconds']} | 0.2 | 0.0 | - |" in printed, printed
     assert "| the rest: loading and bookkeeping | 2.2 |" in printed, printed
+
+
+def test_a_held_out_sampling_path_is_plain_fast_or_plain_with_named_parts_and_a_fast_table_is_one_of_its_own():
+    assert real_model.eval_parts("plain") == set() and real_model.eval_parts("fast") == real_model.FAST_EVAL <= set(real_model.EVAL_PARTS)
+    assert real_model.eval_parts("plain+cdf+prefix") == {"cdf", "prefix"}
+    for bad in ("plain+nope", "fast+cdf", "cdf"):
+        with pytest.raises(SystemExit, match="unknown held-out sampling path"):
+            real_model.eval_parts(bad)
+    tasks = [SimpleNamespace(id="a"), SimpleNamespace(id="b")]
+    plain = argparse.Namespace(benchmark="bamboogle", model="smollm2-135m-instruct", epochs=None)
+    fast = argparse.Namespace(**vars(plain), eval_path="fast")
+    # a plain table's identity is the one its cells were measured with before the option existed
+    assert "eval_path" not in real_model._identity(plain, tasks[:1], tasks[1:])
+    assert real_model._identity(fast, tasks[:1], tasks[1:])["eval_path"] == "fast"
+    assert real_model._size_flags(argparse.Namespace(**vars(fast), fast=2))[:4] == ["--fast", "2", "--eval-path", "fast"]
+
+
+def test_a_held_out_evaluation_counts_its_tokens_and_its_fast_path_leaves_a_trained_agent_as_it_was(tiny_models):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from workbench.contract.registry import load_registry
+    from workbench.engine.generation import chat_prompt
+
+    domain = load_registry(allow=["workbench_demo"]).domain("arithmetic")
+    tasks = domain.seed_tasks({})[:6]
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models[0], padding_side="left")
+    torch.manual_seed(0)
+    agent = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_models[0]),
+                           LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    weights = {name: tensor.clone() for name, tensor in agent.state_dict().items()}
+    plain = real_model.evaluate(domain, tasks, agent, tokenizer, 16, seed=0)
+    assert real_model.evaluate(domain, tasks, agent, tokenizer, 16, seed=0)["per_task"] == plain["per_task"], "not reproducible"
+    fast = real_model.evaluate(domain, tasks, agent, tokenizer, 16, seed=0, path="fast")
+    prompt = sum(len(tokenizer(chat_prompt(tokenizer, domain.agent_messages(t)), add_special_tokens=False)["input_ids"]) for t in tasks)
+    for result, path in ((plain, "plain"), (fast, "fast")):
+        assert result["path"] == path and set(result["per_task"]) == {t.id for t in tasks}
+        assert result["tokens"]["prompt"] == prompt and result["tokens"]["answers"] == result["tokens"]["distinct_prompts"] == 6
+        assert 0 < result["tokens"]["new"] <= 6 * 16
+    # the adapters merged while it sampled, then the weights restored bit for bit
+    assert all(torch.equal(weights[name], tensor) for name, tensor in agent.state_dict().items())
+
+
+def test_an_evaluation_s_bound_is_its_distinct_prompts_prefill_plus_its_answers_decode(tiny_models):
+    from transformers import AutoModelForCausalLM
+
+    from benchmarks.effect.table_bound import evaluation_bound
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_models[0])
+    roof = frame.Roofline(peak=1e11, bandwidth=1e10)
+    prefill_only = evaluation_bound({"answers": 64, "distinct_prompts": 64, "prompt": 64 * 300, "new": 0}, model, roof, {})
+    least = max(64 * 300 * frame.flops_per_token(model, 300) / 1e11, frame.ModelFacts.of(model).weight_bytes / 1e10)
+    assert prefill_only == pytest.approx(least)
+    decoded = evaluation_bound({"answers": 64, "distinct_prompts": 64, "prompt": 64 * 300, "new": 64 * 50}, model, roof, {})
+    assert decoded > prefill_only
+    # two answers to each prompt: the prompts prefilled once, twice the answers decoded
+    twice = evaluation_bound({"answers": 128, "distinct_prompts": 64, "prompt": 128 * 300, "new": 128 * 50}, model, roof, {})
+    assert decoded < twice < 2 * decoded

@@ -111,27 +111,61 @@ VARIANTS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
 }
 ALL_ROWS = ROWS + list(VARIANTS)
 EVAL_BATCH = 64  # held-out answers sampled at once (part of a cell's identity: another batch draws other answers)
+# the parts a held-out evaluation's sampling path may add to the plain one (`--eval-path`, benchmarks/cost/heldout_eval.py):
+# each a faster sampling setting of the runs, measured there; "fast" is FAST_EVAL
+EVAL_PARTS = {
+    "cdf": "each token drawn from its row's cumulative distribution (generation.cdf_sampling: other random draws)",
+    "causal": "the prompts prefilled with causal attention alone, no padding mask (generation.causal_prefill)",
+    "prefix": "the tokens every prompt begins with prefilled once (generation.share_prefix; causal takes its place)",
+    "packed": "MKL-packed weights for the decode steps (model.packed_decode, bfloat16 ones as float32 copies without AMX)",
+    "merged": "a trained agent's LoRA adapters merged into its weights while it samples (lora.merge_for_generation)",
+}
+FAST_EVAL = {"cdf", "causal", "merged"}  # packed weights left out: 64 rows decoded no faster with them (heldout_eval.py)
+EVAL_PATHS = ("plain", "fast")  # what --eval-path takes; benchmarks/cost/heldout_eval.py also takes plain+PART+...
+
+
+def eval_parts(path: str) -> set[str]:
+    """The parts (`EVAL_PARTS`) of a held-out sampling path: "plain" (none), "fast" (`FAST_EVAL`) or "plain+PART+..."."""
+    if path == "fast":
+        return set(FAST_EVAL)
+    head, *parts = path.split("+")
+    unknown = [p for p in parts if p not in EVAL_PARTS]
+    if head != "plain" or unknown:
+        raise SystemExit(f"unknown held-out sampling path {path!r}: plain, fast, or plain+PART+... of {', '.join(EVAL_PARTS)}")
+    return set(parts)
 
 
 # ---------------------------------------------------------------------------- one cell
 
 
-def evaluate(domain: Any, tasks: list[Any], model: Any, tokenizer: Any, max_new_tokens: int, seed: int, samples: int = 1) -> dict[str, Any]:
+def evaluate(domain: Any, tasks: list[Any], model: Any, tokenizer: Any, max_new_tokens: int, seed: int, samples: int = 1,
+             path: str = "plain") -> dict[str, Any]:
     """The plugin's headline metric over `samples` sampled answers per held-out task (temperature
-    0.7), the success rate per difficulty rung (when the domain rates difficulty), and the
-    seconds it took (sampling and scoring)."""
+    0.7), the success rate per difficulty rung (when the domain rates difficulty), the tokens
+    prompted and written, and the seconds it took (sampling and scoring). `path`: how the answers
+    are sampled (`eval_parts`; plain is the tables' own unless `--eval-path`)."""
+    import torch
+
     from workbench.config import GenerationSettings
-    from workbench.engine.generation import TransformersGenerator
+    from workbench.engine.generation import TransformersGenerator, chat_prompt
+    from workbench.engine.packed_decode import PACKABLE_DTYPES, bfloat16_tiles
 
     # several answers a task (--reeval): each prompt computed once for its answers (workbench.engine.shared_prefill)
     # EVAL_BATCH rows at once, an ended answer leaving the batch (workbench.engine.finished_rows): the same answers as
     # without, 1.8x the tokens a second of batches of 16 on the base model (benchmarks/cost/uneven_replies.py)
     # and the key/value cache grown in place (workbench.engine.cache_in_place): the same answers bit for bit
+    parts = eval_parts(path)
     start = time.perf_counter()
     settings = GenerationSettings(max_new_tokens=max_new_tokens, temperature=0.7, batch_size=EVAL_BATCH, drop_finished_rows=True,
-                                  grow_cache_in_place=True)
-    generator = TransformersGenerator(settings, model, tokenizer, share_prompt_prefill=samples > 1)
-    outputs = generator.generate([domain.agent_messages(t) for t in tasks], n=samples, seed=seed)
+                                  grow_cache_in_place=True, cdf_sampling="cdf" in parts, share_prefix="prefix" in parts,
+                                  causal_prefill="causal" in parts)
+    packed = () if "packed" not in parts else (torch.float32,) if bfloat16_tiles() else PACKABLE_DTYPES
+    generator = TransformersGenerator(settings, model, tokenizer, merge_lora="merged" in parts and _has_lora(model),
+                                      packed_decode=packed, share_prompt_prefill=samples > 1)
+    messages = [domain.agent_messages(t) for t in tasks]
+    outputs = generator.generate(messages, n=samples, seed=seed)
+    tokens = {"answers": len(tasks) * samples, "distinct_prompts": len(tasks), "new": generator.stats.new_tokens,
+              "prompt": samples * sum(len(tokenizer(chat_prompt(tokenizer, m), add_special_tokens=False)["input_ids"]) for m in messages)}
     pairs = [(t, o) for t, outs in zip(tasks, outputs) for o in outs]
     scores = [domain.score(t, o) for t, o in pairs]
     aggregate = domain.aggregate([t for t, _ in pairs], scores)
@@ -151,8 +185,16 @@ def evaluate(domain: Any, tasks: list[Any], model: Any, tokenizer: Any, max_new_
         "parse_errors": sum(s.error is not None for s in scores),
         "by_rung": {r: {"n": len(v) // samples, "success": sum(v) / len(v)} for r, v in sorted(by_rung.items(), key=lambda kv: int(kv[0]))},
         "examples": [o[:200] for _, o in pairs[:3]],
+        "path": path,
+        "tokens": tokens,  # what an evaluation's roofline counts (benchmarks/cost/heldout_eval.py)
         "seconds": time.perf_counter() - start,
     }
+
+
+def _has_lora(model: Any) -> bool:
+    from workbench.engine.lora_merge import lora_layers
+
+    return bool(lora_layers(model))
 
 
 def final_agent(args: argparse.Namespace, row: str, seed: int, config: Any) -> Any:
@@ -262,7 +304,7 @@ def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any
                 cell["cold_start_flops"] = cold_start_flops(config, models.record["roles"], peak)
             settings = dataclasses.replace(settings, name_or_path=str(models.folders["agent"]))
         model = load_model(settings, "--model", trainable=False)
-        cell["eval"] = evaluate(domain, heldout, model, tokenizer, max_new, seed)
+        cell["eval"] = evaluate(domain, heldout, model, tokenizer, max_new, seed, path=_eval_path(args))
         _evaluate_answers(args, cell, domain, heldout, model, tokenizer, max_new, seed)
     else:
         import shutil
@@ -285,7 +327,7 @@ def measure_cell(args: argparse.Namespace, row: str, seed: int) -> dict[str, Any
             records = []
             run = None
         if run is not None:
-            cell["eval"] = evaluate(domain, heldout, run.agent.model, run.agent_tokenizer, max_new, seed)
+            cell["eval"] = evaluate(domain, heldout, run.agent.model, run.agent_tokenizer, max_new, seed, path=_eval_path(args))
             _evaluate_answers(args, cell, domain, heldout, run.agent.model, run.agent_tokenizer, max_new, seed)
             from workbench.engine.invariants import check_run_folder
 
@@ -322,7 +364,7 @@ def _evaluate_answers(args: argparse.Namespace, cell: dict[str, Any], domain: An
     """`--answers N` (N > 1): the cell's final agent evaluated again with N answers a task while it
     is in memory, kept as `eval_samples` (what `--reeval N` would add later from the run folder)."""
     if args.answers > 1:
-        cell["eval_samples"] = evaluate(domain, heldout, model, tokenizer, max_new, seed, args.answers)
+        cell["eval_samples"] = evaluate(domain, heldout, model, tokenizer, max_new, seed, args.answers, path=_eval_path(args))
 
 
 # The fields of each epoch record a cell keeps (its `epochs`): `cell_epochs` reads them back as `EpochRecord`s.
@@ -604,7 +646,8 @@ def eval_cell(args: argparse.Namespace, row: str, seed: int, samples: int) -> No
     cell = read_cell(path)
     start = time.perf_counter()
     model = final_agent(args, row, seed, config)
-    result = evaluate(domain, heldout, model, load_tokenizer(config.agent.model, "--model"), config.agent.max_completion_length, seed, samples)
+    result = evaluate(domain, heldout, model, load_tokenizer(config.agent.model, "--model"), config.agent.max_completion_length, seed, samples,
+                      path=_eval_path(args))
     result["seconds"] = time.perf_counter() - start
     cell["eval_samples"] = result
     _save(path, cell)
@@ -622,7 +665,13 @@ def _identity(args: argparse.Namespace, train: list[Any], heldout: list[Any]) ->
         identity["settings"] = "fast" if args.fast == 1 else f"fast-{args.fast}"
     if getattr(args, "stats_match_difficulty", False):  # another environment cold start: a table of its own
         identity["stats_match_difficulty"] = True
+    if _eval_path(args) != "plain":  # other held-out draws: a table of its own (a plain table's identity has no such key)
+        identity["eval_path"] = _eval_path(args)
     return identity
+
+
+def _eval_path(args: argparse.Namespace) -> str:
+    return getattr(args, "eval_path", None) or "plain"
 
 
 def _size_flags(args: argparse.Namespace) -> list[str]:
@@ -633,6 +682,8 @@ def _size_flags(args: argparse.Namespace) -> list[str]:
         flags.append("--stratify-training")
     if getattr(args, "stats_match_difficulty", False):
         flags.append("--stats-match-difficulty")
+    if _eval_path(args) != "plain":
+        flags += ["--eval-path", _eval_path(args)]
     for flag in ("epochs", "train", "heldout", "max_prompt_chars", "dtype"):
         if getattr(args, flag, None):
             flags += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
@@ -980,6 +1031,9 @@ def main() -> None:
     parser.add_argument("--answers", type=int, default=1, metavar="N",
                         help="each new cell also evaluates its final agent with N answers a task (as --reeval N would), "
                              "so the table needs no run folder afterwards")
+    parser.add_argument("--eval-path", choices=EVAL_PATHS, default="plain",
+                        help="how the held-out answers are sampled: plain (the tables so far) or fast (every faster sampling "
+                             "setting, EVAL_PARTS: other random draws, so a table of its own; benchmarks/cost/heldout_eval.py)")
     parser.add_argument("--reeval", type=int, metavar="N",
                         help="evaluate every measured cell's final agent again with N answers per held-out task (less noise)")
     parser.add_argument("--flop-bound", action="store_true",

@@ -10,9 +10,9 @@ memory bandwidth)), with the bounds the cells measured (`--flop-bound`):
 * the cold start, each role fine-tuned in a `cold` cell (`frame.cold_start_work`): from the
   tokens its record kept, or for a cell measured before records kept them, its examples rebuilt
   and counted as the chat template renders them;
-* the held-out evaluations: their prompts' prefill only (the answers' lengths are not kept, and
-  decoding 112 tokens is a few seconds at the bandwidth), so this part's bound is low; their
-  measured seconds where every evaluation kept them (cells measured since they do).
+* the held-out evaluations (`evaluation_bound`): the prefill of their prompts and the decode of
+  the answers' tokens where the evaluation kept its token counts, the prefill alone for an older
+  one (whose bound is then low); their measured seconds where every evaluation kept them.
 
 Cells measured since they keep them also time two overheads, printed with no bound: a trained
 cell's setup before epoch 1 (`setup_seconds`: its models loaded, the cold start copied from its
@@ -118,12 +118,17 @@ def table_bound(args: argparse.Namespace) -> dict[str, Any]:
     parts["cold start (fine-tuning and loss probes)"] = (cold_measured, cold_bound)
 
     prompts = [frame.count_tokens(tokenizer, chat_prompt(tokenizer, domain.agent_messages(t))) for t in heldout]
-    fpt = frame.flops_per_token(models["agent"], sum(prompts) / len(prompts))
-    evaluations = sum(1 for c in cells if c.get("eval")) + sum(1 for c in cells if c.get("eval_samples"))
-    calls = -(-len(prompts) // real_model.EVAL_BATCH)
-    prefill = roofline.seconds(sum(prompts) * fpt, calls * frame.ModelFacts.of(models["agent"]).weight_bytes)
-    parts[f"held-out evaluation (sampling and scoring; its bound the prefill only, {evaluations} evaluations)"] = (
-        evaluation_seconds(cells), evaluations * prefill)
+    evaluations = [e for c in cells for e in (c.get("eval"), c.get("eval_samples")) if e]
+    cache: dict[int, float] = {}
+    least = 0.0
+    for e in evaluations:  # an evaluation that kept its tokens: prefill and decode; an older one: its prompts' prefill
+        samples = e.get("samples", 1)
+        tokens = e.get("tokens") or {"answers": samples * len(prompts), "distinct_prompts": len(prompts), "prompt": samples * sum(prompts),
+                                     "new": 0}
+        least += evaluation_bound(tokens, models["agent"], roofline, cache)
+    decoded = "prefill and decode" if all("tokens" in e for e in evaluations) else "the prefill only where it kept no token counts"
+    parts[f"held-out evaluation (sampling and scoring; its bound {decoded}, {len(evaluations)} evaluations)"] = (
+        evaluation_seconds(cells), least)
     parts.update(overheads(cells))
     total = sum(c["seconds"] for c in cells)
     return {"benchmark": args.benchmark, "cells": len(cells), "seconds": total, "roofline": roofline, "parts": parts,
@@ -133,6 +138,28 @@ def table_bound(args: argparse.Namespace) -> dict[str, Any]:
 # a cell's timed parts that are overheads (their least time is nil): key -> what the table prints
 OVERHEADS = {"setup_seconds": "a trained cell's setup: models loaded, the cold start copied, static's variations up front",
              "bounds_seconds": "measuring the bounds (--flop-bound)"}
+
+
+def evaluation_bound(tokens: dict[str, int], model: Any, roofline: frame.Roofline, cache: dict[int, float]) -> float:
+    """The least time of one held-out evaluation (`real_model.evaluate`'s `tokens`: answers, distinct
+    prompts, prompt and new tokens) on `roofline`: `frame.sampling_work`'s prefill (each distinct
+    prompt once) and decode (each step reading the weights, each new token its row's keys and
+    values), in batches of `real_model.EVAL_BATCH`. `cache`: forward FLOPs a token by length, kept
+    between calls."""
+    from benchmarks.effect import real_model
+
+    def fpt(length: float) -> float:
+        key = max(1, int(length))
+        if key not in cache:
+            cache[key] = frame.flops_per_token(model, key)
+        return cache[key]
+
+    answers = tokens["answers"]
+    prompt_mean, reply_mean = tokens["prompt"] / answers, tokens["new"] / answers
+    parts = frame.sampling_work(answers, prompt_mean, tokens["new"], real_model.EVAL_BATCH, -(-answers // real_model.EVAL_BATCH),
+                                fpt(prompt_mean), fpt(prompt_mean + reply_mean / 2), frame.ModelFacts.of(model),
+                                distinct=tokens["distinct_prompts"])
+    return sum(roofline.seconds(p["flops"], p["bytes"]) for p in parts)
 
 
 def evaluation_seconds(cells: list[dict[str, Any]]) -> float | None:

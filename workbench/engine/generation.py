@@ -85,7 +85,7 @@ class TransformersGenerator:
         self.tokenizer = tokenizer
         self.stats = GenerationStats()
         self.paths = SamplingPaths(merge_lora, packed_decode, share_prompt_prefill, settings.drop_finished_rows, settings.share_prefix,
-                                   settings.cdf_sampling, settings.grow_cache_in_place)
+                                   settings.cdf_sampling, settings.grow_cache_in_place, settings.causal_prefill)
         self.grammar = grammar
         self.last_cut: list[list[bool]] = []  # per prompt and completion of the last call: cut at max_new_tokens
 

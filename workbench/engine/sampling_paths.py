@@ -14,6 +14,7 @@ from typing import Any, Iterator
 import torch
 
 from workbench.engine.cache_in_place import cache_grows_in_place
+from workbench.engine.causal_prefill import prompts_prefilled_causally
 from workbench.engine.cdf_sampling import tokens_drawn_by_cdf
 from workbench.engine.finished_rows import finished_rows_leave
 from workbench.engine.lora_merge import LoraMerge
@@ -26,7 +27,7 @@ class SamplingPaths:
 
     def __init__(self, merge_lora: bool = False, packed_decode: bool | tuple[Any, ...] = False, share_prompt_prefill: bool = False,
                  drop_finished_rows: bool = False, share_prefix: bool = False, cdf_sampling: bool = False,
-                 grow_cache_in_place: bool = False):
+                 grow_cache_in_place: bool = False, causal_prefill: bool = False):
         self.lora_merge = LoraMerge() if merge_lora else None
         # kept across calls: a frozen weight is packed once a run. True packs float32 weights; a tuple names the
         # dtypes (`packed_decode.packed_dtypes` of a model's settings), empty for none
@@ -37,6 +38,7 @@ class SamplingPaths:
         self.share_prefix = share_prefix
         self.cdf_sampling = cdf_sampling
         self.grow_cache_in_place = grow_cache_in_place
+        self.causal_prefill = causal_prefill
 
     @contextmanager
     def around(self, model: Any, *same_model: Any, repeats: bool = True) -> Iterator[None]:
@@ -47,9 +49,11 @@ class SamplingPaths:
                 stack.enter_context(self.lora_merge.merged(model))
             if self.packed is not None:
                 stack.enter_context(self.packed.active(model))
-            if self.share_prompt_prefill and repeats:
+            if self.causal_prefill:  # one of the three: each patches generate (this one prefills a repeated prompt once too)
+                stack.enter_context(prompts_prefilled_causally(model, *same_model))
+            elif self.share_prompt_prefill and repeats:
                 stack.enter_context(prompts_prefilled_once(model, *same_model))
-            elif self.share_prefix:  # one of the two: each patches generate
+            elif self.share_prefix:
                 stack.enter_context(common_prefix_prefilled_once(model, *same_model))
             if self.cdf_sampling:
                 stack.enter_context(tokens_drawn_by_cdf())
