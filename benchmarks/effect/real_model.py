@@ -160,7 +160,7 @@ def evaluate(domain: Any, tasks: list[Any], model: Any, tokenizer: Any, max_new_
                                   grow_cache_in_place=True, cdf_sampling="cdf" in parts, share_prefix="prefix" in parts,
                                   causal_prefill="causal" in parts)
     packed = () if "packed" not in parts else (torch.float32,) if bfloat16_tiles() else PACKABLE_DTYPES
-    generator = TransformersGenerator(settings, model, tokenizer, merge_lora="merged" in parts and _has_lora(model),
+    generator = TransformersGenerator(settings, model, tokenizer, merge_lora="merged" in parts,  # a model without adapters: nothing merged
                                       packed_decode=packed, share_prompt_prefill=samples > 1)
     messages = [domain.agent_messages(t) for t in tasks]
     outputs = generator.generate(messages, n=samples, seed=seed)
@@ -189,12 +189,6 @@ def evaluate(domain: Any, tasks: list[Any], model: Any, tokenizer: Any, max_new_
         "tokens": tokens,  # what an evaluation's roofline counts (benchmarks/cost/heldout_eval.py)
         "seconds": time.perf_counter() - start,
     }
-
-
-def _has_lora(model: Any) -> bool:
-    from workbench.engine.lora_merge import lora_layers
-
-    return bool(lora_layers(model))
 
 
 def final_agent(args: argparse.Namespace, row: str, seed: int, config: Any) -> Any:
